@@ -1,0 +1,82 @@
+// AgentConfig: everything the elastic agent needs, resolved from torchrun's flags by
+// cli/launch_flags (which validates it once; the agent trusts it).
+#ifndef MUSTER_AGENT_CONFIG_H_
+#define MUSTER_AGENT_CONFIG_H_
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace muster::agent {
+
+enum class RendezvousMode {
+  kStandalone,  // --standalone: embedded server on 127.0.0.1, ephemeral port
+  kStatic,      // --nnodes=N --node-rank=K --master-addr: node rank 0 embeds the server
+  kDynamic,     // --rdzv-endpoint to a musterd (embedded when is_host)
+};
+
+struct AgentConfig {
+  RendezvousMode mode = RendezvousMode::kStandalone;
+
+  // --- job
+  // --rdzv-id: the job id on the server (TORCHELASTIC_RUN_ID); torchrun's default is "none".
+  std::string run_id = "none";
+  // --nnodes=MIN[:MAX].
+  int min_nodes = 1;
+  int max_nodes = 1;
+  // --nproc-per-node, resolved to a number (auto/cpu/gpu already counted).
+  int nproc_per_node = 1;
+  // --role.
+  std::string role = "default";
+  // --max-restarts.
+  int max_restarts = 0;
+  // --monitor-interval: how often worker state is checked when nothing else wakes the agent.
+  absl::Duration monitor_interval = absl::Milliseconds(100);
+
+  // --- rendezvous
+  // HOST:PORT of the server to join (in standalone mode filled in with the embedded one).
+  std::string rdzv_endpoint;
+  // Whether this agent starts the server itself (standalone; static node rank 0; is_host).
+  bool embed_server = false;
+  // Where the embedded server listens ("127.0.0.1:0" in standalone mode).
+  std::string embed_listen;
+  // --node-rank, or -1.
+  int node_rank = -1;
+  // --master-addr / --master-port: static mode's MASTER_ADDR/MASTER_PORT for the workers
+  // (empty / -1: chosen by the round's group rank 0).
+  std::string master_addr;
+  int master_port = -1;
+  // --local-addr: the address this node advertises (empty: detected).
+  std::string local_addr;
+  // --rdzv-conf values.
+  absl::Duration join_timeout = absl::Seconds(600);
+  absl::Duration last_call_timeout = absl::Seconds(30);
+  absl::Duration close_timeout = absl::Seconds(30);
+  absl::Duration read_timeout = absl::Seconds(60);
+  absl::Duration connect_timeout = absl::Seconds(10);
+  absl::Duration heartbeat_interval = absl::Milliseconds(250);
+  int heartbeat_max_missed = 4;  // keep_alive_max_attempt
+
+  // --- workers
+  // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u", "train.py", ...]
+  // or ["./train.exe", ...].
+  std::vector<std::string> program;
+  // How long stopping workers waits after SIGTERM before SIGKILL.
+  absl::Duration stop_grace = absl::Seconds(5);
+
+  // --- output
+  // --log-dir: base directory of worker logs and error files (empty: a temporary directory).
+  std::string log_dir;
+  // -r / -t, per local rank (key -1 = all ranks); values are StdStreams bits.
+  std::map<int, int> redirects;
+  std::map<int, int> tees;
+  // --local-ranks-filter (empty = all).
+  std::set<int> local_ranks_filter;
+};
+
+}  // namespace muster::agent
+
+#endif  // MUSTER_AGENT_CONFIG_H_

@@ -1,0 +1,49 @@
+// The worker environment contract of DESIGN.md, built in one place.
+#ifndef MUSTER_AGENT_WORKER_ENV_H_
+#define MUSTER_AGENT_WORKER_ENV_H_
+
+#include <map>
+#include <string>
+
+namespace muster::agent {
+
+// What the round tells one worker.
+struct WorkerEnvParams {
+  int local_rank = 0;
+  int rank = 0;  // global
+  int world_size = 1;
+  int local_world_size = 1;
+  int group_rank = 0;
+  int group_world_size = 1;
+  // The role's ranks; with one role they equal the global ones.
+  int role_rank = 0;
+  int role_world_size = 1;
+  std::string role_name = "default";
+  std::string master_addr;
+  int master_port = 0;
+  int restart_count = 0;
+  int max_restarts = 0;
+  std::string run_id;
+  std::string error_file;
+  std::string store_endpoint;  // MUSTER_STORE_ENDPOINT
+  std::string store_prefix;    // MUSTER_STORE_PREFIX
+  long long round = 0;         // MUSTER_ROUND
+};
+
+// Returns `base` (the agent's own environment) with the contract's variables set:
+// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK,
+// ROLE_NAME, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
+// TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE=False,
+// TORCHELASTIC_ERROR_FILE, TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (unless set in base),
+// OMP_NUM_THREADS=1 (unless set in base, and only when local_world_size > 1),
+// MUSTER_STORE_ENDPOINT, MUSTER_STORE_PREFIX, MUSTER_RUN_ID, MUSTER_ROUND.
+// Values are formatted as torchrun formats them (decimal integers, "False").
+std::map<std::string, std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
+                                                  const WorkerEnvParams& params);
+
+// The current process's environment as a map.
+std::map<std::string, std::string> CurrentEnvironment();
+
+}  // namespace muster::agent
+
+#endif  // MUSTER_AGENT_WORKER_ENV_H_

@@ -1,0 +1,56 @@
+// RendezvousClient: the agent's side of the Session stream. A seam, so the agent's tests can run
+// on an in-process fake; NewGrpcRendezvousClient is the real one.
+#ifndef MUSTER_RENDEZVOUS_CLIENT_H_
+#define MUSTER_RENDEZVOUS_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "muster/v1/rendezvous.pb.h"
+
+namespace muster::rendezvous {
+
+// Thread-safe: Send, Next and Close may be called from different threads.
+class RendezvousClient {
+ public:
+  virtual ~RendezvousClient() = default;
+
+  // Connects, opens the Session stream and sends join. Blocks up to the connect timeout.
+  // Errors: UNAVAILABLE naming the endpoint when nothing answers there in time.
+  virtual absl::Status Start(const v1::Join& join) = 0;
+
+  // Sends one message (a rejoin, a report, Leave). Errors: UNAVAILABLE once the stream is broken.
+  virtual absl::Status Send(const v1::AgentMessage& msg) = 0;
+
+  // Waits up to `timeout` for the next message from the server.
+  // Errors: DEADLINE_EXCEEDED when none came (the session goes on); otherwise the session is over:
+  // UNAVAILABLE when the server went away, or the status the server ended the stream with
+  // (FAILED_PRECONDITION / INVALID_ARGUMENT for a refused Join, with the server's message).
+  virtual absl::StatusOr<v1::ServerMessage> Next(absl::Duration timeout) = 0;
+
+  // Tells the heartbeats which round the agent is in.
+  virtual void SetRound(int64_t round) = 0;
+
+  // Sends Leave{reason} when reason is non-empty, half-closes and ends the stream; idempotent.
+  // Blocks at most about a second.
+  virtual void Close(absl::string_view leave_reason) = 0;
+};
+
+struct GrpcClientOptions {
+  // HOST:PORT of musterd.
+  std::string endpoint;
+  // How long Start waits for the server to answer.
+  absl::Duration connect_timeout = absl::Seconds(10);
+  // Heartbeats are sent this often while the stream is open.
+  absl::Duration heartbeat_interval = absl::Milliseconds(250);
+};
+
+std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(GrpcClientOptions options);
+
+}  // namespace muster::rendezvous
+
+#endif  // MUSTER_RENDEZVOUS_CLIENT_H_
