@@ -39,8 +39,11 @@ struct AgentConfig {
   // --- rendezvous
   // HOST:PORT of the server to join (in standalone mode filled in with the embedded one).
   std::string rdzv_endpoint;
-  // Whether this agent starts the server itself (standalone; static node rank 0; is_host).
+  // Whether this agent starts the server itself (standalone; static node rank 0; is_host=1).
   bool embed_server = false;
+  // Dynamic mode without is_host: embed the server when the endpoint names this host and nothing
+  // listens there yet (torchrun's is_host guess); join as a client if another agent won the race.
+  bool embed_if_local = false;
   // Where the embedded server listens ("127.0.0.1:0" in standalone mode).
   std::string embed_listen;
   // --node-rank, or -1.
