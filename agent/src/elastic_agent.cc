@@ -1,1 +1,467 @@
-// Placeholder: being written.
+#include "muster/agent/elastic_agent.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "muster/agent/exit_codes.h"
+#include "muster/agent/worker_env.h"
+#include "muster/agent/worker_group.h"
+#include "muster/common/logging.h"
+#include "muster/common/net.h"
+#include "muster/rendezvous/client.h"
+#include "muster/rendezvous/server.h"
+
+namespace muster::agent {
+namespace {
+
+enum class AgentState {
+  kJoining,   // Join sent; waiting for RoundReady
+  kRunning,   // workers of the current round are running
+  kReported,  // workers ended and the outcome was reported; waiting for the server's verdict
+};
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", sig);
+}
+
+std::string DescribeExit(int exit_code, int sig) {
+  if (sig != 0) return absl::StrCat("killed by ", SignalName(sig));
+  return absl::StrCat("exited with code ", exit_code);
+}
+
+std::string FormatTime(int64_t unix_ms) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3S%Ez", absl::FromUnixMillis(unix_ms),
+                          absl::LocalTimeZone());
+}
+
+std::string RandomSuffix() {
+  std::random_device rd;
+  return absl::StrFormat("%08x", rd());
+}
+
+}  // namespace
+
+class ElasticAgent::Impl {
+ public:
+  explicit Impl(AgentConfig config) : config_(std::move(config)) {}
+
+  int Run();
+  void RequestStop(int sig) { stop_signal_.store(sig); }
+
+ private:
+  // Start-up: the embedded server (when the mode wants one) and the session.
+  int Setup();
+  absl::Status MaybeEmbedServer();
+  // One message from the server; returns an exit status when the job is over, or -1.
+  int Handle(const v1::ServerMessage& msg);
+  int OnRoundReady(const v1::RoundReady& ready);
+  void OnRestart(const v1::Restart& restart);
+  // Checks the running workers and reports their outcome.
+  void CheckWorkers();
+  // Stops the workers of the current round, if any.
+  void StopWorkers(int sig);
+  int Shutdown(int exit_code);
+  int StopForSignal(int sig);
+  absl::Status Rejoin();
+  std::string LogRunDir();
+  void PrintFailureSummary(const v1::JobFailed& failed);
+
+  const AgentConfig config_;
+  std::atomic<int> stop_signal_{0};
+
+  std::unique_ptr<rendezvous::RendezvousServer> server_;
+  std::unique_ptr<rendezvous::RendezvousClient> client_;
+  v1::Join join_;
+  std::string endpoint_;
+
+  AgentState state_ = AgentState::kJoining;
+  v1::RoundReady round_;
+  std::unique_ptr<WorkerGroup> group_;
+  int attempt_ = -1;
+  std::string run_dir_;
+  bool temp_run_dir_ = false;
+  int last_waiting_joined_ = -1;
+};
+
+ElasticAgent::ElasticAgent(AgentConfig config)
+    : impl_(std::make_unique<Impl>(std::move(config))) {}
+ElasticAgent::~ElasticAgent() = default;
+int ElasticAgent::Run() { return impl_->Run(); }
+void ElasticAgent::RequestStop(int signal) { impl_->RequestStop(signal); }
+
+absl::Status ElasticAgent::Impl::MaybeEmbedServer() {
+  std::string listen = config_.embed_listen;
+  bool embed = config_.embed_server;
+  if (!embed && config_.embed_if_local) {
+    // torchrun's is_host guess: the endpoint names this host and nobody serves it yet.
+    auto hp = ParseHostPort(config_.rdzv_endpoint, 29400);
+    if (hp.ok() && IsLocalHost(hp->host) &&
+        !CanConnect(hp->host.empty() ? "127.0.0.1" : hp->host, hp->port,
+                    absl::Milliseconds(200))) {
+      embed = true;
+      listen = absl::StrCat("0.0.0.0:", hp->port);
+    }
+  }
+  if (!embed) return absl::OkStatus();
+  rendezvous::ServerOptions options;
+  options.listen = listen;
+  auto server = rendezvous::RendezvousServer::Start(options);
+  if (!server.ok()) {
+    if (!config_.embed_server) {
+      // Another agent on this host won the race to host the server: join it as a client.
+      MUSTER_LOG(INFO) << "another agent hosts the rendezvous server at " << config_.rdzv_endpoint
+                       << "; joining it";
+      return absl::OkStatus();
+    }
+    return server.status();
+  }
+  server_ = *std::move(server);
+  MUSTER_LOG(DEBUG) << "embedded rendezvous server on " << server_->address();
+  return absl::OkStatus();
+}
+
+int ElasticAgent::Impl::Setup() {
+  if (absl::Status s = MaybeEmbedServer(); !s.ok()) {
+    MUSTER_LOG(ERROR) << "cannot start the rendezvous server: " << s.message();
+    return s.code() == absl::StatusCode::kInvalidArgument ||
+                   s.code() == absl::StatusCode::kUnavailable
+               ? kExitConfigError
+               : kExitJobFailed;
+  }
+  endpoint_ = config_.rdzv_endpoint;
+  if (config_.mode == RendezvousMode::kStandalone || endpoint_.empty()) {
+    endpoint_ = absl::StrCat("127.0.0.1:", server_ ? server_->port() : 29400);
+  }
+
+  const std::string hostname = LocalHostname();
+  std::string advertised = config_.local_addr;
+  if (advertised.empty()) {
+    if (config_.mode == RendezvousMode::kStandalone) {
+      advertised = "127.0.0.1";
+    } else if (config_.mode == RendezvousMode::kStatic && config_.node_rank == 0) {
+      // Static mode: the workers' MASTER_ADDR is --master-addr, and node rank 0 is the master.
+      advertised = config_.master_addr;
+    } else {
+      advertised = DefaultAdvertisedAddress();
+    }
+  }
+  int master_port = config_.master_port;
+  if (master_port <= 0) {
+    auto port = PickFreePort();
+    if (!port.ok()) {
+      MUSTER_LOG(ERROR) << "cannot reserve a MASTER_PORT: " << port.status().message();
+      return kExitJobFailed;
+    }
+    master_port = *port;
+  }
+
+  join_.set_job_id(config_.run_id);
+  join_.set_node_id(absl::StrCat(hostname, "-", getpid(), "-", RandomSuffix().substr(0, 4)));
+  join_.set_hostname(hostname);
+  join_.set_advertised_addr(advertised);
+  join_.set_local_world_size(config_.nproc_per_node);
+  join_.set_min_nodes(config_.min_nodes);
+  join_.set_max_nodes(config_.max_nodes);
+  join_.set_node_rank_hint(config_.node_rank);
+  join_.set_max_restarts(config_.max_restarts);
+  join_.set_master_port(master_port);
+  join_.set_join_timeout_ms(absl::ToInt64Milliseconds(config_.join_timeout));
+  join_.set_last_call_timeout_ms(absl::ToInt64Milliseconds(config_.last_call_timeout));
+  join_.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(config_.heartbeat_interval));
+  join_.set_heartbeat_timeout_ms(
+      absl::ToInt64Milliseconds(config_.heartbeat_interval * config_.heartbeat_max_missed));
+  join_.set_role(config_.role);
+
+  rendezvous::GrpcClientOptions client_options;
+  client_options.endpoint = endpoint_;
+  client_options.connect_timeout = config_.connect_timeout;
+  client_options.heartbeat_interval = config_.heartbeat_interval;
+  client_ = rendezvous::NewGrpcRendezvousClient(client_options);
+  if (absl::Status s = client_->Start(join_); !s.ok()) {
+    MUSTER_LOG(ERROR) << s.message();
+    return kExitUnavailable;
+  }
+  MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at " << endpoint_ << " as node "
+                   << join_.node_id() << " (" << config_.nproc_per_node << " workers, nnodes "
+                   << config_.min_nodes << ":" << config_.max_nodes << ")";
+  return -1;
+}
+
+std::string ElasticAgent::Impl::LogRunDir() {
+  if (!run_dir_.empty()) return run_dir_;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (config_.log_dir.empty()) {
+    std::string tmpl = (fs::temp_directory_path(ec) / "muster-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) != nullptr) {
+      run_dir_ = (fs::path(tmpl) / config_.run_id).string();
+      temp_run_dir_ = true;
+    }
+  } else {
+    // Never overwrite the logs of an earlier run with the same id: add a suffix instead.
+    fs::path base = fs::path(config_.log_dir) / config_.run_id;
+    fs::path dir = base;
+    for (int i = 1; fs::exists(dir, ec); ++i) {
+      dir = base.string() + "_" + std::to_string(i);
+    }
+    run_dir_ = dir.string();
+  }
+  fs::create_directories(run_dir_, ec);
+  if (ec) MUSTER_LOG(WARNING) << "cannot create log directory " << run_dir_ << ": " << ec.message();
+  return run_dir_;
+}
+
+int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
+  if (state_ == AgentState::kRunning && ready.round() == round_.round()) {
+    return -1;  // The same round again after a reconnect: the workers carry on.
+  }
+  round_ = ready;
+  client_->SetRound(ready.round());
+  ++attempt_;
+  last_waiting_joined_ = -1;
+  const std::string attempt_dir =
+      absl::StrCat(LogRunDir(), "/attempt_", attempt_);
+  const std::map<std::string, std::string> base = CurrentEnvironment();
+
+  std::vector<WorkerSpec> workers;
+  for (int local = 0; local < config_.nproc_per_node; ++local) {
+    WorkerEnvParams p;
+    p.local_rank = local;
+    p.rank = ready.rank_offset() + local;
+    p.world_size = ready.world_size();
+    p.local_world_size = config_.nproc_per_node;
+    p.group_rank = ready.group_rank();
+    p.group_world_size = ready.group_world_size();
+    p.role_rank = p.rank;
+    p.role_world_size = ready.world_size();
+    p.role_name = config_.role;
+    p.master_addr = ready.master_addr();
+    p.master_port = ready.master_port();
+    p.restart_count = ready.restart_count();
+    p.max_restarts = ready.max_restarts();
+    p.run_id = config_.run_id;
+    p.error_file = absl::StrCat(attempt_dir, "/", local, "/error.json");
+    p.store_endpoint = endpoint_;
+    p.store_prefix = ready.store_prefix();
+    p.round = ready.round();
+    std::error_code ec;
+    std::filesystem::create_directories(absl::StrCat(attempt_dir, "/", local), ec);
+    WorkerSpec spec;
+    spec.local_rank = local;
+    spec.global_rank = p.rank;
+    spec.argv = config_.program;
+    spec.error_file = p.error_file;
+    spec.env = BuildWorkerEnv(base, p);
+    workers.push_back(std::move(spec));
+  }
+  OutputOptions output;
+  output.redirects = config_.redirects;
+  output.tees = config_.tees;
+  output.console_local_ranks = config_.local_ranks_filter;
+  output.attempt_dir = attempt_dir;
+
+  MUSTER_LOG(INFO) << "round " << ready.round() << ": node " << ready.group_rank() << "/"
+                   << ready.group_world_size() << ", ranks " << ready.rank_offset() << ".."
+                   << ready.rank_offset() + config_.nproc_per_node - 1 << " of "
+                   << ready.world_size() << ", master " << ready.master_addr() << ":"
+                   << ready.master_port() << ", restarts " << ready.restart_count() << "/"
+                   << ready.max_restarts();
+  auto group = WorkerGroup::Start(std::move(workers), std::move(output));
+  if (!group.ok()) {
+    // The program cannot run here (not found, not executable): no restart can mend that.
+    MUSTER_LOG(ERROR) << group.status().message();
+    client_->Close("cannot start the workers: " + std::string(group.status().message()));
+    return kExitConfigError;
+  }
+  group_ = *std::move(group);
+  state_ = AgentState::kRunning;
+  return -1;
+}
+
+void ElasticAgent::Impl::StopWorkers(int sig) {
+  if (group_ == nullptr) return;
+  group_->Stop(sig, config_.stop_grace);
+  group_.reset();
+}
+
+absl::Status ElasticAgent::Impl::Rejoin() {
+  v1::AgentMessage msg;
+  *msg.mutable_join() = join_;
+  state_ = AgentState::kJoining;
+  return client_->Send(msg);
+}
+
+void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
+  MUSTER_LOG(WARNING) << "round " << restart.round() << " ended: " << restart.reason()
+                      << "; stopping workers and rejoining";
+  StopWorkers(SIGTERM);
+  if (absl::Status s = Rejoin(); !s.ok()) {
+    MUSTER_LOG(ERROR) << "cannot rejoin: " << s.message();
+  }
+}
+
+void ElasticAgent::Impl::CheckWorkers() {
+  if (state_ != AgentState::kRunning || group_ == nullptr) return;
+  GroupStatus status = group_->Wait(absl::Milliseconds(10));
+  if (status.state == GroupState::kRunning) return;
+  v1::AgentMessage msg;
+  if (status.state == GroupState::kSucceeded) {
+    msg.mutable_workers_succeeded()->set_round(round_.round());
+    group_.reset();
+    MUSTER_LOG(INFO) << "round " << round_.round() << ": all " << config_.nproc_per_node
+                     << " workers of this node succeeded";
+  } else {
+    // Report the workers that failed on their own, not the ones this agent then stops.
+    std::vector<WorkerExit> failed;
+    for (const WorkerExit& e : status.exits) {
+      if (!e.succeeded()) failed.push_back(e);
+    }
+    StopWorkers(SIGTERM);
+    auto* report = msg.mutable_workers_failed();
+    report->set_round(round_.round());
+    for (const WorkerExit& e : failed) {
+      v1::WorkerFailure* f = report->add_failures();
+      f->set_node_id(join_.node_id());
+      f->set_hostname(join_.hostname());
+      f->set_local_rank(e.local_rank);
+      f->set_global_rank(e.global_rank);
+      f->set_pid(e.pid);
+      f->set_exit_code(e.exit_code);
+      f->set_signal(e.signal);
+      f->set_error_message(e.error_message);
+      f->set_timestamp_unix_ms(absl::ToUnixMillis(e.end_time));
+      MUSTER_LOG(ERROR) << "worker rank " << e.global_rank << " (local rank " << e.local_rank
+                        << ", pid " << e.pid << ") " << DescribeExit(e.exit_code, e.signal)
+                        << (e.error_message.empty() ? "" : ": ") << e.error_message;
+    }
+  }
+  state_ = AgentState::kReported;
+  if (absl::Status s = client_->Send(msg); !s.ok()) {
+    MUSTER_LOG(ERROR) << "cannot report to the rendezvous server: " << s.message();
+  }
+}
+
+void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
+  std::string out = absl::StrCat(
+      "\n", std::string(72, '='), "\n", "muster: job '", config_.run_id, "' FAILED\n",
+      "root cause: ", failed.root_cause(), "\n");
+  if (failed.failures_size() > 0) {
+    absl::StrAppend(&out, "failures of the last round:\n");
+    for (const v1::WorkerFailure& f : failed.failures()) {
+      absl::StrAppend(&out, "  rank ", f.global_rank(), " (local rank ", f.local_rank(),
+                      ") on ", f.hostname(), ": ", DescribeExit(f.exit_code(), f.signal()),
+                      ", pid ", f.pid(), ", at ", FormatTime(f.timestamp_unix_ms()), "\n");
+      if (!f.error_message().empty()) {
+        absl::StrAppend(&out, "    error: ", f.error_message(), "\n");
+      }
+    }
+  }
+  if (!run_dir_.empty()) absl::StrAppend(&out, "worker logs and error files: ", run_dir_, "\n");
+  absl::StrAppend(&out, std::string(72, '='), "\n");
+  std::fputs(out.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
+  switch (msg.kind_case()) {
+    case v1::ServerMessage::kWaiting: {
+      const v1::Waiting& w = msg.waiting();
+      if (w.joined() != last_waiting_joined_) {
+        last_waiting_joined_ = w.joined();
+        MUSTER_LOG(INFO) << "waiting for nodes: " << w.joined() << " joined, need "
+                         << w.min_nodes() << (w.max_nodes() > w.min_nodes()
+                                                  ? absl::StrCat(" (up to ", w.max_nodes(), ")")
+                                                  : std::string())
+                         << "; giving up at " << FormatTime(w.deadline_unix_ms());
+      }
+      return -1;
+    }
+    case v1::ServerMessage::kRoundReady:
+      return OnRoundReady(msg.round_ready());
+    case v1::ServerMessage::kRestart:
+      OnRestart(msg.restart());
+      return -1;
+    case v1::ServerMessage::kJobSucceeded:
+      StopWorkers(SIGTERM);
+      MUSTER_LOG(INFO) << "job '" << config_.run_id << "' succeeded";
+      return kExitSuccess;
+    case v1::ServerMessage::kJobFailed:
+      StopWorkers(SIGTERM);
+      PrintFailureSummary(msg.job_failed());
+      return kExitJobFailed;
+    case v1::ServerMessage::KIND_NOT_SET:
+      return -1;
+  }
+  return -1;
+}
+
+int ElasticAgent::Impl::StopForSignal(int sig) {
+  MUSTER_LOG(WARNING) << "received " << SignalName(sig) << "; stopping workers";
+  if (group_ != nullptr) group_->Signal(sig);
+  StopWorkers(sig);
+  if (client_ != nullptr) client_->Close(absl::StrCat("agent stopped by ", SignalName(sig)));
+  return Shutdown(kExitSignalBase + sig);
+}
+
+int ElasticAgent::Impl::Shutdown(int exit_code) {
+  StopWorkers(SIGTERM);
+  if (client_ != nullptr) {
+    client_->Close("");
+    client_.reset();
+  }
+  if (server_ != nullptr) {
+    server_->Shutdown(absl::Seconds(1));
+    server_.reset();
+  }
+  if (temp_run_dir_ && exit_code == kExitSuccess) {
+    // A temporary log directory holds nothing worth keeping after a success.
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::path(run_dir_).parent_path(), ec);
+  }
+  return exit_code;
+}
+
+int ElasticAgent::Impl::Run() {
+  if (int rc = Setup(); rc >= 0) return Shutdown(rc);
+  while (true) {
+    if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
+    CheckWorkers();
+    absl::Duration wait = state_ == AgentState::kRunning
+                              ? absl::Milliseconds(1)
+                              : std::min(config_.monitor_interval, absl::Milliseconds(100));
+    absl::StatusOr<v1::ServerMessage> msg = client_->Next(wait);
+    if (msg.ok()) {
+      if (int rc = Handle(*msg); rc >= 0) return Shutdown(rc);
+      continue;
+    }
+    if (msg.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
+    // The session is over without a verdict.
+    const absl::Status& s = msg.status();
+    MUSTER_LOG(ERROR) << s.message();
+    int rc = kExitJobFailed;
+    if (s.code() == absl::StatusCode::kFailedPrecondition ||
+        s.code() == absl::StatusCode::kInvalidArgument) {
+      rc = kExitConfigError;
+    } else if (s.code() == absl::StatusCode::kUnavailable) {
+      rc = kExitUnavailable;
+    }
+    return Shutdown(rc);
+  }
+}
+
+}  // namespace muster::agent

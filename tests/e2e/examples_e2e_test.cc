@@ -1,0 +1,63 @@
+// The examples under the launcher: the C++ data-parallel SGD on libmuster_comm, and the PyTorch
+// DDP script, unchanged, on the gloo backend.
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace muster {
+namespace {
+
+using ::muster::testing::BinPath;
+using ::muster::testing::SourceDir;
+using ::muster::testing::Subprocess;
+using ::testing::HasSubstr;
+
+// The distinct values of a "checksum <hex>" field across the lines of the output.
+std::set<std::string> Checksums(const std::string& output) {
+  static const std::regex kChecksum(R"(checksum (0x[0-9a-fA-F]+))");
+  std::set<std::string> out;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    std::string s(line);
+    std::smatch m;
+    if (std::regex_search(s, m, kChecksum)) out.insert(m[1]);
+  }
+  return out;
+}
+
+TEST(ExamplesE2eTest, CppTrainerAgreesOnParametersAcrossFourRanks) {
+  Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=4", BinPath("train")});
+  ASSERT_EQ(p.WaitOrKill(absl::Seconds(120)), 0) << p.Output();
+  const std::string out = p.Output();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(out, HasSubstr("[rank" + std::to_string(rank) + "]:rank " +
+                               std::to_string(rank) + "/4"))
+        << out;
+  }
+  EXPECT_EQ(Checksums(out).size(), 1u) << out;
+  EXPECT_THAT(out, HasSubstr("all 4 ranks agree"));
+}
+
+TEST(ExamplesE2eTest, PytorchDdpScriptRunsUnchanged) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  Subprocess probe({"/usr/bin/python3", "-c", "import torch.distributed"});
+  if (probe.WaitOrKill(absl::Seconds(60)) != 0) {
+    GTEST_SKIP() << "python3-torch is not installed: " << probe.Output();
+  }
+  Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=2",
+                SourceDir() + "/examples/ddp_train.py"},
+               {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  ASSERT_EQ(p.WaitOrKill(absl::Seconds(240)), 0) << p.Output();
+  const std::string out = p.Output();
+  EXPECT_THAT(out, HasSubstr("[rank0]:"));
+  EXPECT_THAT(out, HasSubstr("[rank1]:"));
+  EXPECT_EQ(Checksums(out).size(), 1u) << out;
+}
+
+}  // namespace
+}  // namespace muster

@@ -1,0 +1,163 @@
+#include "tests/testing/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "muster/common/net.h"
+
+extern char** environ;
+
+namespace muster::testing {
+
+std::string BinDir() {
+  const char* dir = std::getenv("MUSTER_BIN_DIR");
+  if (dir != nullptr && *dir != '\0') return dir;
+  char buf[4096] = {0};
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  return std::filesystem::path(std::string(buf, static_cast<size_t>(n))).parent_path().string();
+}
+
+std::string BinPath(const std::string& name) { return BinDir() + "/" + name; }
+
+std::string SourceDir() {
+  const char* dir = std::getenv("MUSTER_SOURCE_DIR");
+  return dir != nullptr ? dir : ".";
+}
+
+std::string MakeTempDir(const std::string& tag) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / ("muster-test-" + tag + "-XXXXXX"))
+                         .string();
+  if (mkdtemp(tmpl.data()) == nullptr) return "/tmp";
+  return tmpl;
+}
+
+int FreePort() {
+  auto port = PickFreePort("127.0.0.1");
+  return port.ok() ? *port : 0;
+}
+
+Subprocess::Subprocess(std::vector<std::string> argv, std::map<std::string, std::string> env) {
+  output_path_ = MakeTempDir("out") + "/output.log";
+  std::map<std::string, std::string> full;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) full[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (auto& [k, v] : env) full[k] = v;
+  std::vector<std::string> env_strings;
+  for (auto& [k, v] : full) env_strings.push_back(k + "=" + v);
+  std::vector<char*> cargv, cenv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  for (auto& e : env_strings) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+
+  pid_ = fork();
+  if (pid_ == 0) {
+    setpgid(0, 0);
+    int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execve(cargv[0], cargv.data(), cenv.data());
+    dprintf(2, "exec %s: %s\n", cargv[0], strerror(errno));
+    _exit(127);
+  }
+  if (pid_ > 0) setpgid(pid_, pid_);
+}
+
+Subprocess::~Subprocess() {
+  if (!exit_code_.has_value()) Kill();
+}
+
+std::optional<int> Subprocess::Wait(absl::Duration timeout) {
+  if (exit_code_.has_value()) return exit_code_;
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    if (r < 0 && errno != EINTR) {
+      exit_code_ = -2;
+      return exit_code_;
+    }
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+int Subprocess::WaitOrKill(absl::Duration timeout) {
+  std::optional<int> rc = Wait(timeout);
+  if (rc.has_value()) return *rc;
+  Kill();
+  return -1;
+}
+
+void Subprocess::Signal(int sig) {
+  if (!exit_code_.has_value()) kill(pid_, sig);
+}
+
+void Subprocess::Kill() {
+  if (exit_code_.has_value() || pid_ <= 0) return;
+  kill(-pid_, SIGKILL);
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  exit_code_ = -1;
+}
+
+std::string Subprocess::Output() const {
+  std::ifstream f(output_path_);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool Subprocess::WaitForOutput(const std::string& text, absl::Duration timeout) const {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (Output().find(text) != std::string::npos) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return Output().find(text) != std::string::npos;
+}
+
+std::vector<std::string> LinesWith(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (line.find(needle) != absl::string_view::npos) out.emplace_back(line);
+  }
+  return out;
+}
+
+bool ProcessAlive(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = content.rfind(')');
+  if (close == std::string::npos || close + 2 >= content.size()) return false;
+  return content[close + 2] != 'Z';
+}
+
+}  // namespace muster::testing
