@@ -1,7 +1,9 @@
-// `muster`: the launcher and per-node elastic agent, with torchrun's command line.
+// `muster`: the launcher and per-node elastic agent, with torchrun's command
+// line.
 //
 //   muster --nproc-per-node=4 train.exe
-//   muster --nnodes=2 --nproc-per-node=8 --rdzv-endpoint=host:29400 --rdzv-id=job train.py
+//   muster --nnodes=2 --nproc-per-node=8 --rdzv-endpoint=host:29400
+//   --rdzv-id=job train.py
 #include <pthread.h>
 #include <signal.h>
 
@@ -18,9 +20,10 @@
 
 namespace {
 
-// Signals the agent turns into an orderly stop of the workers. They are blocked in every thread
-// (the mask is set before any thread starts) and taken by one sigwait thread, so no work runs in a
-// signal handler. Workers get a clean mask back before exec.
+// Signals the agent turns into an orderly stop of the workers. They are blocked
+// in every thread (the mask is set before any thread starts) and taken by one
+// sigwait thread, so no work runs in a signal handler. Workers get a clean mask
+// back before exec.
 sigset_t StopSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -36,7 +39,8 @@ sigset_t StopSignals() {
 int main(int argc, char** argv) {
   muster::SetLogTag("muster");
   std::vector<std::string> args(argv + 1, argv + argc);
-  auto command = muster::cli::ParseLaunchCommand(args, muster::agent::CurrentEnvironment());
+  auto command = muster::cli::ParseLaunchCommand(
+      args, muster::agent::CurrentEnvironment());
   if (!command.ok()) {
     std::fprintf(stderr, "muster: %s\nRun 'muster --help' for the flags.\n",
                  std::string(command.status().message()).c_str());

@@ -1,1 +1,175 @@
-int main() { return 0; }
+// musterd: the muster rendezvous server (Session streams, the Store service,
+// grpc.health.v1).
+//
+//   musterd [--listen=HOST:PORT] [--port-file=PATH] [--heartbeat-timeout=2s]
+//   [--log-level=info]
+//
+// Exit codes: 0 after SIGTERM/SIGINT and a clean shutdown; 1 when it cannot
+// serve (the port is taken, the address is not on this host); 2 for bad flags.
+#include <grpc/support/log.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "muster/common/logging.h"
+#include "muster/rendezvous/server.h"
+
+namespace {
+
+#ifdef MUSTER_VERSION
+constexpr char kVersion[] = MUSTER_VERSION;
+#else
+constexpr char kVersion[] = "0.1.0";
+#endif
+
+constexpr int kExitCannotServe = 1;
+constexpr int kExitUsage = 2;
+constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+
+// "2s", "500ms", "1m30s", or a plain number of seconds ("2", "0.5").
+bool ParseDurationFlag(const std::string& text, absl::Duration* out) {
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds)) {
+    *out = absl::Seconds(seconds);
+    return true;
+  }
+  return absl::ParseDuration(text, out);
+}
+
+// gRPC's own log lines go through our logger at debug level: musterd reports
+// the failures that matter itself, in its own words (a taken port, for one, is
+// otherwise also logged by gRPC).
+void GrpcLogToMuster(gpr_log_func_args* args) {
+  MUSTER_LOG(DEBUG) << "grpc: " << args->file << ":" << args->line << ": "
+                    << args->message;
+}
+
+// Writes the port to path atomically (a reader never sees a partial file).
+bool WritePortFile(const std::string& path, int port, std::string* error) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << port << "\n";
+    f.close();
+    if (!f) {
+      *error = absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno));
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
+                          std::strerror(errno));
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  muster::SetLogTag("musterd");
+
+  CLI::App app{
+      "musterd: the muster rendezvous server. Agents (`muster "
+      "--rdzv-endpoint=HOST:PORT`) hold a "
+      "session with it; workers bootstrap through its key-value store.",
+      "musterd"};
+  std::string listen = "0.0.0.0:29400";
+  std::string port_file;
+  std::string heartbeat_timeout;
+  std::string log_level;
+  app.add_option("--listen", listen,
+                 "HOST:PORT to listen on; port 0 picks a free port")
+      ->capture_default_str();
+  app.add_option(
+      "--port-file", port_file,
+      "write the bound port to this file once serving (useful with port 0)");
+  app.add_option("--heartbeat-timeout", heartbeat_timeout,
+                 "declare an agent lost after this long without a heartbeat, "
+                 "for agents that do "
+                 "not set their own (e.g. 2s, 500ms; default 2s)");
+  app.add_option("--log-level", log_level,
+                 "debug, info, warning or error (default: $MUSTER_LOG_LEVEL, "
+                 "else info)")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"},
+                            CLI::ignore_case));
+  app.set_version_flag("--version", absl::StrCat("musterd ", kVersion,
+                                                 " (protocol muster.v1, gRPC ",
+                                                 grpc::Version(), ")"));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);  // prints help, the version, or the error
+    return code == 0 ? 0 : kExitUsage;
+  }
+
+  if (!log_level.empty()) {
+    std::string level = absl::AsciiStrToLower(log_level);
+    muster::SetMinLogLevel(level == "debug"     ? muster::LogLevel::kDebug
+                           : level == "warning" ? muster::LogLevel::kWarning
+                           : level == "error"   ? muster::LogLevel::kError
+                                                : muster::LogLevel::kInfo);
+  }
+  gpr_set_log_function(GrpcLogToMuster);
+
+  muster::rendezvous::ServerOptions options;
+  options.listen = listen;
+  if (!heartbeat_timeout.empty()) {
+    absl::Duration d;
+    if (!ParseDurationFlag(heartbeat_timeout, &d) ||
+        d <= absl::ZeroDuration()) {
+      std::cerr << "musterd: --heartbeat-timeout: '" << heartbeat_timeout
+                << "' is not a positive duration (examples: 2s, 500ms, 1.5)\n";
+      return kExitUsage;
+    }
+    options.coordinator.default_heartbeat_timeout = d;
+  }
+
+  // SIGINT/SIGTERM are taken by sigwait below, never by a handler. Blocked
+  // before any thread starts, so every gRPC thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto server = muster::rendezvous::RendezvousServer::Start(options);
+  if (!server.ok()) {
+    MUSTER_LOG(ERROR) << server.status().message();
+    return server.status().code() == absl::StatusCode::kInvalidArgument
+               ? kExitUsage
+               : kExitCannotServe;
+  }
+  MUSTER_LOG(INFO) << "musterd listening on " << (*server)->address();
+  if (!port_file.empty()) {
+    std::string error;
+    if (!WritePortFile(port_file, (*server)->port(), &error)) {
+      MUSTER_LOG(ERROR) << "--port-file: " << error;
+      (*server)->Shutdown(kShutdownGrace);
+      return kExitCannotServe;
+    }
+  }
+
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  MUSTER_LOG(INFO) << "musterd: " << strsignal(sig) << ", shutting down";
+  (*server)->Shutdown(kShutdownGrace);
+  MUSTER_LOG(INFO) << "musterd stopped";
+  return 0;
+}

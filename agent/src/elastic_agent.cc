@@ -31,12 +31,14 @@ namespace {
 enum class AgentState {
   kJoining,   // Join sent; waiting for RoundReady
   kRunning,   // workers of the current round are running
-  kReported,  // workers ended and the outcome was reported; waiting for the server's verdict
+  kReported,  // workers ended and the outcome was reported; waiting for the
+              // server's verdict
 };
 
 std::string SignalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", sig);
+  return abbrev != nullptr ? absl::StrCat("SIG", abbrev)
+                           : absl::StrCat("signal ", sig);
 }
 
 std::string DescribeExit(int exit_code, int sig) {
@@ -45,8 +47,8 @@ std::string DescribeExit(int exit_code, int sig) {
 }
 
 std::string FormatTime(int64_t unix_ms) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3S%Ez", absl::FromUnixMillis(unix_ms),
-                          absl::LocalTimeZone());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3S%Ez",
+                          absl::FromUnixMillis(unix_ms), absl::LocalTimeZone());
 }
 
 std::string RandomSuffix() {
@@ -67,7 +69,8 @@ class ElasticAgent::Impl {
   // Start-up: the embedded server (when the mode wants one) and the session.
   int Setup();
   absl::Status MaybeEmbedServer();
-  // One message from the server; returns an exit status when the job is over, or -1.
+  // One message from the server; returns an exit status when the job is over,
+  // or -1.
   int Handle(const v1::ServerMessage& msg);
   int OnRoundReady(const v1::RoundReady& ready);
   void OnRestart(const v1::Restart& restart);
@@ -108,7 +111,8 @@ absl::Status ElasticAgent::Impl::MaybeEmbedServer() {
   std::string listen = config_.embed_listen;
   bool embed = config_.embed_server;
   if (!embed && config_.embed_if_local) {
-    // torchrun's is_host guess: the endpoint names this host and nobody serves it yet.
+    // torchrun's is_host guess: the endpoint names this host and nobody serves
+    // it yet.
     auto hp = ParseHostPort(config_.rdzv_endpoint, 29400);
     if (hp.ok() && IsLocalHost(hp->host) &&
         !CanConnect(hp->host.empty() ? "127.0.0.1" : hp->host, hp->port,
@@ -123,9 +127,10 @@ absl::Status ElasticAgent::Impl::MaybeEmbedServer() {
   auto server = rendezvous::RendezvousServer::Start(options);
   if (!server.ok()) {
     if (!config_.embed_server) {
-      // Another agent on this host won the race to host the server: join it as a client.
-      MUSTER_LOG(INFO) << "another agent hosts the rendezvous server at " << config_.rdzv_endpoint
-                       << "; joining it";
+      // Another agent on this host won the race to host the server: join it as
+      // a client.
+      MUSTER_LOG(INFO) << "another agent hosts the rendezvous server at "
+                       << config_.rdzv_endpoint << "; joining it";
       return absl::OkStatus();
     }
     return server.status();
@@ -153,8 +158,10 @@ int ElasticAgent::Impl::Setup() {
   if (advertised.empty()) {
     if (config_.mode == RendezvousMode::kStandalone) {
       advertised = "127.0.0.1";
-    } else if (config_.mode == RendezvousMode::kStatic && config_.node_rank == 0) {
-      // Static mode: the workers' MASTER_ADDR is --master-addr, and node rank 0 is the master.
+    } else if (config_.mode == RendezvousMode::kStatic &&
+               config_.node_rank == 0) {
+      // Static mode: the workers' MASTER_ADDR is --master-addr, and node rank 0
+      // is the master.
       advertised = config_.master_addr;
     } else {
       advertised = DefaultAdvertisedAddress();
@@ -164,14 +171,16 @@ int ElasticAgent::Impl::Setup() {
   if (master_port <= 0) {
     auto port = PickFreePort();
     if (!port.ok()) {
-      MUSTER_LOG(ERROR) << "cannot reserve a MASTER_PORT: " << port.status().message();
+      MUSTER_LOG(ERROR) << "cannot reserve a MASTER_PORT: "
+                        << port.status().message();
       return kExitJobFailed;
     }
     master_port = *port;
   }
 
   join_.set_job_id(config_.run_id);
-  join_.set_node_id(absl::StrCat(hostname, "-", getpid(), "-", RandomSuffix().substr(0, 4)));
+  join_.set_node_id(
+      absl::StrCat(hostname, "-", getpid(), "-", RandomSuffix().substr(0, 4)));
   join_.set_hostname(hostname);
   join_.set_advertised_addr(advertised);
   join_.set_local_world_size(config_.nproc_per_node);
@@ -181,10 +190,12 @@ int ElasticAgent::Impl::Setup() {
   join_.set_max_restarts(config_.max_restarts);
   join_.set_master_port(master_port);
   join_.set_join_timeout_ms(absl::ToInt64Milliseconds(config_.join_timeout));
-  join_.set_last_call_timeout_ms(absl::ToInt64Milliseconds(config_.last_call_timeout));
-  join_.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(config_.heartbeat_interval));
-  join_.set_heartbeat_timeout_ms(
-      absl::ToInt64Milliseconds(config_.heartbeat_interval * config_.heartbeat_max_missed));
+  join_.set_last_call_timeout_ms(
+      absl::ToInt64Milliseconds(config_.last_call_timeout));
+  join_.set_heartbeat_interval_ms(
+      absl::ToInt64Milliseconds(config_.heartbeat_interval));
+  join_.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(
+      config_.heartbeat_interval * config_.heartbeat_max_missed));
   join_.set_role(config_.role);
 
   rendezvous::GrpcClientOptions client_options;
@@ -196,8 +207,9 @@ int ElasticAgent::Impl::Setup() {
     MUSTER_LOG(ERROR) << s.message();
     return kExitUnavailable;
   }
-  MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at " << endpoint_ << " as node "
-                   << join_.node_id() << " (" << config_.nproc_per_node << " workers, nnodes "
+  MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at " << endpoint_
+                   << " as node " << join_.node_id() << " ("
+                   << config_.nproc_per_node << " workers, nnodes "
                    << config_.min_nodes << ":" << config_.max_nodes << ")";
   return -1;
 }
@@ -213,7 +225,8 @@ std::string ElasticAgent::Impl::LogRunDir() {
       temp_run_dir_ = true;
     }
   } else {
-    // Never overwrite the logs of an earlier run with the same id: add a suffix instead.
+    // Never overwrite the logs of an earlier run with the same id: add a suffix
+    // instead.
     fs::path base = fs::path(config_.log_dir) / config_.run_id;
     fs::path dir = base;
     for (int i = 1; fs::exists(dir, ec); ++i) {
@@ -222,7 +235,9 @@ std::string ElasticAgent::Impl::LogRunDir() {
     run_dir_ = dir.string();
   }
   fs::create_directories(run_dir_, ec);
-  if (ec) MUSTER_LOG(WARNING) << "cannot create log directory " << run_dir_ << ": " << ec.message();
+  if (ec)
+    MUSTER_LOG(WARNING) << "cannot create log directory " << run_dir_ << ": "
+                        << ec.message();
   return run_dir_;
 }
 
@@ -260,7 +275,8 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
     p.store_prefix = ready.store_prefix();
     p.round = ready.round();
     std::error_code ec;
-    std::filesystem::create_directories(absl::StrCat(attempt_dir, "/", local), ec);
+    std::filesystem::create_directories(absl::StrCat(attempt_dir, "/", local),
+                                        ec);
     WorkerSpec spec;
     spec.local_rank = local;
     spec.global_rank = p.rank;
@@ -275,17 +291,20 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   output.console_local_ranks = config_.local_ranks_filter;
   output.attempt_dir = attempt_dir;
 
-  MUSTER_LOG(INFO) << "round " << ready.round() << ": node " << ready.group_rank() << "/"
-                   << ready.group_world_size() << ", ranks " << ready.rank_offset() << ".."
+  MUSTER_LOG(INFO) << "round " << ready.round() << ": node "
+                   << ready.group_rank() << "/" << ready.group_world_size()
+                   << ", ranks " << ready.rank_offset() << ".."
                    << ready.rank_offset() + config_.nproc_per_node - 1 << " of "
-                   << ready.world_size() << ", master " << ready.master_addr() << ":"
-                   << ready.master_port() << ", restarts " << ready.restart_count() << "/"
-                   << ready.max_restarts();
+                   << ready.world_size() << ", master " << ready.master_addr()
+                   << ":" << ready.master_port() << ", restarts "
+                   << ready.restart_count() << "/" << ready.max_restarts();
   auto group = WorkerGroup::Start(std::move(workers), std::move(output));
   if (!group.ok()) {
-    // The program cannot run here (not found, not executable): no restart can mend that.
+    // The program cannot run here (not found, not executable): no restart can
+    // mend that.
     MUSTER_LOG(ERROR) << group.status().message();
-    client_->Close("cannot start the workers: " + std::string(group.status().message()));
+    client_->Close("cannot start the workers: " +
+                   std::string(group.status().message()));
     return kExitConfigError;
   }
   group_ = *std::move(group);
@@ -307,7 +326,8 @@ absl::Status ElasticAgent::Impl::Rejoin() {
 }
 
 void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
-  MUSTER_LOG(WARNING) << "round " << restart.round() << " ended: " << restart.reason()
+  MUSTER_LOG(WARNING) << "round " << restart.round()
+                      << " ended: " << restart.reason()
                       << "; stopping workers and rejoining";
   StopWorkers(SIGTERM);
   if (absl::Status s = Rejoin(); !s.ok()) {
@@ -323,10 +343,12 @@ void ElasticAgent::Impl::CheckWorkers() {
   if (status.state == GroupState::kSucceeded) {
     msg.mutable_workers_succeeded()->set_round(round_.round());
     group_.reset();
-    MUSTER_LOG(INFO) << "round " << round_.round() << ": all " << config_.nproc_per_node
+    MUSTER_LOG(INFO) << "round " << round_.round() << ": all "
+                     << config_.nproc_per_node
                      << " workers of this node succeeded";
   } else {
-    // Report the workers that failed on their own, not the ones this agent then stops.
+    // Report the workers that failed on their own, not the ones this agent then
+    // stops.
     std::vector<WorkerExit> failed;
     for (const WorkerExit& e : status.exits) {
       if (!e.succeeded()) failed.push_back(e);
@@ -345,33 +367,38 @@ void ElasticAgent::Impl::CheckWorkers() {
       f->set_signal(e.signal);
       f->set_error_message(e.error_message);
       f->set_timestamp_unix_ms(absl::ToUnixMillis(e.end_time));
-      MUSTER_LOG(ERROR) << "worker rank " << e.global_rank << " (local rank " << e.local_rank
-                        << ", pid " << e.pid << ") " << DescribeExit(e.exit_code, e.signal)
-                        << (e.error_message.empty() ? "" : ": ") << e.error_message;
+      MUSTER_LOG(ERROR) << "worker rank " << e.global_rank << " (local rank "
+                        << e.local_rank << ", pid " << e.pid << ") "
+                        << DescribeExit(e.exit_code, e.signal)
+                        << (e.error_message.empty() ? "" : ": ")
+                        << e.error_message;
     }
   }
   state_ = AgentState::kReported;
   if (absl::Status s = client_->Send(msg); !s.ok()) {
-    MUSTER_LOG(ERROR) << "cannot report to the rendezvous server: " << s.message();
+    MUSTER_LOG(ERROR) << "cannot report to the rendezvous server: "
+                      << s.message();
   }
 }
 
 void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
-  std::string out = absl::StrCat(
-      "\n", std::string(72, '='), "\n", "muster: job '", config_.run_id, "' FAILED\n",
-      "root cause: ", failed.root_cause(), "\n");
+  std::string out = absl::StrCat("\n", std::string(72, '='), "\n",
+                                 "muster: job '", config_.run_id, "' FAILED\n",
+                                 "root cause: ", failed.root_cause(), "\n");
   if (failed.failures_size() > 0) {
     absl::StrAppend(&out, "failures of the last round:\n");
     for (const v1::WorkerFailure& f : failed.failures()) {
-      absl::StrAppend(&out, "  rank ", f.global_rank(), " (local rank ", f.local_rank(),
-                      ") on ", f.hostname(), ": ", DescribeExit(f.exit_code(), f.signal()),
-                      ", pid ", f.pid(), ", at ", FormatTime(f.timestamp_unix_ms()), "\n");
+      absl::StrAppend(
+          &out, "  rank ", f.global_rank(), " (local rank ", f.local_rank(),
+          ") on ", f.hostname(), ": ", DescribeExit(f.exit_code(), f.signal()),
+          ", pid ", f.pid(), ", at ", FormatTime(f.timestamp_unix_ms()), "\n");
       if (!f.error_message().empty()) {
         absl::StrAppend(&out, "    error: ", f.error_message(), "\n");
       }
     }
   }
-  if (!run_dir_.empty()) absl::StrAppend(&out, "worker logs and error files: ", run_dir_, "\n");
+  if (!run_dir_.empty())
+    absl::StrAppend(&out, "worker logs and error files: ", run_dir_, "\n");
   absl::StrAppend(&out, std::string(72, '='), "\n");
   std::fputs(out.c_str(), stderr);
   std::fflush(stderr);
@@ -383,11 +410,13 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       const v1::Waiting& w = msg.waiting();
       if (w.joined() != last_waiting_joined_) {
         last_waiting_joined_ = w.joined();
-        MUSTER_LOG(INFO) << "waiting for nodes: " << w.joined() << " joined, need "
-                         << w.min_nodes() << (w.max_nodes() > w.min_nodes()
-                                                  ? absl::StrCat(" (up to ", w.max_nodes(), ")")
-                                                  : std::string())
-                         << "; giving up at " << FormatTime(w.deadline_unix_ms());
+        MUSTER_LOG(INFO) << "waiting for nodes: " << w.joined()
+                         << " joined, need " << w.min_nodes()
+                         << (w.max_nodes() > w.min_nodes()
+                                 ? absl::StrCat(" (up to ", w.max_nodes(), ")")
+                                 : std::string())
+                         << "; giving up at "
+                         << FormatTime(w.deadline_unix_ms());
       }
       return -1;
     }
@@ -414,7 +443,8 @@ int ElasticAgent::Impl::StopForSignal(int sig) {
   MUSTER_LOG(WARNING) << "received " << SignalName(sig) << "; stopping workers";
   if (group_ != nullptr) group_->Signal(sig);
   StopWorkers(sig);
-  if (client_ != nullptr) client_->Close(absl::StrCat("agent stopped by ", SignalName(sig)));
+  if (client_ != nullptr)
+    client_->Close(absl::StrCat("agent stopped by ", SignalName(sig)));
   return Shutdown(kExitSignalBase + sig);
 }
 
@@ -431,7 +461,8 @@ int ElasticAgent::Impl::Shutdown(int exit_code) {
   if (temp_run_dir_ && exit_code == kExitSuccess) {
     // A temporary log directory holds nothing worth keeping after a success.
     std::error_code ec;
-    std::filesystem::remove_all(std::filesystem::path(run_dir_).parent_path(), ec);
+    std::filesystem::remove_all(std::filesystem::path(run_dir_).parent_path(),
+                                ec);
   }
   return exit_code;
 }
@@ -441,9 +472,10 @@ int ElasticAgent::Impl::Run() {
   while (true) {
     if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
     CheckWorkers();
-    absl::Duration wait = state_ == AgentState::kRunning
-                              ? absl::Milliseconds(1)
-                              : std::min(config_.monitor_interval, absl::Milliseconds(100));
+    absl::Duration wait =
+        state_ == AgentState::kRunning
+            ? absl::Milliseconds(1)
+            : std::min(config_.monitor_interval, absl::Milliseconds(100));
     absl::StatusOr<v1::ServerMessage> msg = client_->Next(wait);
     if (msg.ok()) {
       if (int rc = Handle(*msg); rc >= 0) return Shutdown(rc);

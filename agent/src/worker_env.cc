@@ -1,1 +1,78 @@
-// Placeholder: being written.
+#include "muster/agent/worker_env.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+#ifndef _WIN32
+// POSIX leaves the declaration of `environ` to the application.
+extern char** environ;
+#endif
+
+namespace muster::agent {
+
+std::map<std::string, std::string> BuildWorkerEnv(
+    const std::map<std::string, std::string>& base,
+    const WorkerEnvParams& params) {
+  std::map<std::string, std::string> env = base;
+  auto set = [&env](const char* name, std::string value) {
+    env[name] = std::move(value);
+  };
+  // Values as torchrun writes them: str(int) and str(bool).
+  auto num = [](long long v) { return absl::StrCat(v); };
+
+  set("RANK", num(params.rank));
+  set("LOCAL_RANK", num(params.local_rank));
+  set("WORLD_SIZE", num(params.world_size));
+  set("LOCAL_WORLD_SIZE", num(params.local_world_size));
+  set("GROUP_RANK", num(params.group_rank));
+  set("GROUP_WORLD_SIZE", num(params.group_world_size));
+  set("ROLE_RANK", num(params.role_rank));
+  set("ROLE_NAME", params.role_name);
+  set("ROLE_WORLD_SIZE", num(params.role_world_size));
+  set("MASTER_ADDR", params.master_addr);
+  set("MASTER_PORT", num(params.master_port));
+  set("TORCHELASTIC_RESTART_COUNT", num(params.restart_count));
+  set("TORCHELASTIC_MAX_RESTARTS", num(params.max_restarts));
+  set("TORCHELASTIC_RUN_ID", params.run_id);
+  // Workers open their own TCPStore at MASTER_ADDR:MASTER_PORT; the agent's
+  // store is muster's.
+  set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  if (!params.error_file.empty()) {
+    set("TORCHELASTIC_ERROR_FILE", params.error_file);
+  } else {
+    // An agent started under another launcher inherits that launcher's error
+    // file; its workers must not write their failures there.
+    env.erase("TORCHELASTIC_ERROR_FILE");
+  }
+  // Without it PyTorch does not abort NCCL collectives that time out: a rank
+  // whose peer died can hang in one instead of failing, and the agent never
+  // learns. The user's own choice wins.
+  env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  // Several workers per node each starting one OpenMP thread per core
+  // oversubscribe the CPUs many times over; torchrun sets 1 for the same
+  // reason. The user's own choice wins.
+  if (params.local_world_size > 1) env.emplace("OMP_NUM_THREADS", "1");
+
+  set("MUSTER_STORE_ENDPOINT", params.store_endpoint);
+  set("MUSTER_STORE_PREFIX", params.store_prefix);
+  set("MUSTER_RUN_ID", params.run_id);
+  set("MUSTER_ROUND", num(params.round));
+  return env;
+}
+
+std::map<std::string, std::string> CurrentEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    size_t eq = entry.find('=');
+    // Entries without '=' are not variables; the first of duplicate names is
+    // what getenv sees.
+    if (eq == std::string::npos || eq == 0) continue;
+    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+}  // namespace muster::agent

@@ -58,7 +58,9 @@ char LevelChar(LogLevel level) {
 
 }  // namespace
 
-void SetMinLogLevel(LogLevel level) { MinLevel().store(static_cast<int>(level)); }
+void SetMinLogLevel(LogLevel level) {
+  MinLevel().store(static_cast<int>(level));
+}
 LogLevel MinLogLevel() { return static_cast<LogLevel>(MinLevel().load()); }
 
 void SetLogTag(absl::string_view tag) {
@@ -75,7 +77,8 @@ void SetLogSink(std::function<void(LogLevel, const std::string&)> sink) {
 
 namespace internal {
 
-LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level) {
+LogMessage::LogMessage(LogLevel level, const char* file, int line)
+    : level_(level) {
   (void)file;
   (void)line;
 }
@@ -88,7 +91,8 @@ LogMessage::~LogMessage() {
     s.sink(level_, body);
     return;
   }
-  std::string line = absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone());
+  std::string line =
+      absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone());
   line += ' ';
   line += LevelChar(level_);
   line += " [";
@@ -96,7 +100,8 @@ LogMessage::~LogMessage() {
   line += "] ";
   line += body;
   line += '\n';
-  // One write() per line, so lines from several threads or processes never interleave.
+  // One write() per line, so lines from several threads or processes never
+  // interleave.
   const char* p = line.data();
   size_t left = line.size();
   while (left > 0) {

@@ -42,9 +42,11 @@ bool IsLoopbackSockaddr(const sockaddr* sa) {
 std::string SockaddrToString(const sockaddr* sa) {
   char buf[INET6_ADDRSTRLEN] = {0};
   if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof(buf));
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf,
+              sizeof(buf));
   } else if (sa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof(buf));
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr,
+              buf, sizeof(buf));
   }
   return buf;
 }
@@ -55,7 +57,8 @@ std::vector<std::string> LocalInterfaceAddresses() {
   if (getifaddrs(&ifs) != 0) return out;
   for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr) continue;
-    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
+    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)
+      continue;
     out.push_back(SockaddrToString(i->ifa_addr));
   }
   freeifaddrs(ifs);
@@ -65,7 +68,8 @@ std::vector<std::string> LocalInterfaceAddresses() {
 }  // namespace
 
 std::string HostPort::ToString() const {
-  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  if (host.find(':') != std::string::npos)
+    return absl::StrCat("[", host, "]:", port);
   return absl::StrCat(host, ":", port);
 }
 
@@ -78,8 +82,8 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, int default_port,
   if (absl::ConsumePrefix(&t, "[")) {
     size_t close = t.find(']');
     if (close == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("address '", text, "' has '[' without ']'; write [IPv6]:PORT"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "address '", text, "' has '[' without ']'; write [IPv6]:PORT"));
     }
     hp.host = std::string(t.substr(0, close));
     absl::string_view rest = t.substr(close + 1);
@@ -87,7 +91,8 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, int default_port,
       port_text = rest;
       has_port = true;
     } else if (!rest.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("address '", text, "' is malformed"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("address '", text, "' is malformed"));
     }
   } else {
     size_t colon = t.rfind(':');
@@ -106,8 +111,9 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, int default_port,
     int port = 0;
     if (!absl::SimpleAtoi(port_text, &port) || port < 0 || port > 65535 ||
         (port == 0 && !allow_zero_port)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "address '", text, "' has port '", port_text, "'; a port is a number in 1..65535"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("address '", text, "' has port '", port_text,
+                       "'; a port is a number in 1..65535"));
     }
     hp.port = port;
   } else {
@@ -122,13 +128,15 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, int default_port,
 
 std::string LocalHostname() {
   char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0')
+    return "localhost";
   return buf;
 }
 
 bool IsLocalHost(absl::string_view host_view) {
   std::string host = absl::AsciiStrToLower(host_view);
-  if (host.empty() || host == "localhost" || host == absl::AsciiStrToLower(LocalHostname())) {
+  if (host.empty() || host == "localhost" ||
+      host == absl::AsciiStrToLower(LocalHostname())) {
     return true;
   }
   std::vector<std::string> local = LocalInterfaceAddresses();
@@ -158,7 +166,8 @@ std::string DefaultAdvertisedAddress() {
   if (getifaddrs(&ifs) == 0) {
     for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
       if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-      if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+      if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0)
+        continue;
       if (IsLoopbackSockaddr(i->ifa_addr)) continue;
       found = SockaddrToString(i->ifa_addr);
       break;
@@ -171,16 +180,19 @@ std::string DefaultAdvertisedAddress() {
 
 absl::StatusOr<int> PickFreePort(const std::string& host) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
+  if (fd < 0)
+    return absl::InternalError(
+        absl::StrCat("socket(): ", std::strerror(errno)));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = 0;
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = INADDR_ANY;
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1)
+    addr.sin_addr.s_addr = INADDR_ANY;
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     int err = errno;
     close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot bind a free port on ", host, ": ",
-                                               std::strerror(err)));
+    return absl::UnavailableError(absl::StrCat("cannot bind a free port on ",
+                                               host, ": ", std::strerror(err)));
   }
   socklen_t len = sizeof(addr);
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -194,17 +206,20 @@ bool CanConnect(const std::string& host, int port, absl::Duration timeout) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   std::string port_str = std::to_string(port);
-  if (getaddrinfo(host.c_str(), port_str.c_str(), &hints, &res) != 0) return false;
+  if (getaddrinfo(host.c_str(), port_str.c_str(), &hints, &res) != 0)
+    return false;
   bool ok = false;
   for (addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
-    int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd =
+        socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) continue;
     int rc = connect(fd, a->ai_addr, a->ai_addrlen);
     if (rc == 0) {
       ok = true;
     } else if (errno == EINPROGRESS) {
       pollfd p{fd, POLLOUT, 0};
-      if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 1) {
+      if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) ==
+          1) {
         int err = 0;
         socklen_t len = sizeof(err);
         getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -218,20 +233,23 @@ bool CanConnect(const std::string& host, int port, absl::Duration timeout) {
 }
 
 std::string DescribePortOwner(int port) {
-  // Find the socket inode listening on the port, then the process holding that inode.
+  // Find the socket inode listening on the port, then the process holding that
+  // inode.
   std::vector<std::string> inodes;
   for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     std::ifstream f(path);
     std::string line;
     std::getline(f, line);  // header
     while (std::getline(f, line)) {
-      std::vector<std::string> cols = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      std::vector<std::string> cols =
+          absl::StrSplit(line, ' ', absl::SkipEmpty());
       if (cols.size() < 10) continue;
       if (cols[3] != "0A") continue;  // TCP_LISTEN
       size_t colon = cols[1].rfind(':');
       if (colon == std::string::npos) continue;
       unsigned int p = 0;
-      if (!absl::SimpleHexAtoi(cols[1].substr(colon + 1), &p) || static_cast<int>(p) != port) {
+      if (!absl::SimpleHexAtoi(cols[1].substr(colon + 1), &p) ||
+          static_cast<int>(p) != port) {
         continue;
       }
       inodes.push_back(cols[9]);
@@ -262,11 +280,13 @@ std::string DescribePortOwner(int port) {
     closedir(fds);
     if (!match) continue;
     std::ifstream cmd(absl::StrCat("/proc/", pid, "/cmdline"));
-    std::string cmdline((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    std::string cmdline((std::istreambuf_iterator<char>(cmd)),
+                        std::istreambuf_iterator<char>());
     for (char& c : cmdline) {
       if (c == '\0') c = ' ';
     }
-    result = absl::StrCat("pid ", pid, " (", absl::StripTrailingAsciiWhitespace(cmdline), ")");
+    result = absl::StrCat("pid ", pid, " (",
+                          absl::StripTrailingAsciiWhitespace(cmdline), ")");
     break;
   }
   closedir(proc);

@@ -1,1 +1,314 @@
-// Placeholder: being written.
+#include "muster/rendezvous/client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <deque>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "muster/common/logging.h"
+#include "muster/common/net.h"
+#include "muster/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/src/grpc_status.h"
+
+namespace muster::rendezvous {
+namespace {
+
+constexpr int kDefaultRendezvousPort = 29400;
+// How long Close waits for the server to end the stream after the agent
+// half-closed it.
+constexpr absl::Duration kCloseWait = absl::Seconds(1);
+
+// The agent's Session stream over gRPC's sync API: a reader thread moves server
+// messages into `inbox_` (Next pops them), a heartbeat thread writes
+// Heartbeat{round} every interval, and writes are serialised by `writing_` (the
+// gRPC Write itself runs outside mu_, so Close can give up on a stuck write and
+// cancel the call). Every thread is joined by Close, which the destructor
+// calls.
+//
+// How the session ends, as Next reports it after the queued messages:
+//   the server ended it with an error     that status, with the server's
+//   message
+//                                         (FAILED_PRECONDITION /
+//                                         INVALID_ARGUMENT for a refused Join);
+//   the connection broke, the server went UNAVAILABLE "lost the rendezvous
+//   server at H:P: ..."; away or cancelled the stream the server ended it with
+//   OK (after    OUT_OF_RANGE "the rendezvous server at H:P ended the
+//   JobSucceeded / JobFailed)             session";
+//   this agent called Close               CANCELLED.
+class GrpcRendezvousClient final : public RendezvousClient {
+ public:
+  explicit GrpcRendezvousClient(GrpcClientOptions options)
+      : options_(std::move(options)) {}
+
+  ~GrpcRendezvousClient() override { Close(""); }
+
+  absl::Status Start(const v1::Join& join) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ != State::kNew) {
+        return absl::FailedPreconditionError(
+            "RendezvousClient::Start was called twice");
+      }
+      state_ = State::kStarting;
+    }
+    absl::StatusOr<HostPort> target =
+        ParseHostPort(options_.endpoint, kDefaultRendezvousPort);
+    if (!target.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad rendezvous endpoint: ", target.status().message()));
+    }
+    if (target->host.empty()) target->host = "127.0.0.1";
+    target_ = *target;
+    channel_ = NewMusterChannel(target_);
+    absl::Status connected = WaitForChannel(
+        *channel_, target_, "rendezvous server", options_.connect_timeout);
+    if (!connected.ok()) return connected;
+    stub_ = v1::Rendezvous::NewStub(channel_);
+
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_)
+        return absl::CancelledError("the client was closed while starting");
+      // Opening the stream sends its headers; it does not wait for the server's
+      // answer.
+      stream_ = stub_->Session(&context_);
+      state_ = State::kOpen;
+    }
+    reader_ = std::thread([this] { ReadLoop(); });
+
+    v1::AgentMessage msg;
+    *msg.mutable_join() = join;
+    absl::Status sent = Write(msg);
+    if (!sent.ok()) {
+      // The stream broke at once: report how it ended, if the reader learns it
+      // soon.
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(
+              absl::Condition(this, &GrpcRendezvousClient::Ended),
+              kCloseWait)) {
+        return *ended_;
+      }
+      return sent;
+    }
+    heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+    MUSTER_LOG(DEBUG) << "session with the rendezvous server at "
+                      << target_.ToString() << " open; joined job '"
+                      << join.job_id() << "' as node '" << join.node_id()
+                      << "'";
+    return absl::OkStatus();
+  }
+
+  absl::Status Send(const v1::AgentMessage& msg) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ == State::kNew || state_ == State::kStarting) {
+        return absl::FailedPreconditionError(
+            "RendezvousClient::Send before Start succeeded");
+      }
+    }
+    return Write(msg);
+  }
+
+  absl::StatusOr<v1::ServerMessage> Next(absl::Duration timeout) override {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kNew || state_ == State::kStarting) {
+      return absl::FailedPreconditionError(
+          "RendezvousClient::Next before Start succeeded");
+    }
+    mu_.AwaitWithTimeout(absl::Condition(this, &GrpcRendezvousClient::HasNext),
+                         timeout);
+    if (!inbox_.empty()) {
+      v1::ServerMessage msg = std::move(inbox_.front());
+      inbox_.pop_front();
+      return msg;
+    }
+    if (ended_.has_value()) return *ended_;
+    return absl::DeadlineExceededError(absl::StrCat(
+        "no message from the rendezvous server at ", target_.ToString(),
+        " within ", absl::FormatDuration(timeout)));
+  }
+
+  void SetRound(int64_t round) override { round_.store(round); }
+
+  void Close(absl::string_view leave_reason) override {
+    bool open = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_) return;
+      closing_ = true;
+      stop_heartbeat_ = true;
+      open = state_ == State::kOpen;
+    }
+    if (open) {
+      const absl::Time deadline = absl::Now() + kCloseWait;
+      bool may_write = false;
+      {
+        absl::MutexLock lock(&mu_);
+        // A write stuck for a second (a frozen server) is abandoned: the cancel
+        // below ends it.
+        may_write = mu_.AwaitWithDeadline(
+                        absl::Condition(this, &GrpcRendezvousClient::WriteIdle),
+                        deadline) &&
+                    !ended_.has_value();
+        if (may_write) writing_ = true;
+      }
+      if (may_write) {
+        if (!leave_reason.empty()) {
+          v1::AgentMessage msg;
+          msg.mutable_leave()->set_reason(std::string(leave_reason));
+          stream_->Write(msg);
+        }
+        stream_->WritesDone();
+        absl::MutexLock lock(&mu_);
+        writing_ = false;
+        writes_done_ = true;
+      }
+      {
+        // The server ends the stream once it sees the half-close.
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithDeadline(
+            absl::Condition(this, &GrpcRendezvousClient::Ended), deadline);
+      }
+      context_.TryCancel();
+    }
+    if (reader_.joinable()) reader_.join();
+    if (heartbeat_.joinable()) heartbeat_.join();
+    absl::MutexLock lock(&mu_);
+    if (!ended_.has_value()) {
+      ended_ = absl::CancelledError("the session was closed by this agent");
+    }
+    state_ = State::kClosed;
+  }
+
+ private:
+  enum class State { kNew, kStarting, kOpen, kClosed };
+
+  bool HasNext() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !inbox_.empty() || ended_.has_value();
+  }
+  bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ended_.has_value();
+  }
+  bool WriteIdle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !writing_;
+  }
+  bool StopHeartbeat() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_heartbeat_;
+  }
+
+  // One message on the stream, after any write in progress. UNAVAILABLE once
+  // the stream is over.
+  absl::Status Write(const v1::AgentMessage& msg) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &GrpcRendezvousClient::WriteIdle));
+      if (writes_done_ || ended_.has_value()) return Broken();
+      writing_ = true;
+    }
+    bool ok = stream_->Write(msg);
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) return Broken();
+    return absl::OkStatus();
+  }
+
+  absl::Status Broken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (closing_)
+      return absl::UnavailableError("the session was closed by this agent");
+    return absl::UnavailableError(absl::StrCat("lost the rendezvous server at ",
+                                               target_.ToString(),
+                                               ": the session is over"));
+  }
+
+  void ReadLoop() {
+    v1::ServerMessage msg;
+    while (stream_->Read(&msg)) {
+      absl::MutexLock lock(&mu_);
+      inbox_.push_back(std::move(msg));
+      msg.Clear();
+    }
+    grpc::Status status = stream_->Finish();
+    absl::MutexLock lock(&mu_);
+    ended_ = EndStatus(status);
+    MUSTER_LOG(DEBUG) << "session with " << target_.ToString()
+                      << " ended: " << *ended_;
+  }
+
+  absl::Status EndStatus(const grpc::Status& status) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::string where = target_.ToString();
+    if (closing_ &&
+        (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED)) {
+      return absl::CancelledError("the session was closed by this agent");
+    }
+    if (status.ok()) {
+      return absl::OutOfRangeError(absl::StrCat("the rendezvous server at ",
+                                                where, " ended the session"));
+    }
+    switch (status.error_code()) {
+      case grpc::StatusCode::UNAVAILABLE:
+      case grpc::StatusCode::CANCELLED:
+      case grpc::StatusCode::UNKNOWN:
+      case grpc::StatusCode::INTERNAL:
+        return absl::UnavailableError(
+            absl::StrCat("lost the rendezvous server at ", where, ": ",
+                         status.error_message()));
+      default:
+        return FromGrpcStatus(status);
+    }
+  }
+
+  void HeartbeatLoop() {
+    absl::MutexLock lock(&mu_);
+    while (!stop_heartbeat_) {
+      if (mu_.AwaitWithTimeout(
+              absl::Condition(this, &GrpcRendezvousClient::StopHeartbeat),
+              options_.heartbeat_interval)) {
+        break;
+      }
+      v1::AgentMessage msg;
+      msg.mutable_heartbeat()->set_round(round_.load());
+      mu_.Unlock();
+      absl::Status sent = Write(msg);
+      mu_.Lock();
+      if (!sent.ok()) break;  // the stream is over; the reader reports how
+    }
+  }
+
+  const GrpcClientOptions options_;
+  // Set by Start before any other thread exists, constant afterwards.
+  HostPort target_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Rendezvous::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>>
+      stream_;
+  std::thread reader_;
+  std::thread heartbeat_;
+  std::atomic<int64_t> round_{0};
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kNew;
+  std::deque<v1::ServerMessage> inbox_ ABSL_GUARDED_BY(mu_);
+  // How the session ended, once it has.
+  std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_heartbeat_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(
+    GrpcClientOptions options) {
+  return std::make_unique<GrpcRendezvousClient>(std::move(options));
+}
+
+}  // namespace muster::rendezvous

@@ -1,1 +1,1168 @@
-// Placeholder: being written.
+// The Coordinator's state machine. Layout of this file:
+//  1. text helpers (root causes, durations, signal names);
+//  2. plain data: Job, Node, Member (serialisable in spirit: no channel
+//     pointers) and the connection table, the only place holding channels;
+//  3. transitions, one function each: OpenRound, CloseRound, EndRound,
+//     FailJob, SucceedJob, LoseNode; the event handlers (OnJoin,
+//     OnWorkersFailed, Tick, ...) decide which one applies and call it, so
+//     each state change happens in exactly one place.
+//
+// Status of a node inside a job (Node::status):
+//  kPending  connected but not in the open round: a survivor after Restart
+//            that has not rejoined yet, or an agent of an ended job.
+//  kWaiting  in the open round's waiting set, or a spare while the round
+//            runs at max_nodes.
+//  kMember   a member of the RUNNING round.
+//
+// Choices the header leaves open:
+//  - A job's timeouts (join, last call) come from the Join that creates (or
+//    reruns) it; later Joins' values are not compared.
+//  - join_timeout bounds the OPEN phase either way: with >= min_nodes joined
+//    when it passes the round closes, with fewer the job fails.
+//  - Spares waiting while a round runs at max are candidates for the next
+//    round at once; if they reach max before the survivors rejoin, the round
+//    forms with them and late survivors become spares. When more than max
+//    wait, survivors are chosen first, then by arrival.
+//  - Waiting sent to a spare names the next round and has deadline 0 (none).
+//  - A Join from a member of the RUNNING round (same or new stream) re-sends
+//    its RoundReady; it does not restart the round.
+//  - The root cause of a failed job is the first worker failure reported to
+//    the server (within one report, the earliest by timestamp).
+#include "muster/rendezvous/coordinator.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "muster/common/logging.h"
+#include "muster/rendezvous/rank_assignment.h"
+
+namespace muster::rendezvous {
+
+absl::string_view JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kOpen:
+      return "OPEN";
+    case JobState::kRunning:
+      return "RUNNING";
+    case JobState::kSucceeded:
+      return "SUCCEEDED";
+    case JobState::kFailed:
+      return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+
+// ---------- text helpers
+
+// "600s" rather than absl's "10m": the flags and rdzv-conf are given in
+// seconds.
+std::string FormatSeconds(absl::Duration d) {
+  if (d % absl::Seconds(1) == absl::ZeroDuration()) {
+    return absl::StrCat(absl::ToInt64Seconds(d), "s");
+  }
+  return absl::FormatDuration(d);
+}
+
+std::string NNodesFlag(int min_nodes, int max_nodes) {
+  if (min_nodes == max_nodes) return absl::StrCat("--nnodes=", min_nodes);
+  return absl::StrCat("--nnodes=", min_nodes, ":", max_nodes);
+}
+
+// "node h2 [node-b]": the hostname is what people recognise, the node id what
+// the logs key on.
+std::string DescribeNode(absl::string_view hostname,
+                         absl::string_view node_id) {
+  if (hostname.empty() || hostname == node_id)
+    return absl::StrCat("node ", node_id);
+  return absl::StrCat("node ", hostname, " [", node_id, "]");
+}
+
+// Linux numbering: agents run on Linux or report Linux-style numbers; the
+// server may run anywhere, so <csignal> of the server's platform is not the
+// right table.
+absl::string_view SignalName(int signal) {
+  switch (signal) {
+    case 1:
+      return "SIGHUP";
+    case 2:
+      return "SIGINT";
+    case 3:
+      return "SIGQUIT";
+    case 4:
+      return "SIGILL";
+    case 5:
+      return "SIGTRAP";
+    case 6:
+      return "SIGABRT";
+    case 7:
+      return "SIGBUS";
+    case 8:
+      return "SIGFPE";
+    case 9:
+      return "SIGKILL";
+    case 10:
+      return "SIGUSR1";
+    case 11:
+      return "SIGSEGV";
+    case 12:
+      return "SIGUSR2";
+    case 13:
+      return "SIGPIPE";
+    case 14:
+      return "SIGALRM";
+    case 15:
+      return "SIGTERM";
+    case 24:
+      return "SIGXCPU";
+    case 25:
+      return "SIGXFSZ";
+  }
+  return "";
+}
+
+// The first non-empty line: a root cause is one line, error files may hold a
+// traceback.
+absl::string_view FirstLine(absl::string_view text) {
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    absl::string_view line = text.substr(0, nl);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
+      line.remove_suffix(1);
+    if (!line.empty()) return line;
+    if (nl == absl::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return "";
+}
+
+// One line: "worker rank 3 (local rank 1) on node h2 [node-b] exited with code
+// 7 at 2026-11-21T10:00:00Z: ValueError: bad batch".
+std::string DescribeFailure(const v1::WorkerFailure& f) {
+  std::string out = absl::StrCat("worker rank ", f.global_rank(),
+                                 " (local rank ", f.local_rank(), ") on ",
+                                 DescribeNode(f.hostname(), f.node_id()));
+  if (f.signal() != 0) {
+    absl::string_view name = SignalName(f.signal());
+    absl::StrAppend(&out, " was killed by signal ", f.signal());
+    if (!name.empty()) absl::StrAppend(&out, " (", name, ")");
+  } else {
+    absl::StrAppend(&out, " exited with code ", f.exit_code());
+  }
+  if (f.timestamp_unix_ms() > 0) {
+    absl::StrAppend(
+        &out, " at ",
+        absl::FormatTime("%Y-%m-%dT%H:%M:%SZ",
+                         absl::FromUnixMillis(f.timestamp_unix_ms()),
+                         absl::UTCTimeZone()));
+  }
+  absl::string_view message = FirstLine(f.error_message());
+  if (!message.empty()) absl::StrAppend(&out, ": ", message);
+  return out;
+}
+
+// Within one report, the failure that happened first is the likeliest cause of
+// the others.
+const v1::WorkerFailure* EarliestFailure(const v1::WorkersFailed& report) {
+  const v1::WorkerFailure* best = nullptr;
+  for (const v1::WorkerFailure& f : report.failures()) {
+    if (best == nullptr) {
+      best = &f;
+      continue;
+    }
+    const bool f_known = f.timestamp_unix_ms() > 0;
+    const bool best_known = best->timestamp_unix_ms() > 0;
+    if (f_known &&
+        (!best_known || f.timestamp_unix_ms() < best->timestamp_unix_ms()))
+      best = &f;
+  }
+  return best;
+}
+
+std::string StorePrefix(absl::string_view job_id, int64_t round) {
+  return absl::StrCat(job_id, "/", round);
+}
+
+int64_t ToUnixMillisOrZero(absl::Time t) {
+  if (t == absl::InfiniteFuture() || t == absl::InfinitePast()) return 0;
+  return absl::ToUnixMillis(t);
+}
+
+absl::Duration MillisOr(int64_t ms, absl::Duration fallback) {
+  return ms > 0 ? absl::Milliseconds(ms) : fallback;
+}
+
+// ---------- plain data
+
+enum class NodeStatus { kPending, kWaiting, kMember };
+
+// A connected agent of a job.
+struct Node {
+  v1::Join join;  // the latest Join (hostname, address, port, sizes)
+  ConnectionId conn = 0;
+  NodeStatus status = NodeStatus::kPending;
+  int64_t join_seq = 0;  // when it entered the waiting set; orders newcomers
+};
+
+// A member of the RUNNING (or last) round: a snapshot taken when the round
+// closed, so a later reconnect with other details cannot change what the
+// round's peers were told.
+struct Member {
+  RankAssignment rank;
+  std::string hostname;
+  std::string advertised_addr;
+  int32_t master_port = 0;
+};
+
+struct Job {
+  std::string id;
+  JobState state = JobState::kOpen;
+  // Fixed by the first Join (or by the Join that reruns an ended job).
+  int32_t min_nodes = 1;
+  int32_t max_nodes = 1;
+  int32_t max_restarts = 0;
+  absl::Duration join_timeout;
+  absl::Duration last_call_timeout;
+
+  // The current round: the one being formed while OPEN, the one running while
+  // RUNNING, the last one once ended. 0 before the first round opens.
+  int64_t round = 0;
+  int32_t restart_count = 0;
+  // OPEN: when the round gives up waiting for min_nodes, and when last call
+  // ends it.
+  absl::Time join_deadline = absl::InfiniteFuture();
+  absl::Time last_call_deadline = absl::InfiniteFuture();
+  // Ended and no agent connected: when the job is forgotten.
+  absl::Time forget_at = absl::InfiniteFuture();
+  int64_t next_join_seq = 0;
+
+  // Connected agents by node id.
+  std::map<std::string, Node> nodes;
+  // The RUNNING (or last) round's members by group rank; empty while OPEN.
+  std::vector<Member> members;
+  // Members that reported success in this round.
+  std::set<std::string> succeeded;
+  // Node ids of the last round that ran, by group rank: survivors keep it.
+  std::vector<std::string> previous_order;
+  // "node h [id]: why" for each agent lost since the last round formed; the
+  // join-timeout root cause names them.
+  std::vector<std::string> losses;
+
+  std::optional<v1::WorkerFailure> first_failure;  // of the whole job
+  std::vector<v1::WorkerFailure> round_failures;   // of the last round that ran
+  std::string root_cause;                          // when FAILED
+  std::string last_failure;                        // for Status
+
+  bool ended() const {
+    return state == JobState::kSucceeded || state == JobState::kFailed;
+  }
+  int WaitingCount() const {
+    int n = 0;
+    for (const auto& [id, node] : nodes)
+      n += node.status == NodeStatus::kWaiting;
+    return n;
+  }
+};
+
+// The connection table: the only place that refers to channels.
+struct Connection {
+  std::shared_ptr<AgentChannel> channel;
+  std::string job_id;
+  std::string node_id;
+  absl::Time last_seen;
+  absl::Duration heartbeat_timeout;
+  int64_t heartbeat_interval_ms = 0;
+  // We ended the stream (job over); it stays here until the adapter reports the
+  // disconnect, so a rerun of the job waits for its agents to be gone.
+  bool closed = false;
+};
+
+}  // namespace
+
+// ---------- Impl
+
+class Coordinator::Impl {
+ public:
+  Impl(CoordinatorOptions options, Clock* clock)
+      : options_(std::move(options)), clock_(clock) {}
+
+  absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
+                      std::shared_ptr<AgentChannel> channel)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnHeartbeat(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWorkersFailed(ConnectionId conn, const v1::WorkersFailed& failed)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWorkersSucceeded(ConnectionId conn,
+                          const v1::WorkersSucceeded& succeeded)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnLeave(ConnectionId conn, const v1::Leave& leave)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnDisconnect(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Time Tick() ABSL_LOCKS_EXCLUDED(mu_);
+  v1::GetStatusResponse Status(absl::string_view job_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t ConnectedAgents() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t JobCount() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // --- lookups and channel I/O
+  // The connection's job and node, or nulls when conn is unknown or its job is
+  // gone.
+  std::pair<Job*, Node*> Find(ConnectionId conn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Any message is a heartbeat.
+  void Touch(ConnectionId conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(ConnectionId conn, const v1::ServerMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the job's end message to every connected agent and closes each stream
+  // with OK.
+  void SendFinalAndClose(Job& job, const v1::ServerMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendWaiting(const Job& job, const Node& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendWaitingToAll(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::ServerMessage MakeRoundReady(const Job& job,
+                                   const std::string& node_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands a store namespace that is no longer needed to on_round_end.
+  void DropNamespace(const std::string& prefix)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- transitions
+  // Starts round job.round + 1 in OPEN; the waiting nodes (spares, newcomers)
+  // are its first candidates.
+  void OpenRound(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN: a node entered the waiting set; closes at max, arms last call at min.
+  void AddWaiting(Job& job, Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN: closes at once at max, or arms the last-call timer at min; else
+  // re-sends Waiting.
+  void CheckCount(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN -> RUNNING (or FAILED when the ranks cannot be assigned).
+  void CloseRound(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RUNNING -> OPEN (Restart to every member), or FAILED when a worker failure
+  // finds no restarts left.
+  void EndRound(Job& job, const std::string& reason, bool worker_failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN/RUNNING -> FAILED.
+  void FailJob(Job& job, const std::string& root_cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RUNNING -> SUCCEEDED.
+  void SucceedJob(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An agent is gone (stream closed, Leave, missed heartbeats). close_with,
+  // when set, ends its stream. In RUNNING a member that has not succeeded ends
+  // the round.
+  void LoseNode(Job& job, const std::string& node_id, const std::string& why,
+                std::optional<absl::Status> close_with)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's last agent is gone, or it was never anyone's: start the retention
+  // clock.
+  void MaybeStartRetention(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN, join_timeout passed with fewer than min_nodes: the root cause.
+  std::string JoinTimeoutCause(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ConnectionId, Connection> conns_ ABSL_GUARDED_BY(mu_);
+};
+
+// ---------- helpers
+
+std::pair<Job*, Node*> Coordinator::Impl::Find(ConnectionId conn) {
+  auto c = conns_.find(conn);
+  if (c == conns_.end()) return {nullptr, nullptr};
+  auto j = jobs_.find(c->second.job_id);
+  if (j == jobs_.end()) return {nullptr, nullptr};
+  auto n = j->second.nodes.find(c->second.node_id);
+  if (n == j->second.nodes.end() || n->second.conn != conn)
+    return {&j->second, nullptr};
+  return {&j->second, &n->second};
+}
+
+void Coordinator::Impl::Touch(ConnectionId conn) {
+  auto c = conns_.find(conn);
+  if (c != conns_.end()) c->second.last_seen = clock_->Now();
+}
+
+void Coordinator::Impl::Send(ConnectionId conn, const v1::ServerMessage& msg) {
+  auto c = conns_.find(conn);
+  if (c == conns_.end() || c->second.closed) return;
+  c->second.channel->Send(msg);
+}
+
+void Coordinator::Impl::SendFinalAndClose(Job& job,
+                                          const v1::ServerMessage& msg) {
+  for (auto& [id, node] : job.nodes) {
+    auto c = conns_.find(node.conn);
+    if (c == conns_.end() || c->second.closed) continue;
+    c->second.channel->Send(msg);
+    c->second.channel->Close(absl::OkStatus());
+    c->second.closed = true;
+    node.status = NodeStatus::kPending;
+  }
+}
+
+void Coordinator::Impl::SendWaiting(const Job& job, const Node& node) {
+  v1::ServerMessage msg;
+  v1::Waiting* w = msg.mutable_waiting();
+  if (job.state == JobState::kOpen) {
+    w->set_round(job.round);
+    w->set_deadline_unix_ms(ToUnixMillisOrZero(job.join_deadline));
+  } else {
+    // A spare while RUNNING waits for the next round, which has no deadline yet
+    // (0 = none).
+    w->set_round(job.round + 1);
+  }
+  w->set_joined(job.WaitingCount());
+  w->set_min_nodes(job.min_nodes);
+  w->set_max_nodes(job.max_nodes);
+  Send(node.conn, msg);
+}
+
+void Coordinator::Impl::SendWaitingToAll(const Job& job) {
+  for (const auto& [id, node] : job.nodes) {
+    if (node.status == NodeStatus::kWaiting) SendWaiting(job, node);
+  }
+}
+
+v1::ServerMessage Coordinator::Impl::MakeRoundReady(
+    const Job& job, const std::string& node_id) const {
+  v1::ServerMessage msg;
+  v1::RoundReady* r = msg.mutable_round_ready();
+  r->set_round(job.round);
+  int32_t world_size = 0;
+  for (const Member& m : job.members) {
+    world_size += m.rank.local_world_size;
+    v1::Peer* p = r->add_peers();
+    p->set_node_id(m.rank.node_id);
+    p->set_hostname(m.hostname);
+    p->set_advertised_addr(m.advertised_addr);
+    p->set_group_rank(m.rank.group_rank);
+    p->set_local_world_size(m.rank.local_world_size);
+    p->set_rank_offset(m.rank.rank_offset);
+    if (m.rank.node_id == node_id) {
+      r->set_group_rank(m.rank.group_rank);
+      r->set_rank_offset(m.rank.rank_offset);
+    }
+  }
+  r->set_group_world_size(static_cast<int32_t>(job.members.size()));
+  r->set_world_size(world_size);
+  if (!job.members.empty()) {
+    const Member& master = job.members.front();
+    // An agent that advertises nothing is reached by its hostname.
+    r->set_master_addr(master.advertised_addr.empty() ? master.hostname
+                                                      : master.advertised_addr);
+    r->set_master_port(master.master_port);
+  }
+  r->set_store_prefix(StorePrefix(job.id, job.round));
+  r->set_restart_count(job.restart_count);
+  r->set_max_restarts(job.max_restarts);
+  return msg;
+}
+
+void Coordinator::Impl::DropNamespace(const std::string& prefix) {
+  if (options_.on_round_end) options_.on_round_end(prefix);
+}
+
+std::string Coordinator::Impl::JoinTimeoutCause(const Job& job) const {
+  std::vector<std::string> joined;
+  std::vector<std::string> not_rejoined;
+  for (const auto& [id, node] : job.nodes) {
+    std::string who = DescribeNode(node.join.hostname(), id);
+    if (node.status == NodeStatus::kWaiting) {
+      joined.push_back(std::move(who));
+    } else {
+      not_rejoined.push_back(std::move(who));
+    }
+  }
+  std::string out = absl::StrCat(
+      "only ", joined.size(), " of the ", job.min_nodes, " nodes needed (",
+      NNodesFlag(job.min_nodes, job.max_nodes), ") joined round ", job.round,
+      " within join_timeout ", FormatSeconds(job.join_timeout));
+  if (!joined.empty())
+    absl::StrAppend(&out, "; joined: ", absl::StrJoin(joined, ", "));
+  if (!not_rejoined.empty()) {
+    absl::StrAppend(&out, "; connected but not rejoined: ",
+                    absl::StrJoin(not_rejoined, ", "));
+  }
+  if (!job.losses.empty())
+    absl::StrAppend(&out, "; lost: ", absl::StrJoin(job.losses, "; "));
+  return out;
+}
+
+// ---------- transitions
+
+void Coordinator::Impl::OpenRound(Job& job) {
+  job.state = JobState::kOpen;
+  ++job.round;
+  job.members.clear();
+  job.succeeded.clear();
+  job.join_deadline = clock_->Now() + job.join_timeout;
+  job.last_call_deadline = absl::InfiniteFuture();
+  MUSTER_LOG(INFO) << "job " << job.id << ": round " << job.round << " open ("
+                   << NNodesFlag(job.min_nodes, job.max_nodes) << ", "
+                   << job.WaitingCount() << " waiting, join_timeout "
+                   << FormatSeconds(job.join_timeout) << ")";
+  CheckCount(job);
+}
+
+void Coordinator::Impl::AddWaiting(Job& job, Node& node) {
+  node.status = NodeStatus::kWaiting;
+  node.join_seq = job.next_join_seq++;
+  CheckCount(job);
+}
+
+void Coordinator::Impl::CheckCount(Job& job) {
+  const int waiting = job.WaitingCount();
+  if (waiting >= job.max_nodes) {
+    CloseRound(job);
+    return;
+  }
+  if (waiting >= job.min_nodes) {
+    if (job.last_call_deadline == absl::InfiniteFuture()) {
+      job.last_call_deadline = clock_->Now() + job.last_call_timeout;
+      MUSTER_LOG(INFO) << "job " << job.id << ": round " << job.round << " has "
+                       << waiting << " of " << job.min_nodes << ".."
+                       << job.max_nodes << " nodes; last call ends in "
+                       << FormatSeconds(job.last_call_timeout);
+    }
+  } else {
+    job.last_call_deadline = absl::InfiniteFuture();
+  }
+  SendWaitingToAll(job);
+}
+
+void Coordinator::Impl::CloseRound(Job& job) {
+  // Candidates: survivors of the last round first (they keep their places),
+  // then by arrival. More than max can wait when spares gathered while the last
+  // round ran; the rest stay spares.
+  std::map<std::string, int> previous_rank;
+  for (size_t i = 0; i < job.previous_order.size(); ++i) {
+    previous_rank.emplace(job.previous_order[i], static_cast<int>(i));
+  }
+  std::vector<std::tuple<int, int64_t, std::string>> candidates;
+  for (const auto& [id, node] : job.nodes) {
+    if (node.status != NodeStatus::kWaiting) continue;
+    auto it = previous_rank.find(id);
+    candidates.emplace_back(it == previous_rank.end()
+                                ? std::numeric_limits<int>::max()
+                                : it->second,
+                            node.join_seq, id);
+  }
+  std::sort(candidates.begin(), candidates.end());
+  if (candidates.size() > static_cast<size_t>(job.max_nodes))
+    candidates.resize(job.max_nodes);
+
+  std::vector<MemberSpec> specs;
+  for (const auto& [prev, seq, id] : candidates) {
+    const Node& node = job.nodes.at(id);
+    specs.push_back(MemberSpec{.node_id = id,
+                               .local_world_size = node.join.local_world_size(),
+                               .node_rank_hint = node.join.node_rank_hint(),
+                               .join_seq = node.join_seq});
+  }
+  absl::StatusOr<std::vector<RankAssignment>> ranks =
+      AssignRanks(job.previous_order, specs);
+  if (!ranks.ok()) {
+    FailJob(job, absl::StrCat("round ", job.round,
+                              " cannot form: ", ranks.status().message()));
+    return;
+  }
+
+  job.state = JobState::kRunning;
+  job.join_deadline = absl::InfiniteFuture();
+  job.last_call_deadline = absl::InfiniteFuture();
+  job.members.clear();
+  job.succeeded.clear();
+  job.losses.clear();
+  job.round_failures.clear();
+  job.previous_order.clear();
+  int32_t world_size = 0;
+  for (RankAssignment& r : *ranks) {
+    Node& node = job.nodes.at(r.node_id);
+    node.status = NodeStatus::kMember;
+    world_size += r.local_world_size;
+    job.previous_order.push_back(r.node_id);
+    job.members.push_back(Member{.rank = std::move(r),
+                                 .hostname = node.join.hostname(),
+                                 .advertised_addr = node.join.advertised_addr(),
+                                 .master_port = node.join.master_port()});
+  }
+  MUSTER_LOG(INFO) << "job " << job.id << ": round " << job.round
+                   << " ready: " << job.members.size() << " nodes, "
+                   << world_size << " ranks, master "
+                   << job.members.front().advertised_addr << ":"
+                   << job.members.front().master_port;
+  for (const Member& m : job.members) {
+    Send(job.nodes.at(m.rank.node_id).conn,
+         MakeRoundReady(job, m.rank.node_id));
+  }
+  SendWaitingToAll(job);  // the spares left over, if any
+}
+
+void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
+                                 bool worker_failure) {
+  if (worker_failure) {
+    if (job.restart_count >= job.max_restarts) {
+      // The root cause is the job's FIRST failure: later ones are often its
+      // consequences.
+      std::string cause = job.first_failure.has_value()
+                              ? DescribeFailure(*job.first_failure)
+                              : reason;
+      MUSTER_LOG(INFO) << "job " << job.id << ": " << reason
+                       << "; no restarts left (" << job.restart_count << " of "
+                       << job.max_restarts << " used)";
+      FailJob(job, cause);
+      return;
+    }
+    ++job.restart_count;
+  }
+  MUSTER_LOG(INFO) << "job " << job.id << ": " << reason
+                   << "; restarting round " << job.round
+                   << (worker_failure
+                           ? absl::StrCat(" (restart ", job.restart_count,
+                                          " of ", job.max_restarts, ")")
+                           : std::string(
+                                 " (membership change, no restart used)"));
+  v1::ServerMessage msg;
+  v1::Restart* restart = msg.mutable_restart();
+  restart->set_round(job.round);
+  restart->set_reason(reason);
+  restart->set_restart_count(job.restart_count);
+  for (auto& [id, node] : job.nodes) {
+    if (node.status != NodeStatus::kMember) continue;
+    Send(node.conn, msg);
+    node.status = NodeStatus::kPending;  // must stop its workers and Join again
+  }
+  DropNamespace(StorePrefix(job.id, job.round));
+  OpenRound(job);
+}
+
+void Coordinator::Impl::FailJob(Job& job, const std::string& root_cause) {
+  const bool was_running = job.state == JobState::kRunning;
+  job.state = JobState::kFailed;
+  job.root_cause = root_cause;
+  job.last_failure = root_cause;
+  job.join_deadline = absl::InfiniteFuture();
+  job.last_call_deadline = absl::InfiniteFuture();
+  MUSTER_LOG(INFO) << "job " << job.id << ": FAILED in round " << job.round
+                   << ": " << root_cause;
+  v1::ServerMessage msg;
+  v1::JobFailed* failed = msg.mutable_job_failed();
+  failed->set_root_cause(root_cause);
+  if (job.first_failure.has_value())
+    *failed->mutable_first_failure() = *job.first_failure;
+  for (const v1::WorkerFailure& f : job.round_failures)
+    *failed->add_failures() = f;
+  SendFinalAndClose(job, msg);
+  if (was_running) DropNamespace(StorePrefix(job.id, job.round));
+  MaybeStartRetention(job);
+}
+
+void Coordinator::Impl::SucceedJob(Job& job) {
+  job.state = JobState::kSucceeded;
+  MUSTER_LOG(INFO) << "job " << job.id << ": SUCCEEDED in round " << job.round
+                   << " (" << job.members.size() << " nodes, "
+                   << job.restart_count << " restarts)";
+  v1::ServerMessage msg;
+  msg.mutable_job_succeeded()->set_round(job.round);
+  SendFinalAndClose(job, msg);
+  DropNamespace(StorePrefix(job.id, job.round));
+  MaybeStartRetention(job);
+}
+
+void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
+                                 const std::string& why,
+                                 std::optional<absl::Status> close_with) {
+  auto it = job.nodes.find(node_id);
+  if (it == job.nodes.end()) return;
+  const NodeStatus status = it->second.status;
+  const std::string who = DescribeNode(it->second.join.hostname(), node_id);
+  auto c = conns_.find(it->second.conn);
+  if (c != conns_.end()) {
+    if (close_with.has_value() && !c->second.closed)
+      c->second.channel->Close(*close_with);
+    conns_.erase(c);
+  }
+  job.nodes.erase(it);
+
+  if (job.ended()) {
+    MaybeStartRetention(job);
+    return;
+  }
+  job.losses.push_back(absl::StrCat(who, ": ", why));
+  switch (job.state) {
+    case JobState::kOpen:
+      MUSTER_LOG(INFO) << "job " << job.id << ": " << who << " lost (" << why
+                       << ") while round " << job.round << " was open";
+      if (status == NodeStatus::kWaiting) CheckCount(job);
+      break;
+    case JobState::kRunning:
+      if (status == NodeStatus::kMember && !job.succeeded.contains(node_id)) {
+        EndRound(job, absl::StrCat(who, " lost (", why, ")"),
+                 /*worker_failure=*/false);
+      } else {
+        // A spare, a node that missed this round, or a member already done: the
+        // round goes on.
+        MUSTER_LOG(INFO) << "job " << job.id << ": " << who << " lost (" << why
+                         << "); round " << job.round << " carries on";
+        if (status == NodeStatus::kWaiting) SendWaitingToAll(job);
+      }
+      break;
+    case JobState::kSucceeded:
+    case JobState::kFailed:
+      break;
+  }
+}
+
+void Coordinator::Impl::MaybeStartRetention(Job& job) {
+  if (job.ended() && job.nodes.empty() &&
+      job.forget_at == absl::InfiniteFuture()) {
+    job.forget_at = clock_->Now() + options_.finished_job_retention;
+  }
+}
+
+// ---------- events
+
+absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
+                                       std::shared_ptr<AgentChannel> channel) {
+  // Malformed Joins are refused before any state is touched.
+  if (join.job_id().empty()) {
+    return absl::InvalidArgumentError("Join: job_id is empty; pass --rdzv-id");
+  }
+  if (join.node_id().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Join for job ", join.job_id(), ": node_id is empty"));
+  }
+  const std::string ctx = absl::StrCat("Join of node ", join.node_id(),
+                                       " for job ", join.job_id(), ": ");
+  if (join.local_world_size() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ctx, "local_world_size is ", join.local_world_size(),
+                     "; --nproc-per-node must be at least 1"));
+  }
+  if (join.min_nodes() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ctx, "min_nodes is ", join.min_nodes(),
+                     "; --nnodes must be at least 1"));
+  }
+  if (join.max_nodes() < join.min_nodes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx, "max_nodes ", join.max_nodes(), " is less than min_nodes ",
+        join.min_nodes(), "; --nnodes=MIN:MAX needs MIN <= MAX"));
+  }
+  if (join.max_restarts() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ctx, "max_restarts is ", join.max_restarts(),
+                     "; --max-restarts must be >= 0"));
+  }
+  if (join.node_rank_hint() < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ctx, "node_rank_hint is ", join.node_rank_hint(),
+                     "; use -1 for none or a rank >= 0"));
+  }
+  if (join.join_timeout_ms() < 0 || join.last_call_timeout_ms() < 0 ||
+      join.heartbeat_timeout_ms() < 0 || join.heartbeat_interval_ms() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx, "timeouts must be >= 0 ms (0 = the server's default)"));
+  }
+  if (channel == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat(ctx, "no channel"));
+
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+
+  // A stream serves one node of one job for its whole life.
+  if (auto c = conns_.find(conn); c != conns_.end()) {
+    if (c->second.job_id != join.job_id() ||
+        c->second.node_id != join.node_id()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ctx, "this session already belongs to node ",
+                       c->second.node_id, " of job ", c->second.job_id,
+                       "; open a new session for another job or node"));
+    }
+  }
+
+  auto [job_it, created] = jobs_.try_emplace(join.job_id());
+  Job& job = job_it->second;
+  const bool rerun = !created && job.ended();
+  if (rerun && !job.nodes.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id, " has just ended (", JobStateName(job.state),
+        "); its agents are still "
+        "disconnecting — retry, or use another --rdzv-id"));
+  }
+  if (!created && !rerun &&
+      (job.min_nodes != join.min_nodes() || job.max_nodes != join.max_nodes() ||
+       job.max_restarts != join.max_restarts())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id, ": node ", join.node_id(), " asks for ",
+        NNodesFlag(join.min_nodes(), join.max_nodes()), " --max-restarts=",
+        join.max_restarts(), " but the job was started with ",
+        NNodesFlag(job.min_nodes, job.max_nodes),
+        " --max-restarts=", job.max_restarts,
+        "; give every node the same --nnodes and --max-restarts, or use "
+        "another --rdzv-id"));
+  }
+  if (created || rerun) {
+    // A fresh job, or a rerun: everything but the round counter starts over, so
+    // a rerun's store prefixes never repeat those of the previous run.
+    const int64_t last_round = created ? 0 : job.round;
+    job = Job{};
+    job.id = join.job_id();
+    job.round = last_round;
+    job.min_nodes = join.min_nodes();
+    job.max_nodes = join.max_nodes();
+    job.max_restarts = join.max_restarts();
+    job.join_timeout =
+        MillisOr(join.join_timeout_ms(), options_.default_join_timeout);
+    job.last_call_timeout = MillisOr(join.last_call_timeout_ms(),
+                                     options_.default_last_call_timeout);
+    MUSTER_LOG(INFO) << "job " << job.id << ": " << (rerun ? "rerun" : "new")
+                     << " (" << NNodesFlag(job.min_nodes, job.max_nodes)
+                     << " --max-restarts=" << job.max_restarts << ")";
+  }
+
+  // Register (or refresh) the connection; a Join counts as a heartbeat.
+  Connection& c = conns_[conn];
+  c.channel = std::move(channel);
+  c.job_id = job.id;
+  c.node_id = join.node_id();
+  c.last_seen = now;
+  c.heartbeat_timeout =
+      MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout);
+  c.heartbeat_interval_ms = join.heartbeat_interval_ms();
+  c.closed = false;
+
+  auto [node_it, new_node] = job.nodes.try_emplace(join.node_id());
+  Node& node = node_it->second;
+  const std::string who = DescribeNode(join.hostname(), join.node_id());
+  if (!new_node && node.conn != conn) {
+    // Reconnect: the newer session of a node wins; the old stream is most
+    // likely dead already.
+    if (auto old = conns_.find(node.conn); old != conns_.end()) {
+      if (!old->second.closed) {
+        old->second.channel->Close(
+            absl::AbortedError("replaced by a new session of the same node"));
+      }
+      conns_.erase(old);
+    }
+    MUSTER_LOG(INFO) << "job " << job.id << ": " << who << " reconnected";
+  }
+  node.join = join;
+  node.conn = conn;
+
+  if (created || rerun) {
+    OpenRound(job);  // round 1 (or the rerun's first), with no one waiting yet
+  }
+  switch (job.state) {
+    case JobState::kOpen:
+      if (node.status == NodeStatus::kWaiting) {
+        // A repeated Join or a reconnect: only the stream changed.
+        SendWaiting(job, node);
+      } else {
+        MUSTER_LOG(INFO) << "job " << job.id << ": " << who << " joined round "
+                         << job.round;
+        AddWaiting(job, node);
+      }
+      break;
+    case JobState::kRunning:
+      if (node.status == NodeStatus::kMember) {
+        // The node carries on in the round it belongs to: tell it the round
+        // again.
+        Send(conn, MakeRoundReady(job, node_it->first));
+      } else if (node.status == NodeStatus::kWaiting) {
+        SendWaiting(job, node);
+      } else if (static_cast<int>(job.members.size()) < job.max_nodes) {
+        node.status = NodeStatus::kWaiting;
+        node.join_seq = job.next_join_seq++;
+        EndRound(
+            job,
+            absl::StrCat(who, " joined; scaling up from ", job.members.size(),
+                         " nodes (max ", job.max_nodes, ")"),
+            /*worker_failure=*/false);
+      } else {
+        MUSTER_LOG(INFO) << "job " << job.id << ": " << who
+                         << " waits as a spare (round " << job.round
+                         << " runs at max " << job.max_nodes << " nodes)";
+        node.status = NodeStatus::kWaiting;
+        node.join_seq = job.next_join_seq++;
+        SendWaitingToAll(job);
+      }
+      break;
+    case JobState::kSucceeded:
+    case JobState::kFailed:
+      break;  // unreachable: an ended job was refused or restarted above
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
+  absl::MutexLock lock(&mu_);
+  Touch(conn);
+}
+
+void Coordinator::Impl::OnWorkersFailed(ConnectionId conn,
+                                        const v1::WorkersFailed& failed) {
+  absl::MutexLock lock(&mu_);
+  Touch(conn);
+  auto [job, node] = Find(conn);
+  if (job == nullptr || node == nullptr) return;
+  if (job->state != JobState::kRunning || failed.round() != job->round ||
+      node->status != NodeStatus::kMember) {
+    MUSTER_LOG(INFO) << "job " << job->id
+                     << ": ignoring a stale failure report of "
+                     << DescribeNode(node->join.hostname(),
+                                     node->join.node_id())
+                     << " for round " << failed.round() << " (now round "
+                     << job->round << ", " << JobStateName(job->state) << ")";
+    return;
+  }
+  for (const v1::WorkerFailure& f : failed.failures())
+    job->round_failures.push_back(f);
+  std::string reason;
+  if (const v1::WorkerFailure* first = EarliestFailure(failed);
+      first != nullptr) {
+    reason = DescribeFailure(*first);
+    if (!job->first_failure.has_value()) job->first_failure = *first;
+  } else {
+    reason =
+        absl::StrCat("a worker on ",
+                     DescribeNode(node->join.hostname(), node->join.node_id()),
+                     " failed (no details reported)");
+  }
+  job->last_failure = reason;
+  EndRound(*job, reason, /*worker_failure=*/true);
+}
+
+void Coordinator::Impl::OnWorkersSucceeded(
+    ConnectionId conn, const v1::WorkersSucceeded& succeeded) {
+  absl::MutexLock lock(&mu_);
+  Touch(conn);
+  auto [job, node] = Find(conn);
+  if (job == nullptr || node == nullptr) return;
+  if (job->state != JobState::kRunning || succeeded.round() != job->round ||
+      node->status != NodeStatus::kMember) {
+    MUSTER_LOG(INFO) << "job " << job->id
+                     << ": ignoring a stale success report for round "
+                     << succeeded.round() << " (now round " << job->round
+                     << ", " << JobStateName(job->state) << ")";
+    return;
+  }
+  job->succeeded.insert(node->join.node_id());
+  if (job->succeeded.size() == job->members.size()) SucceedJob(*job);
+}
+
+void Coordinator::Impl::OnLeave(ConnectionId conn, const v1::Leave& leave) {
+  absl::MutexLock lock(&mu_);
+  auto [job, node] = Find(conn);
+  if (job == nullptr || node == nullptr) {
+    conns_.erase(conn);
+    return;
+  }
+  const std::string node_id = node->join.node_id();
+  LoseNode(*job, node_id,
+           leave.reason().empty() ? std::string("left")
+                                  : absl::StrCat("left: ", leave.reason()),
+           absl::OkStatus());
+}
+
+void Coordinator::Impl::OnDisconnect(ConnectionId conn) {
+  absl::MutexLock lock(&mu_);
+  auto [job, node] = Find(conn);
+  if (job == nullptr || node == nullptr) {
+    conns_.erase(conn);
+    return;
+  }
+  const std::string node_id = node->join.node_id();
+  LoseNode(*job, node_id, "stream closed", std::nullopt);
+}
+
+absl::Time Coordinator::Impl::Tick() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+
+  // Missed heartbeats first: a node that is gone should not be counted into a
+  // round that closes at this same instant.
+  std::vector<ConnectionId> expired;
+  for (const auto& [id, c] : conns_) {
+    if (c.last_seen + c.heartbeat_timeout <= now) expired.push_back(id);
+  }
+  std::sort(expired.begin(), expired.end());  // deterministic order of losses
+  for (ConnectionId id : expired) {
+    auto c = conns_.find(id);
+    if (c == conns_.end()) continue;  // removed by an earlier loss in this loop
+    auto [job, node] = Find(id);
+    if (job == nullptr || node == nullptr) {
+      conns_.erase(c);
+      continue;
+    }
+    const std::string timeout = FormatSeconds(c->second.heartbeat_timeout);
+    std::string why = absl::StrCat("no heartbeat for ", timeout);
+    std::string detail =
+        absl::StrCat("musterd heard nothing from ",
+                     DescribeNode(node->join.hostname(), node->join.node_id()),
+                     " for ", timeout, " (heartbeat_timeout)");
+    if (c->second.heartbeat_interval_ms > 0) {
+      const int64_t missed =
+          absl::ToInt64Milliseconds(c->second.heartbeat_timeout) /
+          c->second.heartbeat_interval_ms;
+      absl::StrAppend(&why, ", ", missed, " heartbeats missed");
+      absl::StrAppend(&detail, ": ", missed,
+                      " heartbeats missed at an interval of ",
+                      c->second.heartbeat_interval_ms, "ms");
+    } else {
+      absl::StrAppend(&detail, ": heartbeats missed");
+    }
+    absl::StrAppend(&detail, "; the node is treated as lost");
+    const std::string node_id = node->join.node_id();
+    LoseNode(*job, node_id, why, absl::UnavailableError(detail));
+  }
+
+  // Round timers and retention.
+  std::vector<std::string> forget;
+  for (auto& [id, job] : jobs_) {
+    if (job.state == JobState::kOpen) {
+      const int waiting = job.WaitingCount();
+      if (waiting >= job.min_nodes &&
+          (job.last_call_deadline <= now || job.join_deadline <= now)) {
+        MUSTER_LOG(INFO) << "job " << id << ": round " << job.round
+                         << " closes with " << waiting << " nodes ("
+                         << (job.last_call_deadline <= now ? "last call"
+                                                           : "join_timeout")
+                         << " passed)";
+        CloseRound(job);
+      } else if (job.join_deadline <= now) {
+        FailJob(job, JoinTimeoutCause(job));
+      }
+    } else if (job.ended() && job.forget_at <= now) {
+      forget.push_back(id);
+    }
+  }
+  for (const std::string& id : forget) {
+    MUSTER_LOG(INFO) << "job " << id << ": forgotten ("
+                     << JobStateName(jobs_.at(id).state)
+                     << ", retention passed)";
+    jobs_.erase(id);
+    DropNamespace(absl::StrCat(id, "/"));
+  }
+
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [id, c] : conns_)
+    next = std::min(next, c.last_seen + c.heartbeat_timeout);
+  for (const auto& [id, job] : jobs_) {
+    if (job.state == JobState::kOpen) {
+      next = std::min({next, job.join_deadline, job.last_call_deadline});
+    } else if (job.ended()) {
+      next = std::min(next, job.forget_at);
+    }
+  }
+  return next;
+}
+
+v1::GetStatusResponse Coordinator::Impl::Status(
+    absl::string_view job_id) const {
+  absl::MutexLock lock(&mu_);
+  v1::GetStatusResponse out;
+  for (const auto& [id, job] : jobs_) {
+    if (!job_id.empty() && id != job_id) continue;
+    v1::JobStatus* s = out.add_jobs();
+    s->set_job_id(id);
+    s->set_state(std::string(JobStateName(job.state)));
+    s->set_round(job.round);
+    s->set_min_nodes(job.min_nodes);
+    s->set_max_nodes(job.max_nodes);
+    s->set_restart_count(job.restart_count);
+    s->set_max_restarts(job.max_restarts);
+    s->set_last_failure(job.last_failure);
+    for (const Member& m : job.members) {
+      v1::Peer* p = s->add_members();
+      p->set_node_id(m.rank.node_id);
+      p->set_hostname(m.hostname);
+      p->set_advertised_addr(m.advertised_addr);
+      p->set_group_rank(m.rank.group_rank);
+      p->set_local_world_size(m.rank.local_world_size);
+      p->set_rank_offset(m.rank.rank_offset);
+    }
+    std::vector<const Node*> waiting;
+    for (const auto& [nid, node] : job.nodes) {
+      if (node.status == NodeStatus::kWaiting) waiting.push_back(&node);
+    }
+    std::sort(waiting.begin(), waiting.end(), [](const Node* a, const Node* b) {
+      return a->join_seq < b->join_seq;
+    });
+    for (const Node* node : waiting) {
+      v1::Peer* p = s->add_waiting();
+      p->set_node_id(node->join.node_id());
+      p->set_hostname(node->join.hostname());
+      p->set_advertised_addr(node->join.advertised_addr());
+      p->set_group_rank(-1);  // not assigned until a round forms
+      p->set_local_world_size(node->join.local_world_size());
+      p->set_rank_offset(-1);
+    }
+  }
+  return out;
+}
+
+int64_t Coordinator::Impl::ConnectedAgents() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(conns_.size());
+}
+
+int64_t Coordinator::Impl::JobCount() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(jobs_.size());
+}
+
+// ---------- Coordinator
+
+Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
+    : impl_(std::make_unique<Impl>(std::move(options), clock)) {}
+Coordinator::~Coordinator() = default;
+
+absl::Status Coordinator::OnJoin(ConnectionId conn, const v1::Join& join,
+                                 std::shared_ptr<AgentChannel> channel) {
+  return impl_->OnJoin(conn, join, std::move(channel));
+}
+void Coordinator::OnHeartbeat(ConnectionId conn,
+                              const v1::Heartbeat& heartbeat) {
+  // The round it names is informational: any message proves liveness.
+  (void)heartbeat;
+  impl_->OnHeartbeat(conn);
+}
+void Coordinator::OnWorkersFailed(ConnectionId conn,
+                                  const v1::WorkersFailed& failed) {
+  impl_->OnWorkersFailed(conn, failed);
+}
+void Coordinator::OnWorkersSucceeded(ConnectionId conn,
+                                     const v1::WorkersSucceeded& succeeded) {
+  impl_->OnWorkersSucceeded(conn, succeeded);
+}
+void Coordinator::OnLeave(ConnectionId conn, const v1::Leave& leave) {
+  impl_->OnLeave(conn, leave);
+}
+void Coordinator::OnDisconnect(ConnectionId conn) { impl_->OnDisconnect(conn); }
+absl::Time Coordinator::Tick() { return impl_->Tick(); }
+v1::GetStatusResponse Coordinator::Status(absl::string_view job_id) const {
+  return impl_->Status(job_id);
+}
+int64_t Coordinator::ConnectedAgents() const {
+  return impl_->ConnectedAgents();
+}
+int64_t Coordinator::JobCount() const { return impl_->JobCount(); }
+
+}  // namespace muster::rendezvous

@@ -9,7 +9,8 @@
 
 namespace muster::rendezvous {
 
-void KvStore::Set(absl::string_view ns, absl::string_view key, absl::string_view value) {
+void KvStore::Set(absl::string_view ns, absl::string_view key,
+                  absl::string_view value) {
   std::vector<std::pair<WaitCallback, std::vector<std::string>>> ready;
   {
     absl::MutexLock lock(&mu_);
@@ -19,7 +20,8 @@ void KvStore::Set(absl::string_view ns, absl::string_view key, absl::string_view
   for (auto& [done, values] : ready) done(std::move(values));
 }
 
-absl::StatusOr<std::string> KvStore::Get(absl::string_view ns, absl::string_view key) const {
+absl::StatusOr<std::string> KvStore::Get(absl::string_view ns,
+                                         absl::string_view key) const {
   absl::MutexLock lock(&mu_);
   auto n = data_.find(ns);
   if (n != data_.end()) {
@@ -29,7 +31,8 @@ absl::StatusOr<std::string> KvStore::Get(absl::string_view ns, absl::string_view
   return absl::NotFoundError(absl::StrCat("key '", key, "' is not set"));
 }
 
-absl::StatusOr<int64_t> KvStore::Add(absl::string_view ns, absl::string_view key, int64_t delta) {
+absl::StatusOr<int64_t> KvStore::Add(absl::string_view ns,
+                                     absl::string_view key, int64_t delta) {
   std::vector<std::pair<WaitCallback, std::vector<std::string>>> ready;
   int64_t result = 0;
   {
@@ -49,7 +52,8 @@ absl::StatusOr<int64_t> KvStore::Add(absl::string_view ns, absl::string_view key
 }
 
 std::string KvStore::CompareSet(absl::string_view ns, absl::string_view key,
-                                absl::string_view expected, absl::string_view desired) {
+                                absl::string_view expected,
+                                absl::string_view desired) {
   std::vector<std::pair<WaitCallback, std::vector<std::string>>> ready;
   std::string result;
   {
@@ -71,11 +75,12 @@ std::string KvStore::CompareSet(absl::string_view ns, absl::string_view key,
   return result;
 }
 
-absl::Status KvStore::MultiSet(absl::string_view ns, absl::Span<const std::string> keys,
+absl::Status KvStore::MultiSet(absl::string_view ns,
+                               absl::Span<const std::string> keys,
                                absl::Span<const std::string> values) {
   if (keys.size() != values.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("MultiSet has ", keys.size(), " keys but ",
-                                                   values.size(), " values"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MultiSet has ", keys.size(), " keys but ", values.size(), " values"));
   }
   std::vector<std::pair<WaitCallback, std::vector<std::string>>> ready;
   {
@@ -101,7 +106,8 @@ int64_t KvStore::NumKeys(absl::string_view ns) const {
   return n == data_.end() ? 0 : static_cast<int64_t>(n->second.size());
 }
 
-KvStore::WaiterId KvStore::WaitFor(absl::string_view ns, std::vector<std::string> keys,
+KvStore::WaiterId KvStore::WaitFor(absl::string_view ns,
+                                   std::vector<std::string> keys,
                                    WaitCallback done) {
   std::vector<std::string> values;
   {
@@ -122,7 +128,8 @@ KvStore::WaiterId KvStore::WaitFor(absl::string_view ns, std::vector<std::string
     }
     if (!all) {
       WaiterId id = next_waiter_++;
-      waiters_.emplace(id, Waiter{std::string(ns), std::move(keys), std::move(done)});
+      waiters_.emplace(
+          id, Waiter{std::string(ns), std::move(keys), std::move(done)});
       return id;
     }
   }
@@ -142,7 +149,8 @@ void KvStore::CancelWait(WaiterId id, const absl::Status& why) {
     for (const std::string& k : it->second.keys) {
       if (n == data_.end() || !n->second.contains(k)) missing.push_back(k);
     }
-    message = absl::StrCat(why.message(), " (keys not set: ", absl::StrJoin(missing, ", "), ")");
+    message = absl::StrCat(
+        why.message(), " (keys not set: ", absl::StrJoin(missing, ", "), ")");
     done = std::move(it->second.done);
     waiters_.erase(it);
   }
@@ -157,8 +165,8 @@ void KvStore::DropNamespace(absl::string_view ns) {
     FailWaitersLocked(std::string(ns), &failed);
   }
   for (auto& done : failed) {
-    done(absl::AbortedError(
-        absl::StrCat("store namespace '", ns, "' was dropped: its round has ended")));
+    done(absl::AbortedError(absl::StrCat(
+        "store namespace '", ns, "' was dropped: its round has ended")));
   }
 }
 
@@ -187,7 +195,8 @@ int64_t KvStore::PendingWaiters() const {
 }
 
 void KvStore::CollectReadyLocked(
-    const std::string& ns, std::vector<std::pair<WaitCallback, std::vector<std::string>>>* ready) {
+    const std::string& ns,
+    std::vector<std::pair<WaitCallback, std::vector<std::string>>>* ready) {
   auto n = data_.find(ns);
   if (n == data_.end()) return;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
@@ -215,7 +224,8 @@ void KvStore::CollectReadyLocked(
   }
 }
 
-void KvStore::FailWaitersLocked(const std::string& ns, std::vector<WaitCallback>* failed) {
+void KvStore::FailWaitersLocked(const std::string& ns,
+                                std::vector<WaitCallback>* failed) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (it->second.ns == ns) {
       failed->push_back(std::move(it->second.done));

@@ -1,1 +1,240 @@
-// Placeholder: being written.
+#include "muster/rendezvous/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "muster/common/clock.h"
+#include "muster/common/logging.h"
+#include "muster/common/net.h"
+#include "rendezvous/src/session_service.h"
+#include "rendezvous/src/store_service.h"
+
+namespace muster::rendezvous {
+namespace {
+
+constexpr int kDefaultPort = 29400;
+
+// Process-wide gRPC settings, made once before the first server is built
+// (neither call is thread-safe in gRPC).
+void InitGrpcServerGlobals() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  });
+}
+
+// Why binding `where` failed, as far as we can tell.
+std::string DescribeBindFailure(const HostPort& where) {
+  std::string prefix =
+      absl::StrCat("cannot listen on ", where.ToString(), ": ");
+  if (where.port != 0) {
+    std::string owner = DescribePortOwner(where.port);
+    if (!owner.empty()) {
+      return absl::StrCat(prefix, "the port is in use by ", owner,
+                          " — stop it, or pick another port with --listen");
+    }
+    std::string probe_host = (where.host == "0.0.0.0" || where.host == "::")
+                                 ? "127.0.0.1"
+                                 : where.host;
+    if (CanConnect(probe_host, where.port, absl::Milliseconds(200))) {
+      return absl::StrCat(
+          prefix,
+          "the port is in use by another process (not one this user can see)"
+          " — stop it, or pick another port with --listen");
+    }
+  }
+  return absl::StrCat(
+      prefix, "is the address on this host? (", where.host,
+      " is not an address of this machine's interfaces, or the port is taken)");
+}
+
+}  // namespace
+
+class RendezvousServer::Impl {
+ public:
+  explicit Impl(ServerOptions options)
+      : options_(std::move(options)),
+        coordinator_(WithStoreCleanup(options_.coordinator, &store_),
+                     Clock::Real()),
+        session_service_(&coordinator_),
+        store_service_(&store_) {}
+
+  ~Impl() { Shutdown(absl::Seconds(2)); }
+
+  absl::Status Start() {
+    absl::StatusOr<HostPort> where =
+        ParseHostPort(options_.listen, kDefaultPort, /*allow_zero_port=*/true);
+    if (!where.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad listen address: ", where.status().message()));
+    }
+    if (where->host.empty()) where->host = "0.0.0.0";
+    if (options_.tick_interval <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tick_interval is ", absl::FormatDuration(options_.tick_interval),
+          ": it must be positive"));
+    }
+
+    InitGrpcServerGlobals();
+    grpc::ServerBuilder builder;
+    // gRPC sets SO_REUSEPORT by default, which lets a second server share the
+    // port silently.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // Clients ping every 10 s (NewMusterChannel) to notice a cut network; allow
+    // it.
+    builder.AddChannelArgument(
+        GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    int bound_port = 0;
+    builder.AddListeningPort(where->ToString(),
+                             grpc::InsecureServerCredentials(), &bound_port);
+    builder.RegisterService(&session_service_);
+    builder.RegisterService(&store_service_);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (server == nullptr || bound_port == 0) {
+      if (server != nullptr) server->Shutdown(absl::ToChronoTime(absl::Now()));
+      return absl::UnavailableError(DescribeBindFailure(*where));
+    }
+    server_ = std::move(server);
+    port_ = bound_port;
+    address_ = HostPort{where->host, bound_port}.ToString();
+    if (grpc::HealthCheckServiceInterface* health =
+            server_->GetHealthCheckService()) {
+      health->SetServingStatus("", true);
+      health->SetServingStatus(v1::Rendezvous::service_full_name(), true);
+      health->SetServingStatus(v1::Store::service_full_name(), true);
+    }
+    tick_thread_ = std::thread([this] { TickLoop(); });
+    return absl::OkStatus();
+  }
+
+  void Shutdown(absl::Duration grace) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutdown_started_) {
+        mu_.Await(absl::Condition(&shutdown_done_));
+        return;
+      }
+      shutdown_started_ = true;
+    }
+    const absl::Time deadline = absl::Now() + grace;
+    if (server_ != nullptr) {
+      MUSTER_LOG(DEBUG) << "rendezvous server on " << address_ << " is shutting down";
+      if (grpc::HealthCheckServiceInterface* health =
+              server_->GetHealthCheckService()) {
+        health->SetServingStatus(false);
+      }
+    }
+    const absl::Status going =
+        absl::UnavailableError("musterd is shutting down");
+    session_service_.CloseAll(going);
+    store_service_.Shutdown(going);
+    // Waits for every RPC to finish (streams flush and end, waits fail at
+    // once), cancelling what is left at the deadline.
+    if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(deadline));
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    if (tick_thread_.joinable()) tick_thread_.join();
+    absl::MutexLock lock(&mu_);
+    shutdown_done_ = true;
+  }
+
+  void Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&shutdown_done_));
+  }
+
+  int port() const { return port_; }
+  const std::string& address() const { return address_; }
+  Coordinator& coordinator() { return coordinator_; }
+  KvStore& store() { return store_; }
+
+ private:
+  // The Coordinator's options, with on_round_end also dropping the round's
+  // store namespace (or every round of a forgotten job, for a prefix "<job>/").
+  static CoordinatorOptions WithStoreCleanup(CoordinatorOptions options,
+                                             KvStore* store) {
+    options.on_round_end = [store, user = std::move(options.on_round_end)](
+                               const std::string& store_prefix) {
+      if (absl::EndsWith(store_prefix, "/")) {
+        store->DropNamespacesWithPrefix(store_prefix);
+      } else {
+        store->DropNamespace(store_prefix);
+      }
+      if (user) user(store_prefix);
+    };
+    return options;
+  }
+
+  // Calls Tick at least every tick_interval, sooner when it asks to.
+  void TickLoop() {
+    absl::MutexLock lock(&mu_);
+    while (!stopping_) {
+      mu_.Unlock();
+      const absl::Time next = coordinator_.Tick();
+      mu_.Lock();
+      const absl::Time wake =
+          std::min(next, absl::Now() + options_.tick_interval);
+      mu_.AwaitWithDeadline(absl::Condition(&stopping_), wake);
+    }
+  }
+
+  const ServerOptions options_;
+  // Declared before what uses them: destroyed after the server and the
+  // services.
+  KvStore store_;
+  Coordinator coordinator_;
+  SessionService session_service_;
+  StoreService store_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string address_;
+  std::thread tick_thread_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
+    ServerOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  absl::Status started = impl->Start();
+  if (!started.ok()) return started;
+  MUSTER_LOG(DEBUG) << "rendezvous server listening on " << impl->address();
+  return std::unique_ptr<RendezvousServer>(
+      new RendezvousServer(std::move(impl)));
+}
+
+RendezvousServer::RendezvousServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+RendezvousServer::~RendezvousServer() { Shutdown(); }
+
+int RendezvousServer::port() const { return impl_->port(); }
+
+std::string RendezvousServer::address() const { return impl_->address(); }
+
+void RendezvousServer::Shutdown(absl::Duration grace) {
+  impl_->Shutdown(grace);
+}
+
+void RendezvousServer::Wait() { impl_->Wait(); }
+
+Coordinator& RendezvousServer::coordinator() { return impl_->coordinator(); }
+
+KvStore& RendezvousServer::store() { return impl_->store(); }
+
+}  // namespace muster::rendezvous

@@ -63,7 +63,8 @@ TEST(NetTest, FreePortListenConnectAndOwner) {
   ASSERT_EQ(listen(fd, 4), 0);
   EXPECT_TRUE(CanConnect("127.0.0.1", *port, absl::Seconds(2)));
   std::string owner = DescribePortOwner(*port);
-  EXPECT_NE(owner.find(absl::StrCat("pid ", getpid())), std::string::npos) << owner;
+  EXPECT_NE(owner.find(absl::StrCat("pid ", getpid())), std::string::npos)
+      << owner;
   close(fd);
 }
 

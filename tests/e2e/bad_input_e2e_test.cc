@@ -1,5 +1,6 @@
-// Bad input to the launcher and the daemon: each gets a clear message that names the problem and
-// a non-zero exit within seconds. Never a hang, never a silent success.
+// Bad input to the launcher and the daemon: each gets a clear message that
+// names the problem and a non-zero exit within seconds. Never a hang, never a
+// silent success.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -77,8 +78,9 @@ TEST(BadInputE2eTest, NonExecutableProgramIsNamed) {
 
 TEST(BadInputE2eTest, EndpointWithNothingListeningIsNamed) {
   std::string endpoint = absl::StrCat("127.0.0.1:", FreePort());
-  Result r = RunMuster({"--nnodes=2", "--rdzv-endpoint=" + endpoint, "--rdzv-id=nobody",
-                        "--rdzv-conf=is_host=0,connect_timeout=2", "--no-python", "/bin/true"});
+  Result r = RunMuster(
+      {"--nnodes=2", "--rdzv-endpoint=" + endpoint, "--rdzv-id=nobody",
+       "--rdzv-conf=is_host=0,connect_timeout=2", "--no-python", "/bin/true"});
   EXPECT_EQ(r.rc, kExitUnavailable) << r.output;
   EXPECT_THAT(r.output, HasSubstr(endpoint));
   EXPECT_LT(r.took, absl::Seconds(10));
@@ -109,14 +111,16 @@ class PortHolder {
 
 TEST(BadInputE2eTest, TakenPortIsNamedWithItsHolder) {
   PortHolder held;
-  Result r = RunMuster({"--nnodes=2", "--node-rank=0", "--master-addr=127.0.0.1",
-                        absl::StrCat("--rdzv-endpoint=127.0.0.1:", held.port()), "--no-python",
-                        "/bin/true"});
+  Result r =
+      RunMuster({"--nnodes=2", "--node-rank=0", "--master-addr=127.0.0.1",
+                 absl::StrCat("--rdzv-endpoint=127.0.0.1:", held.port()),
+                 "--no-python", "/bin/true"});
   EXPECT_EQ(r.rc, kExitConfigError) << r.output;
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat(held.port())));
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("pid ", getpid())));
 
-  std::vector<std::string> argv = {BinPath("musterd"), absl::StrCat("--listen=0.0.0.0:", held.port())};
+  std::vector<std::string> argv = {
+      BinPath("musterd"), absl::StrCat("--listen=0.0.0.0:", held.port())};
   Subprocess d(argv);
   int rc = d.WaitOrKill(kQuick);
   EXPECT_NE(rc, 0) << d.Output();
@@ -126,13 +130,17 @@ TEST(BadInputE2eTest, TakenPortIsNamedWithItsHolder) {
 
 TEST(BadInputE2eTest, JobIdJoinedWithAnotherNodeCountIsRefused) {
   int port = FreePort();
-  Subprocess server({BinPath("musterd"), absl::StrCat("--listen=127.0.0.1:", port)});
-  ASSERT_TRUE(server.WaitForOutput("listening", absl::Seconds(20))) << server.Output();
+  Subprocess server(
+      {BinPath("musterd"), absl::StrCat("--listen=127.0.0.1:", port)});
+  ASSERT_TRUE(server.WaitForOutput("listening", absl::Seconds(20)))
+      << server.Output();
   std::string endpoint = absl::StrCat("--rdzv-endpoint=127.0.0.1:", port);
-  Subprocess first({BinPath("muster"), "--nnodes=2", endpoint, "--rdzv-id=sized",
-                    "--no-python", "/bin/sleep", "30"});
-  ASSERT_TRUE(first.WaitForOutput("waiting for nodes", absl::Seconds(20))) << first.Output();
-  Result r = RunMuster({"--nnodes=3", endpoint, "--rdzv-id=sized", "--no-python", "/bin/true"});
+  Subprocess first({BinPath("muster"), "--nnodes=2", endpoint,
+                    "--rdzv-id=sized", "--no-python", "/bin/sleep", "30"});
+  ASSERT_TRUE(first.WaitForOutput("waiting for nodes", absl::Seconds(20)))
+      << first.Output();
+  Result r = RunMuster(
+      {"--nnodes=3", endpoint, "--rdzv-id=sized", "--no-python", "/bin/true"});
   EXPECT_EQ(r.rc, kExitConfigError) << r.output;
   EXPECT_THAT(r.output, HasSubstr("sized"));
   EXPECT_THAT(r.output, HasSubstr("2"));

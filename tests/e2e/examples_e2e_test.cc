@@ -1,5 +1,5 @@
-// The examples under the launcher: the C++ data-parallel SGD on libmuster_comm, and the PyTorch
-// DDP script, unchanged, on the gloo backend.
+// The examples under the launcher: the C++ data-parallel SGD on libmuster_comm,
+// and the PyTorch DDP script, unchanged, on the gloo backend.
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -18,7 +18,8 @@ using ::muster::testing::SourceDir;
 using ::muster::testing::Subprocess;
 using ::testing::HasSubstr;
 
-// The distinct values of a "checksum <hex>" field across the lines of the output.
+// The distinct values of a "checksum <hex>" field across the lines of the
+// output.
 std::set<std::string> Checksums(const std::string& output) {
   static const std::regex kChecksum(R"(checksum (0x[0-9a-fA-F]+))");
   std::set<std::string> out;
@@ -31,7 +32,8 @@ std::set<std::string> Checksums(const std::string& output) {
 }
 
 TEST(ExamplesE2eTest, CppTrainerAgreesOnParametersAcrossFourRanks) {
-  Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=4", BinPath("train")});
+  Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=4",
+                BinPath("train")});
   ASSERT_EQ(p.WaitOrKill(absl::Seconds(120)), 0) << p.Output();
   const std::string out = p.Output();
   for (int rank = 0; rank < 4; ++rank) {
@@ -44,7 +46,8 @@ TEST(ExamplesE2eTest, CppTrainerAgreesOnParametersAcrossFourRanks) {
 }
 
 TEST(ExamplesE2eTest, PytorchDdpScriptRunsUnchanged) {
-  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  if (!std::filesystem::exists("/usr/bin/python3"))
+    GTEST_SKIP() << "no /usr/bin/python3";
   Subprocess probe({"/usr/bin/python3", "-c", "import torch.distributed"});
   if (probe.WaitOrKill(absl::Seconds(60)) != 0) {
     GTEST_SKIP() << "python3-torch is not installed: " << probe.Output();

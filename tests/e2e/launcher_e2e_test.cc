@@ -1,5 +1,6 @@
-// The launcher end to end: real `muster` and `musterd` processes on loopback running the real
-// test worker. Every wait has a deadline; every process is killed with its group if a test fails.
+// The launcher end to end: real `muster` and `musterd` processes on loopback
+// running the real test worker. Every wait has a deadline; every process is
+// killed with its group if a test fails.
 #include <signal.h>
 
 #include <filesystem>
@@ -30,8 +31,10 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kJobDeadline = absl::Seconds(60);
 
-// Parses the "[rankN]:env NAME=VALUE" lines of test_worker --print-env, by global rank.
-std::map<int, std::map<std::string, std::string>> EnvByRank(const std::string& output) {
+// Parses the "[rankN]:env NAME=VALUE" lines of test_worker --print-env, by
+// global rank.
+std::map<int, std::map<std::string, std::string>> EnvByRank(
+    const std::string& output) {
   static const std::regex kLine(R"(^\[rank(\d+)\]:env ([A-Z_]+)=(.*)$)");
   std::map<int, std::map<std::string, std::string>> out;
   for (absl::string_view line : absl::StrSplit(output, '\n')) {
@@ -104,17 +107,20 @@ TEST(LauncherE2eTest, StandaloneFourWorkersGetTheTorchrunEnvironment) {
     EXPECT_EQ(e["TORCHELASTIC_USE_AGENT_STORE"], "False");
     EXPECT_EQ(e["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
     EXPECT_EQ(e["OMP_NUM_THREADS"], "1");
-    EXPECT_THAT(e["TORCHELASTIC_ERROR_FILE"], HasSubstr(absl::StrCat("/", rank, "/error.json")));
+    EXPECT_THAT(e["TORCHELASTIC_ERROR_FILE"],
+                HasSubstr(absl::StrCat("/", rank, "/error.json")));
     EXPECT_EQ(e["MUSTER_ROUND"], "1");
     EXPECT_NE(e["TORCHELASTIC_RUN_ID"], "<unset>");
     EXPECT_EQ(e["TORCHELASTIC_RUN_ID"], e["MUSTER_RUN_ID"]);
     EXPECT_THAT(e["MUSTER_STORE_ENDPOINT"], HasSubstr("127.0.0.1:"));
     EXPECT_NE(e["MUSTER_STORE_PREFIX"], "<unset>");
     int port = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(e["MASTER_PORT"], &port) && port > 0) << e["MASTER_PORT"];
+    EXPECT_TRUE(absl::SimpleAtoi(e["MASTER_PORT"], &port) && port > 0)
+        << e["MASTER_PORT"];
     master_ports.insert(e["MASTER_PORT"]);
   }
-  EXPECT_EQ(master_ports.size(), 1u) << "every rank must see the same MASTER_PORT";
+  EXPECT_EQ(master_ports.size(), 1u)
+      << "every rank must see the same MASTER_PORT";
   EXPECT_THAT(p.Output(), HasSubstr("[rank3]:test_worker rank 3 done"));
 }
 
@@ -122,10 +128,10 @@ TEST(LauncherE2eTest, StaticTwoNodesTimesTwoWorkers) {
   const std::string master_port = absl::StrCat(FreePort());
   const std::string rdzv = absl::StrCat("127.0.0.1:", FreePort());
   auto node = [&](int rank) {
-    return Muster({"--nnodes=2", absl::StrCat("--node-rank=", rank), "--nproc-per-node=2",
-                   "--master-addr=127.0.0.1", "--master-port=" + master_port,
-                   "--rdzv-endpoint=" + rdzv, "--no-python", BinPath("test_worker"),
-                   "--print-env"});
+    return Muster({"--nnodes=2", absl::StrCat("--node-rank=", rank),
+                   "--nproc-per-node=2", "--master-addr=127.0.0.1",
+                   "--master-port=" + master_port, "--rdzv-endpoint=" + rdzv,
+                   "--no-python", BinPath("test_worker"), "--print-env"});
   };
   // Node 1 first: it must wait for node 0's embedded server rather than fail.
   Subprocess n1(node(1));
@@ -175,8 +181,9 @@ TEST(LauncherE2eTest, TwoAgentsThroughRunningMusterdWithDifferentWorkerCounts) {
   ASSERT_TRUE(server.ready()) << server.proc().Output();
   auto agent = [&](int nproc) {
     return Muster({"--nnodes=2", absl::StrCat("--nproc-per-node=", nproc),
-                   "--rdzv-endpoint=" + server.endpoint(), "--rdzv-id=hetero-job",
-                   "--no-python", BinPath("test_worker"), "--print-env"});
+                   "--rdzv-endpoint=" + server.endpoint(),
+                   "--rdzv-id=hetero-job", "--no-python",
+                   BinPath("test_worker"), "--print-env"});
   };
   Subprocess a(agent(1));
   Subprocess b(agent(3));
@@ -200,13 +207,15 @@ TEST(LauncherE2eTest, TwoAgentsThroughRunningMusterdWithDifferentWorkerCounts) {
 
 TEST(LauncherE2eTest, WorkerFailingOnceIsRestartedAndTheJobSucceeds) {
   const std::string logs = MakeTempDir("restart-logs");
-  Subprocess p(Muster({"--standalone", "--nproc-per-node=2", "--max-restarts=1",
-                       "--log-dir=" + logs, "--rdzv-id=fails-once", "--no-python",
-                       BinPath("test_worker"), "--print-env", "--fail-rank=1",
-                       "--fail-restart-count=0", "--exit-code=3"}));
+  Subprocess p(
+      Muster({"--standalone", "--nproc-per-node=2", "--max-restarts=1",
+              "--log-dir=" + logs, "--rdzv-id=fails-once", "--no-python",
+              BinPath("test_worker"), "--print-env", "--fail-rank=1",
+              "--fail-restart-count=0", "--exit-code=3"}));
   ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
   // The second attempt ran with TORCHELASTIC_RESTART_COUNT=1 on every rank.
-  auto lines = testing::LinesWith(p.Output(), "env TORCHELASTIC_RESTART_COUNT=1");
+  auto lines =
+      testing::LinesWith(p.Output(), "env TORCHELASTIC_RESTART_COUNT=1");
   EXPECT_EQ(lines.size(), 2u) << p.Output();
   EXPECT_TRUE(std::filesystem::exists(logs + "/fails-once/attempt_0"));
   EXPECT_TRUE(std::filesystem::exists(logs + "/fails-once/attempt_1"));
@@ -214,8 +223,9 @@ TEST(LauncherE2eTest, WorkerFailingOnceIsRestartedAndTheJobSucceeds) {
 
 TEST(LauncherE2eTest, WorkerFailureWithoutRestartsNamesTheRootCause) {
   absl::Time start = absl::Now();
-  Subprocess p(Muster({"--standalone", "--nproc-per-node=3", "--max-restarts=0", "--no-python",
-                       BinPath("test_worker"), "--sleep=0.2", "--fail-rank=2", "--exit-code=7",
+  Subprocess p(Muster({"--standalone", "--nproc-per-node=3", "--max-restarts=0",
+                       "--no-python", BinPath("test_worker"), "--sleep=0.2",
+                       "--fail-rank=2", "--exit-code=7",
                        "--error-message=ValueError: the batch is bad"}));
   EXPECT_EQ(p.WaitOrKill(kJobDeadline), 1) << p.Output();
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
@@ -229,12 +239,14 @@ TEST(LauncherE2eTest, WorkerFailureWithoutRestartsNamesTheRootCause) {
 
 TEST(LauncherE2eTest, SigtermToTheLauncherLeavesNoProcessBehind) {
   const std::string pids = MakeTempDir("pids");
-  Subprocess p(Muster({"--standalone", "--nproc-per-node=3", "--no-python",
-                       BinPath("test_worker"), "--pid-dir=" + pids, "--sleep=120"}));
+  Subprocess p(
+      Muster({"--standalone", "--nproc-per-node=3", "--no-python",
+              BinPath("test_worker"), "--pid-dir=" + pids, "--sleep=120"}));
   ASSERT_TRUE(WaitForPidCount(pids, 3, absl::Seconds(30))) << p.Output();
   p.Signal(SIGTERM);
   std::optional<int> rc = p.Wait(absl::Seconds(20));
-  ASSERT_TRUE(rc.has_value()) << "muster did not exit after SIGTERM\n" << p.Output();
+  ASSERT_TRUE(rc.has_value()) << "muster did not exit after SIGTERM\n"
+                              << p.Output();
   EXPECT_EQ(*rc, 128 + SIGTERM) << p.Output();
   EXPECT_TRUE(AllDead(ReadPids(pids), absl::Seconds(5)));
 }
@@ -242,8 +254,8 @@ TEST(LauncherE2eTest, SigtermToTheLauncherLeavesNoProcessBehind) {
 TEST(LauncherE2eTest, WorkersDieWithAKilledLauncher) {
   const std::string pids = MakeTempDir("pids-kill");
   Subprocess p(Muster({"--standalone", "--nproc-per-node=2", "--no-python",
-                       BinPath("test_worker"), "--pid-dir=" + pids, "--sleep=120",
-                       "--ignore-sigterm"}));
+                       BinPath("test_worker"), "--pid-dir=" + pids,
+                       "--sleep=120", "--ignore-sigterm"}));
   ASSERT_TRUE(WaitForPidCount(pids, 2, absl::Seconds(30))) << p.Output();
   p.Signal(SIGKILL);
   p.Wait(absl::Seconds(10));

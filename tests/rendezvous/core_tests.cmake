@@ -1,0 +1,4 @@
+# The rendezvous state machine (Coordinator) and the rank rules: pure logic on fake channels and
+# a FakeClock, no sockets and no sleeps.
+muster_test(rank_assignment_test SRCS rank_assignment_test.cc DEPS muster_rendezvous_core TIMEOUT 30)
+muster_test(coordinator_test SRCS coordinator_test.cc DEPS muster_rendezvous_core TIMEOUT 60)

@@ -16,7 +16,8 @@ TEST(KvStoreTest, SetGetAddCompareSet) {
   EXPECT_EQ(kv.Get("j/2", "a").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(*kv.Add("j/1", "n", 5), 5);
   EXPECT_EQ(*kv.Add("j/1", "n", -2), 3);
-  EXPECT_EQ(kv.Add("j/1", "a", 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.Add("j/1", "a", 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(kv.CompareSet("j/1", "c", "", "first"), "first");
   EXPECT_EQ(kv.CompareSet("j/1", "c", "wrong", "second"), "first");
   EXPECT_EQ(kv.CompareSet("j/1", "c", "first", "second"), "second");
@@ -30,11 +31,12 @@ TEST(KvStoreTest, WaiterWakesOnSetAndNamespacesAreSeparate) {
   KvStore kv;
   std::vector<std::string> got;
   int calls = 0;
-  auto id = kv.WaitFor("j/2", {"a", "b"}, [&](absl::StatusOr<std::vector<std::string>> v) {
-    ASSERT_TRUE(v.ok());
-    got = *v;
-    ++calls;
-  });
+  auto id = kv.WaitFor("j/2", {"a", "b"},
+                       [&](absl::StatusOr<std::vector<std::string>> v) {
+                         ASSERT_TRUE(v.ok());
+                         got = *v;
+                         ++calls;
+                       });
   EXPECT_NE(id, 0u);
   kv.Set("j/1", "a", "other-round");
   kv.Set("j/2", "a", "1");
@@ -48,15 +50,18 @@ TEST(KvStoreTest, WaiterWakesOnSetAndNamespacesAreSeparate) {
 TEST(KvStoreTest, CancelNamesMissingKeysAndDropAborts) {
   KvStore kv;
   absl::Status why;
-  auto id = kv.WaitFor("j/1", {"present", "missing"},
-                       [&](absl::StatusOr<std::vector<std::string>> v) { why = v.status(); });
+  auto id = kv.WaitFor(
+      "j/1", {"present", "missing"},
+      [&](absl::StatusOr<std::vector<std::string>> v) { why = v.status(); });
   kv.Set("j/1", "present", "1");
   kv.CancelWait(id, absl::DeadlineExceededError("timed out"));
   EXPECT_EQ(why.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(why.message().find("missing"), std::string::npos) << why;
   EXPECT_EQ(why.message().find("present,"), std::string::npos) << why;
 
-  kv.WaitFor("j/3", {"k"}, [&](absl::StatusOr<std::vector<std::string>> v) { why = v.status(); });
+  kv.WaitFor("j/3", {"k"}, [&](absl::StatusOr<std::vector<std::string>> v) {
+    why = v.status();
+  });
   kv.DropNamespacesWithPrefix("j/");
   EXPECT_EQ(why.code(), absl::StatusCode::kAborted);
   EXPECT_EQ(kv.NamespaceCount(), 0);
@@ -82,7 +87,8 @@ TEST(InMemoryStoreTest, GetTimesOutNamingKey) {
   EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(v.status().message().find("never"), std::string::npos);
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  EXPECT_EQ(s.Get("never", absl::ZeroDuration()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.Get("never", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -27,7 +27,9 @@ std::string BinDir() {
   char buf[4096] = {0};
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return ".";
-  return std::filesystem::path(std::string(buf, static_cast<size_t>(n))).parent_path().string();
+  return std::filesystem::path(std::string(buf, static_cast<size_t>(n)))
+      .parent_path()
+      .string();
 }
 
 std::string BinPath(const std::string& name) { return BinDir() + "/" + name; }
@@ -38,7 +40,8 @@ std::string SourceDir() {
 }
 
 std::string MakeTempDir(const std::string& tag) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / ("muster-test-" + tag + "-XXXXXX"))
+  std::string tmpl = (std::filesystem::temp_directory_path() /
+                      ("muster-test-" + tag + "-XXXXXX"))
                          .string();
   if (mkdtemp(tmpl.data()) == nullptr) return "/tmp";
   return tmpl;
@@ -49,7 +52,8 @@ int FreePort() {
   return port.ok() ? *port : 0;
 }
 
-Subprocess::Subprocess(std::vector<std::string> argv, std::map<std::string, std::string> env) {
+Subprocess::Subprocess(std::vector<std::string> argv,
+                       std::map<std::string, std::string> env) {
   output_path_ = MakeTempDir("out") + "/output.log";
   std::map<std::string, std::string> full;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -69,7 +73,8 @@ Subprocess::Subprocess(std::vector<std::string> argv, std::map<std::string, std:
   pid_ = fork();
   if (pid_ == 0) {
     setpgid(0, 0);
-    int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND,
+                  0644);
     int devnull = open("/dev/null", O_RDONLY);
     dup2(devnull, 0);
     dup2(fd, 1);
@@ -95,7 +100,8 @@ std::optional<int> Subprocess::Wait(absl::Duration timeout) {
     int status = 0;
     pid_t r = waitpid(pid_, &status, WNOHANG);
     if (r == pid_) {
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      exit_code_ =
+          WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       return exit_code_;
     }
     if (r < 0 && errno != EINTR) {
@@ -134,7 +140,8 @@ std::string Subprocess::Output() const {
   return ss.str();
 }
 
-bool Subprocess::WaitForOutput(const std::string& text, absl::Duration timeout) const {
+bool Subprocess::WaitForOutput(const std::string& text,
+                               absl::Duration timeout) const {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
     if (Output().find(text) != std::string::npos) return true;
@@ -143,7 +150,8 @@ bool Subprocess::WaitForOutput(const std::string& text, absl::Duration timeout) 
   return Output().find(text) != std::string::npos;
 }
 
-std::vector<std::string> LinesWith(const std::string& text, const std::string& needle) {
+std::vector<std::string> LinesWith(const std::string& text,
+                                   const std::string& needle) {
   std::vector<std::string> out;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (line.find(needle) != absl::string_view::npos) out.emplace_back(line);
@@ -154,7 +162,8 @@ std::vector<std::string> LinesWith(const std::string& text, const std::string& n
 bool ProcessAlive(pid_t pid) {
   if (kill(pid, 0) != 0) return false;
   std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::string content((std::istreambuf_iterator<char>(stat)),
+                      std::istreambuf_iterator<char>());
   size_t close = content.rfind(')');
   if (close == std::string::npos || close + 2 >= content.size()) return false;
   return content[close + 2] != 'Z';

@@ -1,6 +1,7 @@
-// Subprocess: a child process for end-to-end tests, with its output captured to a file (no pipe
-// to fill up), a deadline on every wait, and a kill of its whole process group when the test
-// object goes away, so a failing test never leaves processes behind.
+// Subprocess: a child process for end-to-end tests, with its output captured to
+// a file (no pipe to fill up), a deadline on every wait, and a kill of its
+// whole process group when the test object goes away, so a failing test never
+// leaves processes behind.
 #ifndef MUSTER_TESTS_TESTING_SUBPROCESS_H_
 #define MUSTER_TESTS_TESTING_SUBPROCESS_H_
 
@@ -15,31 +16,36 @@
 
 namespace muster::testing {
 
-// Where the project's binaries are: $MUSTER_BIN_DIR (set by ctest), else the test's own folder.
+// Where the project's binaries are: $MUSTER_BIN_DIR (set by ctest), else the
+// test's own folder.
 std::string BinDir();
 std::string BinPath(const std::string& name);
 // The source tree ($MUSTER_SOURCE_DIR).
 std::string SourceDir();
-// A fresh temporary directory, removed by nobody (under /tmp; tests may inspect it after).
+// A fresh temporary directory, removed by nobody (under /tmp; tests may inspect
+// it after).
 std::string MakeTempDir(const std::string& tag);
 // A free TCP port on 127.0.0.1.
 int FreePort();
 
 class Subprocess {
  public:
-  // Starts argv with the current environment plus `env` (which overrides). The child runs in its
-  // own process group. Output (stdout and stderr together) goes to a temporary file.
-  Subprocess(std::vector<std::string> argv, std::map<std::string, std::string> env = {});
+  // Starts argv with the current environment plus `env` (which overrides). The
+  // child runs in its own process group. Output (stdout and stderr together)
+  // goes to a temporary file.
+  Subprocess(std::vector<std::string> argv,
+             std::map<std::string, std::string> env = {});
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
 
   pid_t pid() const { return pid_; }
 
-  // Waits up to timeout. Returns the exit code (128+signal when killed by a signal), or nullopt
-  // when it is still running.
+  // Waits up to timeout. Returns the exit code (128+signal when killed by a
+  // signal), or nullopt when it is still running.
   std::optional<int> Wait(absl::Duration timeout);
-  // Waits; on timeout SIGKILLs the group and returns -1 (and records that it timed out).
+  // Waits; on timeout SIGKILLs the group and returns -1 (and records that it
+  // timed out).
   int WaitOrKill(absl::Duration timeout);
   // Sends sig to the process (not its group).
   void Signal(int sig);
@@ -58,7 +64,8 @@ class Subprocess {
 };
 
 // Lines of text that contain `needle`.
-std::vector<std::string> LinesWith(const std::string& text, const std::string& needle);
+std::vector<std::string> LinesWith(const std::string& text,
+                                   const std::string& needle);
 
 // Whether a process with this pid exists (and is not a zombie).
 bool ProcessAlive(pid_t pid);

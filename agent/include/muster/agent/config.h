@@ -1,5 +1,5 @@
-// AgentConfig: everything the elastic agent needs, resolved from torchrun's flags by
-// cli/launch_flags (which validates it once; the agent trusts it).
+// AgentConfig: everything the elastic agent needs, resolved from torchrun's
+// flags by cli/launch_flags (which validates it once; the agent trusts it).
 #ifndef MUSTER_AGENT_CONFIG_H_
 #define MUSTER_AGENT_CONFIG_H_
 
@@ -14,15 +14,17 @@ namespace muster::agent {
 
 enum class RendezvousMode {
   kStandalone,  // --standalone: embedded server on 127.0.0.1, ephemeral port
-  kStatic,      // --nnodes=N --node-rank=K --master-addr: node rank 0 embeds the server
-  kDynamic,     // --rdzv-endpoint to a musterd (embedded when is_host)
+  kStatic,   // --nnodes=N --node-rank=K --master-addr: node rank 0 embeds the
+             // server
+  kDynamic,  // --rdzv-endpoint to a musterd (embedded when is_host)
 };
 
 struct AgentConfig {
   RendezvousMode mode = RendezvousMode::kStandalone;
 
   // --- job
-  // --rdzv-id: the job id on the server (TORCHELASTIC_RUN_ID); torchrun's default is "none".
+  // --rdzv-id: the job id on the server (TORCHELASTIC_RUN_ID); torchrun's
+  // default is "none".
   std::string run_id = "none";
   // --nnodes=MIN[:MAX].
   int min_nodes = 1;
@@ -33,23 +35,27 @@ struct AgentConfig {
   std::string role = "default";
   // --max-restarts.
   int max_restarts = 0;
-  // --monitor-interval: how often worker state is checked when nothing else wakes the agent.
+  // --monitor-interval: how often worker state is checked when nothing else
+  // wakes the agent.
   absl::Duration monitor_interval = absl::Milliseconds(100);
 
   // --- rendezvous
-  // HOST:PORT of the server to join (in standalone mode filled in with the embedded one).
+  // HOST:PORT of the server to join (in standalone mode filled in with the
+  // embedded one).
   std::string rdzv_endpoint;
-  // Whether this agent starts the server itself (standalone; static node rank 0; is_host=1).
+  // Whether this agent starts the server itself (standalone; static node rank
+  // 0; is_host=1).
   bool embed_server = false;
-  // Dynamic mode without is_host: embed the server when the endpoint names this host and nothing
-  // listens there yet (torchrun's is_host guess); join as a client if another agent won the race.
+  // Dynamic mode without is_host: embed the server when the endpoint names this
+  // host and nothing listens there yet (torchrun's is_host guess); join as a
+  // client if another agent won the race.
   bool embed_if_local = false;
   // Where the embedded server listens ("127.0.0.1:0" in standalone mode).
   std::string embed_listen;
   // --node-rank, or -1.
   int node_rank = -1;
-  // --master-addr / --master-port: static mode's MASTER_ADDR/MASTER_PORT for the workers
-  // (empty / -1: chosen by the round's group rank 0).
+  // --master-addr / --master-port: static mode's MASTER_ADDR/MASTER_PORT for
+  // the workers (empty / -1: chosen by the round's group rank 0).
   std::string master_addr;
   int master_port = -1;
   // --local-addr: the address this node advertises (empty: detected).
@@ -64,14 +70,15 @@ struct AgentConfig {
   int heartbeat_max_missed = 4;  // keep_alive_max_attempt
 
   // --- workers
-  // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u", "train.py", ...]
-  // or ["./train.exe", ...].
+  // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u",
+  // "train.py", ...] or ["./train.exe", ...].
   std::vector<std::string> program;
   // How long stopping workers waits after SIGTERM before SIGKILL.
   absl::Duration stop_grace = absl::Seconds(5);
 
   // --- output
-  // --log-dir: base directory of worker logs and error files (empty: a temporary directory).
+  // --log-dir: base directory of worker logs and error files (empty: a
+  // temporary directory).
   std::string log_dir;
   // -r / -t, per local rank (key -1 = all ranks); values are StdStreams bits.
   std::map<int, int> redirects;

@@ -30,16 +30,19 @@ struct WorkerEnvParams {
   long long round = 0;         // MUSTER_ROUND
 };
 
-// Returns `base` (the agent's own environment) with the contract's variables set:
-// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK,
-// ROLE_NAME, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
-// TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE=False,
-// TORCHELASTIC_ERROR_FILE, TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (unless set in base),
-// OMP_NUM_THREADS=1 (unless set in base, and only when local_world_size > 1),
-// MUSTER_STORE_ENDPOINT, MUSTER_STORE_PREFIX, MUSTER_RUN_ID, MUSTER_ROUND.
-// Values are formatted as torchrun formats them (decimal integers, "False").
-std::map<std::string, std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
-                                                  const WorkerEnvParams& params);
+// Returns `base` (the agent's own environment) with the contract's variables
+// set: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+// GROUP_WORLD_SIZE, ROLE_RANK, ROLE_NAME, ROLE_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS,
+// TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE=False,
+// TORCHELASTIC_ERROR_FILE, TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (unless set in
+// base), OMP_NUM_THREADS=1 (unless set in base, and only when local_world_size
+// > 1), MUSTER_STORE_ENDPOINT, MUSTER_STORE_PREFIX, MUSTER_RUN_ID,
+// MUSTER_ROUND. Values are formatted as torchrun formats them (decimal
+// integers, "False").
+std::map<std::string, std::string> BuildWorkerEnv(
+    const std::map<std::string, std::string>& base,
+    const WorkerEnvParams& params);
 
 // The current process's environment as a map.
 std::map<std::string, std::string> CurrentEnvironment();

@@ -1,6 +1,7 @@
-// WorkerGroup: the worker processes of one round on this node, started, watched and stopped as a
-// unit. Each worker runs in its own process group, dies with the agent (PR_SET_PDEATHSIG), and
-// has its stdout/stderr read through pipes: every whole line goes to the console with a
+// WorkerGroup: the worker processes of one round on this node, started, watched
+// and stopped as a unit. Each worker runs in its own process group, dies with
+// the agent (PR_SET_PDEATHSIG), and has its stdout/stderr read through pipes:
+// every whole line goes to the console with a
 // "[rank<N>]:" prefix (never torn, never interleaved mid-line) and/or to
 // <attempt_dir>/<local_rank>/{stdout,stderr}.log, as the output options say.
 #ifndef MUSTER_AGENT_WORKER_GROUP_H_
@@ -17,7 +18,8 @@
 
 namespace muster::agent {
 
-// torchrun's Std flags for -r/--redirects and -t/--tee: which streams go to files.
+// torchrun's Std flags for -r/--redirects and -t/--tee: which streams go to
+// files.
 enum StdStreams : int { kStdNone = 0, kStdOut = 1, kStdErr = 2, kStdAll = 3 };
 
 struct WorkerSpec {
@@ -25,21 +27,26 @@ struct WorkerSpec {
   int global_rank = 0;
   // argv[0] is a path or a name looked up in PATH (of `env`).
   std::vector<std::string> argv;
-  // The worker's complete environment (the agent's own plus the contract of DESIGN.md).
+  // The worker's complete environment (the agent's own plus the contract of
+  // DESIGN.md).
   std::map<std::string, std::string> env;
-  // Where the worker writes its JSON error file (TORCHELASTIC_ERROR_FILE); read after it fails.
+  // Where the worker writes its JSON error file (TORCHELASTIC_ERROR_FILE); read
+  // after it fails.
   std::string error_file;
 };
 
 struct OutputOptions {
-  // Per local rank: streams written only to the log files (not the console). Key -1 = every rank.
+  // Per local rank: streams written only to the log files (not the console).
+  // Key -1 = every rank.
   std::map<int, int> redirects;
-  // Per local rank: streams written to the log files and the console. Key -1 = every rank.
+  // Per local rank: streams written to the log files and the console. Key -1 =
+  // every rank.
   std::map<int, int> tees;
-  // When not empty, only these local ranks' lines reach the console (files get everything).
+  // When not empty, only these local ranks' lines reach the console (files get
+  // everything).
   std::set<int> console_local_ranks;
-  // <log_dir>/<run_id>/attempt_<n>: log files go under <attempt_dir>/<local_rank>/.
-  // Required when any redirect or tee is set.
+  // <log_dir>/<run_id>/attempt_<n>: log files go under
+  // <attempt_dir>/<local_rank>/. Required when any redirect or tee is set.
   std::string attempt_dir;
   // Prefix console lines with "[rank<global>]:" (torchrun's --tee style).
   bool prefix_lines = true;
@@ -64,7 +71,7 @@ struct WorkerExit {
 enum class GroupState {
   kRunning,    // every worker alive, or some exited 0 and others still run
   kSucceeded,  // every worker exited 0
-  kFailed,     // at least one worker failed (the others may still run until Stop)
+  kFailed,  // at least one worker failed (the others may still run until Stop)
 };
 
 struct GroupStatus {
@@ -73,16 +80,18 @@ struct GroupStatus {
   std::vector<WorkerExit> exits;
 };
 
-// Thread-safe. Must be created and stopped from a long-lived thread: Linux delivers the parent-
-// death signal when the *thread* that forked a child exits.
+// Thread-safe. Must be created and stopped from a long-lived thread: Linux
+// delivers the parent- death signal when the *thread* that forked a child
+// exits.
 class WorkerGroup {
  public:
-  // Checks and starts every worker before it returns. Errors: FAILED_PRECONDITION naming the
-  // program when argv[0] is not found in PATH or cannot be executed (and why); INTERNAL for a
-  // failed fork/pipe; INVALID_ARGUMENT for empty argv or missing attempt_dir with redirects.
-  // No worker is left running when Start fails.
-  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(std::vector<WorkerSpec> workers,
-                                                            OutputOptions output);
+  // Checks and starts every worker before it returns. Errors:
+  // FAILED_PRECONDITION naming the program when argv[0] is not found in PATH or
+  // cannot be executed (and why); INTERNAL for a failed fork/pipe;
+  // INVALID_ARGUMENT for empty argv or missing attempt_dir with redirects. No
+  // worker is left running when Start fails.
+  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
+      std::vector<WorkerSpec> workers, OutputOptions output);
 
   // Stops (SIGTERM, 5 s grace, SIGKILL) and reaps any worker still running.
   ~WorkerGroup();
@@ -90,14 +99,17 @@ class WorkerGroup {
   // Non-blocking.
   GroupStatus Poll();
 
-  // Blocks up to timeout until the group is no longer kRunning (or a worker failed).
+  // Blocks up to timeout until the group is no longer kRunning (or a worker
+  // failed).
   GroupStatus Wait(absl::Duration timeout);
 
-  // Sends `signal` to each worker's process group, waits up to `grace` for them to exit, then
-  // SIGKILLs the rest; reaps all, flushes their output. Idempotent. Returns the final status.
+  // Sends `signal` to each worker's process group, waits up to `grace` for them
+  // to exit, then SIGKILLs the rest; reaps all, flushes their output.
+  // Idempotent. Returns the final status.
   GroupStatus Stop(int signal, absl::Duration grace);
 
-  // Sends signal to every live worker's process group without waiting (forwarding SIGINT etc.).
+  // Sends signal to every live worker's process group without waiting
+  // (forwarding SIGINT etc.).
   void Signal(int signal);
 
   std::vector<int> pids() const;
@@ -108,13 +120,15 @@ class WorkerGroup {
   std::unique_ptr<Impl> impl_;
 };
 
-// Looks argv0 up as execvp would, with PATH from `path_env`. Returns the path to run, or
-// FAILED_PRECONDITION: "program 'x' not found in PATH (...)" / "'x' is not executable: ..." with
-// the fix (chmod +x, a full path, --no-python).
-absl::StatusOr<std::string> ResolveProgram(const std::string& argv0, const std::string& path_env);
+// Looks argv0 up as execvp would, with PATH from `path_env`. Returns the path
+// to run, or FAILED_PRECONDITION: "program 'x' not found in PATH (...)" / "'x'
+// is not executable: ..." with the fix (chmod +x, a full path, --no-python).
+absl::StatusOr<std::string> ResolveProgram(const std::string& argv0,
+                                           const std::string& path_env);
 
 // Reads a torchelastic JSON error file: {"message": "..."} or
-// {"message": {"message": "...", "extraInfo": {...}}}. Empty when absent or unreadable.
+// {"message": {"message": "...", "extraInfo": {...}}}. Empty when absent or
+// unreadable.
 std::string ReadErrorFile(const std::string& path);
 
 }  // namespace muster::agent

@@ -65,20 +65,22 @@ class Communicator {
  public:
   // Joins the job this process was launched into, from the launcher's environment: RANK,
   // WORLD_SIZE, LOCAL_WORLD_SIZE, MUSTER_STORE_ENDPOINT and MUSTER_STORE_PREFIX.
-  // Blocks until every rank has joined, or options.timeout passes.
+  // Blocks until every rank is connected, or options.timeout passes. Thread-safe.
   // Errors: FAILED_PRECONDITION naming the first missing variable (run the program under muster);
   // INVALID_ARGUMENT naming a variable that is not a valid number or a bad MUSTER_COMM_TIMEOUT;
   // UNAVAILABLE when the store cannot be reached; and the errors of Create.
   static absl::StatusOr<std::unique_ptr<Communicator>> FromEnvironment(CommOptions options = {});
 
   // Joins a communicator of `world_size` ranks as `rank`, bootstrapping through `store` (which
-  // every rank must see the same namespace of). Blocks until every rank has joined, or
-  // options.timeout passes. Ranks may call Create several times on one store: the n-th call of
-  // each rank joins the n-th communicator (a per-rank counter in the store keeps them apart).
+  // every rank must see the same namespace of). Blocks until every rank is connected to every
+  // other, or options.timeout passes. Ranks may call Create several times on one store: the n-th
+  // call of each rank joins the n-th communicator (a per-rank counter in the store keeps them
+  // apart). Thread-safe (ranks may be threads of one process, each calling Create).
   // Errors: INVALID_ARGUMENT (null store, world_size < 1, rank outside [0, world_size), timeout
-  // not positive, bad MUSTER_COMM_TIMEOUT); DEADLINE_EXCEEDED naming what was missing when a peer
-  // does not join in time; UNAVAILABLE when a peer or the store cannot be reached or the
-  // interface does not exist.
+  // not positive, bad MUSTER_COMM_TIMEOUT); FAILED_PRECONDITION when the interface or address to
+  // bind does not exist or does not resolve; DEADLINE_EXCEEDED naming the ranks that did not join
+  // in time; UNAVAILABLE or ABORTED when a peer or the store cannot be reached or is lost while
+  // connecting.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
       std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
       CommOptions options = {});

@@ -1,5 +1,5 @@
-// The Clock seam: the rendezvous state machine and the agent read time only through it, so tests
-// drive timeouts with a FakeClock instead of sleeping.
+// The Clock seam: the rendezvous state machine and the agent read time only
+// through it, so tests drive timeouts with a FakeClock instead of sleeping.
 #ifndef MUSTER_COMMON_CLOCK_H_
 #define MUSTER_COMMON_CLOCK_H_
 

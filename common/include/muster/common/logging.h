@@ -1,5 +1,6 @@
-// A small line logger. Abseil 20220623 has no absl/log, and muster needs little: one line per
-// event, written whole (never torn by another thread), with a time, a level and a tag.
+// A small line logger. Abseil 20220623 has no absl/log, and muster needs
+// little: one line per event, written whole (never torn by another thread),
+// with a time, a level and a tag.
 //
 //   MUSTER_LOG(INFO) << "round " << n << " ready";
 //
@@ -10,21 +11,24 @@
 #include <functional>
 #include <sstream>
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 namespace muster {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
-// Lines below this level are dropped. Default kInfo; MUSTER_LOG_LEVEL=debug|info|warning|error
-// sets it at start-up.
+// Lines below this level are dropped. Default kInfo;
+// MUSTER_LOG_LEVEL=debug|info|warning|error sets it at start-up.
 void SetMinLogLevel(LogLevel level);
 LogLevel MinLogLevel();
 
-// The tag printed on every line, such as "muster" or "musterd". Default: "muster".
+// The tag printed on every line, such as "muster" or "musterd". Default:
+// "muster".
 void SetLogTag(absl::string_view tag);
 
-// Replaces where finished lines go (tests capture them). nullptr restores stderr.
+// Replaces where finished lines go (tests capture them). nullptr restores
+// stderr.
 void SetLogSink(std::function<void(LogLevel, const std::string&)> sink);
 
 namespace internal {
@@ -52,12 +56,12 @@ struct LogVoidify {
 #define MUSTER_LOG_LEVEL_WARNING ::muster::LogLevel::kWarning
 #define MUSTER_LOG_LEVEL_ERROR ::muster::LogLevel::kError
 
-#define MUSTER_LOG(level)                                                  \
-  (MUSTER_LOG_LEVEL_##level < ::muster::MinLogLevel())                     \
-      ? (void)0                                                            \
-      : ::muster::internal::LogVoidify() &                                 \
-            ::muster::internal::LogMessage(MUSTER_LOG_LEVEL_##level,       \
-                                           __FILE__, __LINE__)             \
+#define MUSTER_LOG(level)                                                      \
+  (MUSTER_LOG_LEVEL_##level < ::muster::MinLogLevel())                         \
+      ? (void)0                                                                \
+      : ::muster::internal::LogVoidify() &                                     \
+            ::muster::internal::LogMessage(MUSTER_LOG_LEVEL_##level, __FILE__, \
+                                           __LINE__)                           \
                 .stream()
 
 #endif  // MUSTER_COMMON_LOGGING_H_

@@ -1,11 +1,13 @@
-// Helpers for absl::Status, the error type across every module boundary of muster.
+// Helpers for absl::Status, the error type across every module boundary of
+// muster.
 //
 // Codes carry retry meaning (as in XLA's coordination service):
-//   UNAVAILABLE          the peer or server is not reachable now; retrying may help.
-//   ABORTED              the round ended under the caller (a peer was lost); rejoin.
-//   FAILED_PRECONDITION  the configuration cannot work (mismatched job sizes, no GPU); do not retry.
-//   DEADLINE_EXCEEDED    a wait ran past its deadline.
-//   INVALID_ARGUMENT     bad input; the message names the field and the fix.
+//   UNAVAILABLE          the peer or server is not reachable now; retrying may
+//   help. ABORTED              the round ended under the caller (a peer was
+//   lost); rejoin. FAILED_PRECONDITION  the configuration cannot work
+//   (mismatched job sizes, no GPU); do not retry. DEADLINE_EXCEEDED    a wait
+//   ran past its deadline. INVALID_ARGUMENT     bad input; the message names
+//   the field and the fix.
 #ifndef MUSTER_COMMON_STATUS_H_
 #define MUSTER_COMMON_STATUS_H_
 
@@ -19,16 +21,17 @@
 #define MUSTER_STATUS_CONCAT_(a, b) MUSTER_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` (an absl::Status) is not OK.
-#define MUSTER_RETURN_IF_ERROR(expr)                  \
-  do {                                                \
-    ::absl::Status muster_status_ = (expr);           \
-    if (!muster_status_.ok()) return muster_status_;  \
+#define MUSTER_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status muster_status_ = (expr);          \
+    if (!muster_status_.ok()) return muster_status_; \
   } while (0)
 
-// `lhs = value of expr` when expr (an absl::StatusOr) is OK, else returns its status.
-#define MUSTER_ASSIGN_OR_RETURN(lhs, expr)                                       \
-  MUSTER_ASSIGN_OR_RETURN_IMPL_(MUSTER_STATUS_CONCAT_(muster_statusor_, __LINE__), \
-                                lhs, expr)
+// `lhs = value of expr` when expr (an absl::StatusOr) is OK, else returns its
+// status.
+#define MUSTER_ASSIGN_OR_RETURN(lhs, expr) \
+  MUSTER_ASSIGN_OR_RETURN_IMPL_(           \
+      MUSTER_STATUS_CONCAT_(muster_statusor_, __LINE__), lhs, expr)
 #define MUSTER_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                  \
   if (!tmp.ok()) return tmp.status();                 \

@@ -1,14 +1,15 @@
-// RendezvousClient: the agent's side of the Session stream. A seam, so the agent's tests can run
-// on an in-process fake; NewGrpcRendezvousClient is the real one.
+// RendezvousClient: the agent's side of the Session stream. A seam, so the
+// agent's tests can run on an in-process fake; NewGrpcRendezvousClient is the
+// real one.
 #ifndef MUSTER_RENDEZVOUS_CLIENT_H_
 #define MUSTER_RENDEZVOUS_CLIENT_H_
 
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "muster/v1/rendezvous.pb.h"
 
@@ -19,24 +20,27 @@ class RendezvousClient {
  public:
   virtual ~RendezvousClient() = default;
 
-  // Connects, opens the Session stream and sends join. Blocks up to the connect timeout.
-  // Errors: UNAVAILABLE naming the endpoint when nothing answers there in time.
+  // Connects, opens the Session stream and sends join. Blocks up to the connect
+  // timeout. Errors: UNAVAILABLE naming the endpoint when nothing answers there
+  // in time.
   virtual absl::Status Start(const v1::Join& join) = 0;
 
-  // Sends one message (a rejoin, a report, Leave). Errors: UNAVAILABLE once the stream is broken.
+  // Sends one message (a rejoin, a report, Leave). Errors: UNAVAILABLE once the
+  // stream is broken.
   virtual absl::Status Send(const v1::AgentMessage& msg) = 0;
 
   // Waits up to `timeout` for the next message from the server.
-  // Errors: DEADLINE_EXCEEDED when none came (the session goes on); otherwise the session is over:
-  // UNAVAILABLE when the server went away, or the status the server ended the stream with
-  // (FAILED_PRECONDITION / INVALID_ARGUMENT for a refused Join, with the server's message).
+  // Errors: DEADLINE_EXCEEDED when none came (the session goes on); otherwise
+  // the session is over: UNAVAILABLE when the server went away, or the status
+  // the server ended the stream with (FAILED_PRECONDITION / INVALID_ARGUMENT
+  // for a refused Join, with the server's message).
   virtual absl::StatusOr<v1::ServerMessage> Next(absl::Duration timeout) = 0;
 
   // Tells the heartbeats which round the agent is in.
   virtual void SetRound(int64_t round) = 0;
 
-  // Sends Leave{reason} when reason is non-empty, half-closes and ends the stream; idempotent.
-  // Blocks at most about a second.
+  // Sends Leave{reason} when reason is non-empty, half-closes and ends the
+  // stream; idempotent. Blocks at most about a second.
   virtual void Close(absl::string_view leave_reason) = 0;
 };
 
@@ -49,7 +53,8 @@ struct GrpcClientOptions {
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
 };
 
-std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(GrpcClientOptions options);
+std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(
+    GrpcClientOptions options);
 
 }  // namespace muster::rendezvous
 

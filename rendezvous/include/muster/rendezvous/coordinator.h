@@ -1,39 +1,49 @@
-// The Coordinator: musterd's rendezvous state machine for many jobs. It holds no gRPC: the
-// Session adapter feeds it events from streams and it answers through AgentChannel, so tests drive
-// it with fake channels and a FakeClock.
+// The Coordinator: musterd's rendezvous state machine for many jobs. It holds
+// no gRPC: the Session adapter feeds it events from streams and it answers
+// through AgentChannel, so tests drive it with fake channels and a FakeClock.
 //
-// One job's lifecycle (transitions live in coordinator.cc, one function per event):
+// One job's lifecycle (transitions live in coordinator.cc, one function per
+// event):
 //
-//            Join (joined < max)                    Join of a newcomer while RUNNING and
-//           ┌──────────┐                            below max, agent lost, or a worker
-//           ▼          │                            failure with restarts left
-//   ──► ┌────────┐ ────┘   max joined, or min      ┌─────────────────────────────────────┐
-//       │  OPEN  │ ─────── joined and last_call ──►│             RUNNING                 │
-//       └────────┘         timer fired             └─────────────────────────────────────┘
-//         │   ▲                                       │            │                │
-//         │   └──────────── Restart{round} ───────────┘            │                │
-//         │ join_timeout with < min joined         worker failure, no restarts      every member
-//         ▼                                        left                             reported success
-//     ┌────────┐ ◄─────────────────────────────────────────────────┘                ▼
-//     │ FAILED │  JobFailed{root_cause} to every agent                      ┌───────────┐
-//     └────────┘                                                            │ SUCCEEDED │
+//            Join (joined < max)                    Join of a newcomer while
+//            RUNNING and
+//           ┌──────────┐                            below max, agent lost, or a
+//           worker ▼          │                            failure with
+//           restarts left
+//   ──► ┌────────┐ ────┘   max joined, or min
+//   ┌─────────────────────────────────────┐
+//       │  OPEN  │ ─────── joined and last_call ──►│             RUNNING │
+//       └────────┘         timer fired └─────────────────────────────────────┘
+//         │   ▲                                       │            │ │ │
+//         └──────────── Restart{round} ───────────┘            │ │ │
+//         join_timeout with < min joined         worker failure, no restarts
+//         every member ▼                                        left reported
+//         success
+//     ┌────────┐ ◄─────────────────────────────────────────────────┘ ▼ │ FAILED
+//     │  JobFailed{root_cause} to every agent ┌───────────┐ └────────┘ │
+//     SUCCEEDED │
 //                                                                           └───────────┘
-// Each OPEN→RUNNING starts a new round (numbers increase from 1) with a fresh store namespace
-// "<job>/<round>"; the namespace of the ended round is dropped through on_round_end.
+// Each OPEN→RUNNING starts a new round (numbers increase from 1) with a fresh
+// store namespace
+// "<job>/<round>"; the namespace of the ended round is dropped through
+// on_round_end.
 //
-// Rank rules: survivors of the previous round keep their group order; newcomers follow in join
-// order; node_rank_hint (static mode) wins where given. Global rank offsets are prefix sums of
-// local_world_size. The master is group rank 0's advertised address and reserved port.
+// Rank rules: survivors of the previous round keep their group order; newcomers
+// follow in join order; node_rank_hint (static mode) wins where given. Global
+// rank offsets are prefix sums of local_world_size. The master is group rank
+// 0's advertised address and reserved port.
 //
 // A worker failure costs one restart (restart_count + 1, reported to workers as
-// TORCHELASTIC_RESTART_COUNT); a lost agent or a newcomer costs none. With no restarts left, or
-// fewer than min_nodes when join_timeout passes, every agent gets JobFailed with the root cause.
+// TORCHELASTIC_RESTART_COUNT); a lost agent or a newcomer costs none. With no
+// restarts left, or fewer than min_nodes when join_timeout passes, every agent
+// gets JobFailed with the root cause.
 //
-// Once a job has ended and none of its agents is connected, a new Join with its id starts the
-// job afresh (a long-lived musterd does not refuse a rerun of the same command).
+// Once a job has ended and none of its agents is connected, a new Join with its
+// id starts the job afresh (a long-lived musterd does not refuse a rerun of the
+// same command).
 //
-// Thread-safe: one mutex; AgentChannel calls are made under it, so channels must not block nor
-// call back into the Coordinator.
+// Thread-safe: one mutex; AgentChannel calls are made under it, so channels
+// must not block nor call back into the Coordinator.
 #ifndef MUSTER_RENDEZVOUS_COORDINATOR_H_
 #define MUSTER_RENDEZVOUS_COORDINATOR_H_
 
@@ -41,27 +51,30 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "muster/common/clock.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::rendezvous {
 
-// Identifies one Session stream; assigned by the adapter, never reused within a process.
+// Identifies one Session stream; assigned by the adapter, never reused within a
+// process.
 using ConnectionId = uint64_t;
 
-// The way back to one agent. Implemented by the gRPC Session reactor (and by fakes in tests).
+// The way back to one agent. Implemented by the gRPC Session reactor (and by
+// fakes in tests).
 class AgentChannel {
  public:
   virtual ~AgentChannel() = default;
   // Queues msg for the agent. Must not block or call into the Coordinator.
   virtual void Send(const v1::ServerMessage& msg) = 0;
-  // Ends the stream with status (OK after JobSucceeded/JobFailed; an error for a refused Join).
-  // Must not block or call into the Coordinator. Further Sends are dropped.
+  // Ends the stream with status (OK after JobSucceeded/JobFailed; an error for
+  // a refused Join). Must not block or call into the Coordinator. Further Sends
+  // are dropped.
   virtual void Close(const absl::Status& status) = 0;
 };
 
@@ -73,10 +86,12 @@ struct CoordinatorOptions {
   absl::Duration default_join_timeout = absl::Seconds(600);
   absl::Duration default_last_call_timeout = absl::Seconds(30);
   absl::Duration default_heartbeat_timeout = absl::Seconds(2);
-  // How long an ended job stays visible to GetStatus after its last agent disconnected.
+  // How long an ended job stays visible to GetStatus after its last agent
+  // disconnected.
   absl::Duration finished_job_retention = absl::Minutes(10);
-  // Called (under the Coordinator's lock; must not call back) when a round ends and its store
-  // namespace may be dropped, and with "<job>/" when a job is forgotten.
+  // Called (under the Coordinator's lock; must not call back) when a round ends
+  // and its store namespace may be dropped, and with "<job>/" when a job is
+  // forgotten.
   std::function<void(const std::string& store_prefix)> on_round_end;
 };
 
@@ -88,26 +103,30 @@ class Coordinator {
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
-  // A Join on stream conn (the first message, or a rejoin after Restart). On success the agent is
-  // queued for the job's open round and may get Waiting/RoundReady through channel at once.
-  // Errors (the adapter ends the stream with them): INVALID_ARGUMENT for a malformed Join (empty
-  // job or node id, local_world_size < 1, min < 1, max < min), FAILED_PRECONDITION when the job
-  // exists with other min/max/max_restarts, or has ended and still has agents connected.
-  // The message names the field, both values and the fix.
+  // A Join on stream conn (the first message, or a rejoin after Restart). On
+  // success the agent is queued for the job's open round and may get
+  // Waiting/RoundReady through channel at once. Errors (the adapter ends the
+  // stream with them): INVALID_ARGUMENT for a malformed Join (empty job or node
+  // id, local_world_size < 1, min < 1, max < min), FAILED_PRECONDITION when the
+  // job exists with other min/max/max_restarts, or has ended and still has
+  // agents connected. The message names the field, both values and the fix.
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel);
   void OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat);
   // Ignored when the round is not the current one (a stale report).
   void OnWorkersFailed(ConnectionId conn, const v1::WorkersFailed& failed);
-  void OnWorkersSucceeded(ConnectionId conn, const v1::WorkersSucceeded& succeeded);
-  // The agent leaves: same as a lost agent, with its reason in the Restart message.
+  void OnWorkersSucceeded(ConnectionId conn,
+                          const v1::WorkersSucceeded& succeeded);
+  // The agent leaves: same as a lost agent, with its reason in the Restart
+  // message.
   void OnLeave(ConnectionId conn, const v1::Leave& leave);
   // The stream ended (agent died, network cut, cancelled).
   void OnDisconnect(ConnectionId conn);
 
-  // Fires what is due at clock->Now(): last-call timers, join timeouts, missed heartbeats,
-  // retention of ended jobs. Returns the earliest time something is next due
-  // (absl::InfiniteFuture() when nothing is). The server calls it at least that often.
+  // Fires what is due at clock->Now(): last-call timers, join timeouts, missed
+  // heartbeats, retention of ended jobs. Returns the earliest time something is
+  // next due (absl::InfiniteFuture() when nothing is). The server calls it at
+  // least that often.
   absl::Time Tick();
 
   // Jobs (all when job_id is empty), for `muster status`.

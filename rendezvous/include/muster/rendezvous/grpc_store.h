@@ -1,4 +1,5 @@
-// GrpcStore: the Store seam over musterd's Store service, bound to one round's namespace.
+// GrpcStore: the Store seam over musterd's Store service, bound to one round's
+// namespace.
 #ifndef MUSTER_RENDEZVOUS_GRPC_STORE_H_
 #define MUSTER_RENDEZVOUS_GRPC_STORE_H_
 
@@ -20,10 +21,12 @@ struct GrpcStoreOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
 };
 
-// Connects (waiting up to connect_timeout). Errors: INVALID_ARGUMENT for an empty endpoint or
-// prefix; UNAVAILABLE naming the endpoint when it cannot be reached.
-// The store is thread-safe; calls that wait block the calling thread only.
-absl::StatusOr<std::unique_ptr<Store>> NewGrpcStore(const GrpcStoreOptions& options);
+// Connects (waiting up to connect_timeout). Errors: INVALID_ARGUMENT for an
+// empty endpoint or prefix; UNAVAILABLE naming the endpoint when it cannot be
+// reached. The store is thread-safe; calls that wait block the calling thread
+// only.
+absl::StatusOr<std::unique_ptr<Store>> NewGrpcStore(
+    const GrpcStoreOptions& options);
 
 }  // namespace muster::rendezvous
 

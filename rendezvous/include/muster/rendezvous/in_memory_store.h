@@ -1,5 +1,5 @@
-// A Store inside one process, over a shared KvStore namespace: N ranks run as threads on one
-// InMemoryStore in tests (as gloo's own tests do). Thread-safe.
+// A Store inside one process, over a shared KvStore namespace: N ranks run as
+// threads on one InMemoryStore in tests (as gloo's own tests do). Thread-safe.
 #ifndef MUSTER_RENDEZVOUS_IN_MEMORY_STORE_H_
 #define MUSTER_RENDEZVOUS_IN_MEMORY_STORE_H_
 
@@ -19,13 +19,16 @@ class InMemoryStore : public Store {
   InMemoryStore(std::shared_ptr<KvStore> kv, std::string ns);
 
   absl::Status Set(absl::string_view key, absl::string_view value) override;
-  absl::StatusOr<std::string> Get(absl::string_view key, absl::Duration timeout) override;
+  absl::StatusOr<std::string> Get(absl::string_view key,
+                                  absl::Duration timeout) override;
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
-  absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
+  absl::StatusOr<std::string> CompareSet(absl::string_view key,
+                                         absl::string_view expected,
                                          absl::string_view desired) override;
-  absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) override;
-  absl::StatusOr<std::vector<std::string>> MultiGet(absl::Span<const std::string> keys,
-                                                    absl::Duration timeout) override;
+  absl::Status Wait(absl::Span<const std::string> keys,
+                    absl::Duration timeout) override;
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      absl::Span<const std::string> keys, absl::Duration timeout) override;
   absl::Status MultiSet(absl::Span<const std::string> keys,
                         absl::Span<const std::string> values) override;
   absl::StatusOr<bool> Delete(absl::string_view key) override;

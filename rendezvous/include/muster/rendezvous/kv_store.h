@@ -1,11 +1,14 @@
-// KvStore: the key-value semantics of the Store, shared by musterd's Store service (where waits
-// must not hold a thread: tens of thousands of ranks may wait at once) and InMemoryStore.
+// KvStore: the key-value semantics of the Store, shared by musterd's Store
+// service (where waits must not hold a thread: tens of thousands of ranks may
+// wait at once) and InMemoryStore.
 //
-// Data lives in namespaces (a round's store prefix, "<job>/<round>"). Dropping a namespace fails
-// its waiters with ABORTED, so a rank of a dead round never reads a key of the next one.
+// Data lives in namespaces (a round's store prefix, "<job>/<round>"). Dropping
+// a namespace fails its waiters with ABORTED, so a rank of a dead round never
+// reads a key of the next one.
 //
-// Thread-safe. Callbacks run outside the lock, on the thread that made them ready (a Set, a
-// CancelWait, a Drop), or on the calling thread when WaitFor finds the keys at once.
+// Thread-safe. Callbacks run outside the lock, on the thread that made them
+// ready (a Set, a CancelWait, a Drop), or on the calling thread when WaitFor
+// finds the keys at once.
 #ifndef MUSTER_RENDEZVOUS_KV_STORE_H_
 #define MUSTER_RENDEZVOUS_KV_STORE_H_
 
@@ -13,7 +16,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -21,6 +23,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
@@ -28,38 +31,48 @@ namespace muster::rendezvous {
 
 class KvStore {
  public:
-  // Receives the values of the waited keys (in order), or why the wait ended without them.
-  using WaitCallback = absl::AnyInvocable<void(absl::StatusOr<std::vector<std::string>>)>;
+  // Receives the values of the waited keys (in order), or why the wait ended
+  // without them.
+  using WaitCallback =
+      absl::AnyInvocable<void(absl::StatusOr<std::vector<std::string>>)>;
   using WaiterId = uint64_t;
 
   KvStore() = default;
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
-  void Set(absl::string_view ns, absl::string_view key, absl::string_view value);
+  void Set(absl::string_view ns, absl::string_view key,
+           absl::string_view value);
   // NOT_FOUND when absent.
-  absl::StatusOr<std::string> Get(absl::string_view ns, absl::string_view key) const;
+  absl::StatusOr<std::string> Get(absl::string_view ns,
+                                  absl::string_view key) const;
   // INVALID_ARGUMENT when the stored value is not a decimal integer.
-  absl::StatusOr<int64_t> Add(absl::string_view ns, absl::string_view key, int64_t delta);
-  std::string CompareSet(absl::string_view ns, absl::string_view key, absl::string_view expected,
-                         absl::string_view desired);
+  absl::StatusOr<int64_t> Add(absl::string_view ns, absl::string_view key,
+                              int64_t delta);
+  std::string CompareSet(absl::string_view ns, absl::string_view key,
+                         absl::string_view expected, absl::string_view desired);
   // INVALID_ARGUMENT when sizes differ; nothing is written then.
-  absl::Status MultiSet(absl::string_view ns, absl::Span<const std::string> keys,
+  absl::Status MultiSet(absl::string_view ns,
+                        absl::Span<const std::string> keys,
                         absl::Span<const std::string> values);
   bool Delete(absl::string_view ns, absl::string_view key);
   int64_t NumKeys(absl::string_view ns) const;
 
-  // Calls `done` with the values once every key exists in ns. When they exist already, calls it
-  // before returning and returns 0; otherwise returns an id for CancelWait. Never blocks.
-  WaiterId WaitFor(absl::string_view ns, std::vector<std::string> keys, WaitCallback done);
+  // Calls `done` with the values once every key exists in ns. When they exist
+  // already, calls it before returning and returns 0; otherwise returns an id
+  // for CancelWait. Never blocks.
+  WaiterId WaitFor(absl::string_view ns, std::vector<std::string> keys,
+                   WaitCallback done);
 
-  // Ends a pending wait with `why` (a deadline, a cancelled RPC). No effect when it already ended.
-  // The status message gets the names of the keys still missing.
+  // Ends a pending wait with `why` (a deadline, a cancelled RPC). No effect
+  // when it already ended. The status message gets the names of the keys still
+  // missing.
   void CancelWait(WaiterId id, const absl::Status& why);
 
   // Removes a namespace and fails its waiters with ABORTED.
   void DropNamespace(absl::string_view ns);
-  // Removes every namespace whose name starts with prefix (a job's rounds: "<job>/").
+  // Removes every namespace whose name starts with prefix (a job's rounds:
+  // "<job>/").
   void DropNamespacesWithPrefix(absl::string_view prefix);
 
   // Counters for metrics.
@@ -75,10 +88,12 @@ class KvStore {
   using Namespace = absl::flat_hash_map<std::string, std::string>;
 
   // Moves waiters of ns whose keys all exist into `ready`, with their values.
-  void CollectReadyLocked(const std::string& ns,
-                          std::vector<std::pair<WaitCallback, std::vector<std::string>>>* ready)
+  void CollectReadyLocked(
+      const std::string& ns,
+      std::vector<std::pair<WaitCallback, std::vector<std::string>>>* ready)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailWaitersLocked(const std::string& ns, std::vector<WaitCallback>* failed)
+  void FailWaitersLocked(const std::string& ns,
+                         std::vector<WaitCallback>* failed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;

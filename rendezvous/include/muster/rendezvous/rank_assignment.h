@@ -1,4 +1,5 @@
-// Rank assignment for one round: a pure function, so every rule has a unit test.
+// Rank assignment for one round: a pure function, so every rule has a unit
+// test.
 #ifndef MUSTER_RENDEZVOUS_RANK_ASSIGNMENT_H_
 #define MUSTER_RENDEZVOUS_RANK_ASSIGNMENT_H_
 
@@ -26,15 +27,17 @@ struct RankAssignment {
   int local_world_size = 1;
 };
 
-// Orders members: hinted nodes at their hinted group rank; the others fill the remaining places,
-// first the survivors in their order in `previous_order` (node ids of the last round by group
-// rank), then newcomers by join_seq. Offsets are prefix sums of local_world_size.
-// Returns the assignments sorted by group rank.
-// Errors: INVALID_ARGUMENT when two members hint the same rank, or a hint is outside
-// [0, members.size()), naming the nodes and the hint, and the fix (distinct --node-rank values
-// 0..N-1); when a node id repeats; when members is empty.
+// Orders members: hinted nodes at their hinted group rank; the others fill the
+// remaining places, first the survivors in their order in `previous_order`
+// (node ids of the last round by group rank), then newcomers by join_seq.
+// Offsets are prefix sums of local_world_size. Returns the assignments sorted
+// by group rank. Errors: INVALID_ARGUMENT when two members hint the same rank,
+// or a hint is outside [0, members.size()), naming the nodes and the hint, and
+// the fix (distinct --node-rank values 0..N-1); when a node id repeats; when
+// members is empty.
 absl::StatusOr<std::vector<RankAssignment>> AssignRanks(
-    const std::vector<std::string>& previous_order, const std::vector<MemberSpec>& members);
+    const std::vector<std::string>& previous_order,
+    const std::vector<MemberSpec>& members);
 
 }  // namespace muster::rendezvous
 

@@ -1,5 +1,6 @@
-// RendezvousServer: musterd's gRPC server (the Rendezvous Session stream, the Store service and
-// grpc.health.v1) over a Coordinator and a KvStore. Used by musterd and embedded by the agent in
+// RendezvousServer: musterd's gRPC server (the Rendezvous Session stream, the
+// Store service and grpc.health.v1) over a Coordinator and a KvStore. Used by
+// musterd and embedded by the agent in
 // --standalone, static and is_host modes.
 //
 // Built on gRPC's callback API: no thread per stream or per waiting Store call.
@@ -17,21 +18,25 @@
 namespace muster::rendezvous {
 
 struct ServerOptions {
-  // HOST:PORT to listen on; port 0 picks a free one (see RendezvousServer::port()).
+  // HOST:PORT to listen on; port 0 picks a free one (see
+  // RendezvousServer::port()).
   std::string listen = "0.0.0.0:29400";
   CoordinatorOptions coordinator;
-  // How often the Coordinator's timers are checked; bounds the lateness of heartbeat detection.
+  // How often the Coordinator's timers are checked; bounds the lateness of
+  // heartbeat detection.
   absl::Duration tick_interval = absl::Milliseconds(20);
 };
 
 // Thread-safe.
 class RendezvousServer {
  public:
-  // Binds and starts serving before it returns. Errors: INVALID_ARGUMENT for a malformed listen
-  // address; UNAVAILABLE when the port cannot be bound, naming the address and, when it can tell,
-  // the process that holds the port ("address already in use by pid 123 (musterd ...)").
-  // SO_REUSEPORT is off: a second server on a taken port fails instead of sharing it.
-  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(ServerOptions options);
+  // Binds and starts serving before it returns. Errors: INVALID_ARGUMENT for a
+  // malformed listen address; UNAVAILABLE when the port cannot be bound, naming
+  // the address and, when it can tell, the process that holds the port
+  // ("address already in use by pid 123 (musterd ...)"). SO_REUSEPORT is off: a
+  // second server on a taken port fails instead of sharing it.
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(
+      ServerOptions options);
 
   // Shuts down (as Shutdown with the default grace) if still serving.
   ~RendezvousServer();
@@ -41,8 +46,9 @@ class RendezvousServer {
   // HOST:PORT actually bound.
   std::string address() const;
 
-  // Marks health NOT_SERVING, ends every Session stream with UNAVAILABLE ("musterd is shutting
-  // down"), fails pending Store waits, and stops within `grace`. Idempotent; blocks until done.
+  // Marks health NOT_SERVING, ends every Session stream with UNAVAILABLE
+  // ("musterd is shutting down"), fails pending Store waits, and stops within
+  // `grace`. Idempotent; blocks until done.
   void Shutdown(absl::Duration grace = absl::Seconds(2));
 
   // Blocks until Shutdown has finished (from another thread).

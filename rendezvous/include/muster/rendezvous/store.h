@@ -1,7 +1,9 @@
-// The Store seam: a key-value store shared by the ranks of one round, through which workers and
-// the comm library bootstrap (Gloo addresses, NCCL unique ids). Two implementations:
+// The Store seam: a key-value store shared by the ranks of one round, through
+// which workers and the comm library bootstrap (Gloo addresses, NCCL unique
+// ids). Two implementations:
 //   InMemoryStore  — in one process (N ranks as threads in tests).
-//   GrpcStore      — musterd's Store service, namespaced by the round's store prefix
+//   GrpcStore      — musterd's Store service, namespaced by the round's store
+//   prefix
 //                    (rendezvous/include/muster/rendezvous/grpc_store.h).
 #ifndef MUSTER_RENDEZVOUS_STORE_H_
 #define MUSTER_RENDEZVOUS_STORE_H_
@@ -9,11 +11,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
@@ -24,31 +26,38 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Stores value at key, replacing what was there, and wakes waiters. Does not block beyond I/O.
-  // Errors: UNAVAILABLE when the server cannot be reached.
+  // Stores value at key, replacing what was there, and wakes waiters. Does not
+  // block beyond I/O. Errors: UNAVAILABLE when the server cannot be reached.
   virtual absl::Status Set(absl::string_view key, absl::string_view value) = 0;
 
-  // Returns the value at key, waiting up to `timeout` for it to be set. A zero timeout does not
-  // wait. Errors: NOT_FOUND (zero timeout, absent), DEADLINE_EXCEEDED naming the key, ABORTED
-  // when the round's namespace was dropped while waiting, UNAVAILABLE.
-  virtual absl::StatusOr<std::string> Get(absl::string_view key, absl::Duration timeout) = 0;
+  // Returns the value at key, waiting up to `timeout` for it to be set. A zero
+  // timeout does not wait. Errors: NOT_FOUND (zero timeout, absent),
+  // DEADLINE_EXCEEDED naming the key, ABORTED when the round's namespace was
+  // dropped while waiting, UNAVAILABLE.
+  virtual absl::StatusOr<std::string> Get(absl::string_view key,
+                                          absl::Duration timeout) = 0;
 
-  // Adds delta to the decimal integer at key (absent counts as 0) and returns the result.
-  // Errors: INVALID_ARGUMENT when the value there is not an integer, UNAVAILABLE.
+  // Adds delta to the decimal integer at key (absent counts as 0) and returns
+  // the result. Errors: INVALID_ARGUMENT when the value there is not an
+  // integer, UNAVAILABLE.
   virtual absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) = 0;
 
-  // Sets key to desired when its current value equals expected (an absent key matches an empty
-  // expected). Returns the value stored afterwards. Errors: UNAVAILABLE.
-  virtual absl::StatusOr<std::string> CompareSet(absl::string_view key, absl::string_view expected,
+  // Sets key to desired when its current value equals expected (an absent key
+  // matches an empty expected). Returns the value stored afterwards. Errors:
+  // UNAVAILABLE.
+  virtual absl::StatusOr<std::string> CompareSet(absl::string_view key,
+                                                 absl::string_view expected,
                                                  absl::string_view desired) = 0;
 
-  // Blocks until every key exists or `timeout` passes. Errors: DEADLINE_EXCEEDED naming the
-  // missing keys, ABORTED, UNAVAILABLE.
-  virtual absl::Status Wait(absl::Span<const std::string> keys, absl::Duration timeout) = 0;
+  // Blocks until every key exists or `timeout` passes. Errors:
+  // DEADLINE_EXCEEDED naming the missing keys, ABORTED, UNAVAILABLE.
+  virtual absl::Status Wait(absl::Span<const std::string> keys,
+                            absl::Duration timeout) = 0;
 
-  // Returns the values of keys in order, waiting up to `timeout` for all of them.
-  virtual absl::StatusOr<std::vector<std::string>> MultiGet(absl::Span<const std::string> keys,
-                                                            absl::Duration timeout) = 0;
+  // Returns the values of keys in order, waiting up to `timeout` for all of
+  // them.
+  virtual absl::StatusOr<std::vector<std::string>> MultiGet(
+      absl::Span<const std::string> keys, absl::Duration timeout) = 0;
 
   // Sets keys[i] to values[i]. INVALID_ARGUMENT when the sizes differ.
   virtual absl::Status MultiSet(absl::Span<const std::string> keys,

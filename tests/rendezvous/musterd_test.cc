@@ -1,0 +1,149 @@
+// The musterd binary: flags, --port-file, a taken port, health, SIGTERM/SIGINT.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace muster {
+namespace {
+
+using ::muster::testing::BinPath;
+using ::muster::testing::MakeTempDir;
+using ::muster::testing::Subprocess;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kDeadline = absl::Seconds(20);
+
+// Waits for the port file musterd writes once it serves; 0 when it did not
+// appear in time.
+int AwaitPortFile(const std::string& path, Subprocess& proc) {
+  const absl::Time deadline = absl::Now() + kDeadline;
+  while (absl::Now() < deadline) {
+    std::ifstream f(path);
+    std::string text;
+    int port = 0;
+    if (f && std::getline(f, text) && absl::SimpleAtoi(text, &port) && port > 0)
+      return port;
+    if (proc.Wait(absl::Milliseconds(10)).has_value()) return 0;  // it exited
+  }
+  return 0;
+}
+
+class Musterd {
+ public:
+  explicit Musterd(std::vector<std::string> extra = {}) {
+    port_file_ = MakeTempDir("musterd") + "/port";
+    std::vector<std::string> argv = {BinPath("musterd"), "--listen=127.0.0.1:0",
+                                     "--port-file=" + port_file_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    proc_ = std::make_unique<Subprocess>(argv);
+    port_ = AwaitPortFile(port_file_, *proc_);
+  }
+  int port() const { return port_; }
+  Subprocess& proc() { return *proc_; }
+
+ private:
+  std::string port_file_;
+  int port_ = 0;
+  std::unique_ptr<Subprocess> proc_;
+};
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(int port) {
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  if (!stub->Check(&context, request, &response).ok()) {
+    return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+  }
+  return response.status();
+}
+
+TEST(MusterdTest, ServesWritesThePortAndStopsCleanlyOnSigterm) {
+  Musterd d;
+  ASSERT_GT(d.port(), 0) << d.proc().Output();
+  EXPECT_TRUE(d.proc().WaitForOutput(
+      absl::StrCat("musterd listening on 127.0.0.1:", d.port()), kDeadline))
+      << d.proc().Output();
+  EXPECT_EQ(Health(d.port()), grpc::health::v1::HealthCheckResponse::SERVING);
+  const absl::Time start = absl::Now();
+  d.proc().Signal(SIGTERM);
+  EXPECT_EQ(d.proc().WaitOrKill(kDeadline), 0) << d.proc().Output();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_THAT(d.proc().Output(), HasSubstr("shutting down"));
+}
+
+TEST(MusterdTest, StopsCleanlyOnSigint) {
+  Musterd d({"--log-level=debug", "--heartbeat-timeout=500ms"});
+  ASSERT_GT(d.port(), 0) << d.proc().Output();
+  d.proc().Signal(SIGINT);
+  EXPECT_EQ(d.proc().WaitOrKill(kDeadline), 0) << d.proc().Output();
+}
+
+TEST(MusterdTest, TakenPortNamesThePortAndItsHolder) {
+  Musterd first;
+  ASSERT_GT(first.port(), 0) << first.proc().Output();
+  Subprocess second(
+      {BinPath("musterd"), absl::StrCat("--listen=127.0.0.1:", first.port())});
+  EXPECT_EQ(second.WaitOrKill(kDeadline), 1) << second.Output();
+  EXPECT_THAT(second.Output(),
+              HasSubstr(absl::StrCat("127.0.0.1:", first.port())));
+  EXPECT_THAT(second.Output(),
+              HasSubstr(absl::StrCat("pid ", first.proc().pid())));
+  EXPECT_THAT(second.Output(),
+              ::testing::Not(HasSubstr("grpc:")));  // gRPC's noise stays out
+}
+
+TEST(MusterdTest, BadFlagsExitTwoWithAMessage) {
+  {
+    Subprocess d({BinPath("musterd"), "--no-such-flag"});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 2);
+    EXPECT_THAT(d.Output(), HasSubstr("--no-such-flag"));
+  }
+  {
+    Subprocess d({BinPath("musterd"), "--heartbeat-timeout=soon"});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 2);
+    EXPECT_THAT(d.Output(), HasSubstr("--heartbeat-timeout"));
+  }
+  {
+    Subprocess d({BinPath("musterd"), "--log-level=loud"});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 2);
+    EXPECT_THAT(d.Output(), HasSubstr("loud"));
+  }
+  {
+    Subprocess d({BinPath("musterd"), "--listen=127.0.0.1:99999"});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 2);
+    EXPECT_THAT(d.Output(), HasSubstr("99999"));
+  }
+}
+
+TEST(MusterdTest, VersionAndHelp) {
+  {
+    Subprocess d({BinPath("musterd"), "--version"});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 0);
+    EXPECT_THAT(d.Output(), HasSubstr("musterd "));
+  }
+  {
+    Subprocess d({BinPath("musterd"), "--help"});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 0);
+    EXPECT_THAT(d.Output(), HasSubstr("--listen"));
+    EXPECT_THAT(d.Output(), HasSubstr("--port-file"));
+  }
+}
+
+}  // namespace
+}  // namespace muster
