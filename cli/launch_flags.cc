@@ -64,12 +64,10 @@ const FlagSpec kFlags[] = {
      "Number of nodes, or MIN:MAX for an elastic job. Default 1."},
     {"nproc-per-node", "", true, "N|auto|cpu|gpu", kGroupNodes,
      "Workers per node: a number, gpu (one per GPU), cpu (one per CPU) or auto "
-     "(gpu when "
-     "there are GPUs, else cpu). Default 1."},
+     "(gpu when there are GPUs, else cpu). Default 1."},
     {"node-rank", "", true, "K", kGroupNodes,
      "This node's rank, 0..nnodes-1. Required by static multi-node jobs; a "
-     "hint with "
-     "--rdzv-endpoint."},
+     "hint with --rdzv-endpoint."},
     {"max-restarts", "", true, "N", kGroupNodes,
      "Restarts of the worker group after a worker failure before the job "
      "fails. Default 0."},
@@ -88,22 +86,19 @@ const FlagSpec kFlags[] = {
      "port."},
     {"rdzv-backend", "", true, "c10d|static|muster", kGroupRdzv,
      "c10d and muster join the muster rendezvous server at --rdzv-endpoint; "
-     "static uses "
-     "--master-addr and --node-rank. Default: chosen from the other flags."},
+     "static uses --master-addr and --node-rank. Default: chosen from the "
+     "other flags."},
     {"rdzv-endpoint", "", true, "HOST[:PORT]", kGroupRdzv,
      "The rendezvous server (musterd) to join; port 29400 by default. This "
-     "node runs it itself "
-     "when HOST is this machine and nothing listens there (see is_host)."},
+     "node runs it itself when HOST is this machine and nothing listens there "
+     "(see is_host)."},
     {"rdzv-id", "", true, "ID", kGroupRdzv,
      "The job's id on the rendezvous server; every node of a job gives the "
-     "same. Default "
-     "\"none\" (a random one with --standalone)."},
+     "same. Default \"none\" (a random one with --standalone)."},
     {"rdzv-conf", "", true, "KEY=VALUE,...", kGroupRdzv,
      "Rendezvous settings, in seconds: join_timeout (alias timeout), "
-     "last_call_timeout, "
-     "close_timeout, read_timeout, connect_timeout, keep_alive_interval; "
-     "keep_alive_max_attempt; "
-     "is_host=true|false."},
+     "last_call_timeout, close_timeout, read_timeout, connect_timeout, "
+     "keep_alive_interval; keep_alive_max_attempt; is_host=true|false."},
     {"master-addr", "", true, "HOST", kGroupStatic,
      "Static mode: node rank 0's address (MASTER_ADDR of the workers). Default "
      "127.0.0.1."},
@@ -121,8 +116,7 @@ const FlagSpec kFlags[] = {
      "directory."},
     {"redirects", "r", true, "0-3|RANK:0-3,...", kGroupOutput,
      "Streams written only to log files: 0 none, 1 stdout, 2 stderr, 3 both; "
-     "for every local "
-     "rank or per local rank (0:1,1:2)."},
+     "for every local rank or per local rank (0:1,1:2)."},
     {"tee", "t", true, "0-3|RANK:0-3,...", kGroupOutput,
      "Streams written to log files and the console; values as for "
      "--redirects."},
@@ -204,9 +198,9 @@ absl::Status UnknownFlagError(const std::string& arg) {
   // Flags that `flag` abbreviates, counting both spellings of one flag once.
   std::vector<std::string> abbreviated;
   for (const FlagSpec& f : kFlags) {
+    if (flag.size() <= 3) break;  // "--" and one letter abbreviate too much
     const std::string dashed = absl::StrCat("--", f.name);
     const std::string underscored = absl::StrCat("--", Underscored(f.name));
-    if (flag.size() <= 3) break;
     if (absl::StartsWith(dashed, flag)) {
       abbreviated.push_back(dashed);
     } else if (absl::StartsWith(underscored, flag)) {
@@ -328,8 +322,7 @@ absl::StatusOr<int> ParseNproc(const Given& g,
 absl::StatusOr<std::map<int, int>> ParseStdMap(const Given& g) {
   static constexpr char kForm[] =
       "expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both) for every local "
-      "rank, or "
-      "LOCAL_RANK:VALUE pairs, e.g. 0:3,1:1";
+      "rank, or LOCAL_RANK:VALUE pairs, e.g. 0:3,1:1";
   std::map<int, int> out;
   absl::string_view text = absl::StripAsciiWhitespace(g.value);
   if (text.find(':') == absl::string_view::npos) {
@@ -376,8 +369,8 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
                            std::optional<bool>* is_host) {
   static constexpr char kKeys[] =
       "join_timeout (alias timeout), last_call_timeout, close_timeout, "
-      "read_timeout, "
-      "connect_timeout, keep_alive_interval, keep_alive_max_attempt, is_host";
+      "read_timeout, connect_timeout, keep_alive_interval, "
+      "keep_alive_max_attempt, is_host";
   for (absl::string_view item :
        absl::StrSplit(g.value, ',', absl::SkipWhitespace())) {
     std::pair<absl::string_view, absl::string_view> kv =
@@ -410,8 +403,9 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
       continue;
     }
     absl::Duration* target = nullptr;
-    bool zero_ok =
-        false;  // a zero last call closes the round as soon as min nodes are in
+    // A zero last call closes the round as soon as min nodes are in; a zero
+    // close timeout ends it at once.
+    bool zero_ok = false;
     if (key == "join_timeout" || key == "timeout") {
       target = &config->join_timeout;
     } else if (key == "last_call_timeout") {
@@ -468,26 +462,23 @@ std::string WildcardListen(absl::string_view host, int port) {
 }
 
 constexpr char kDescription[] =
-    "Starts PROGRAM --nproc-per-node times on this node and keeps the workers "
-    "of all\n"
-    "nodes in one job: rendezvous, restarts, failure propagation. Flags are "
-    "torchrun's,\n"
-    "in either spelling (--nproc-per-node or --nproc_per_node), and are also "
-    "read from\n"
-    "PET_<FLAG> environment variables; the command line wins. Everything from "
-    "PROGRAM\n"
-    "on is passed to the program untouched.\n";
+    "Starts PROGRAM --nproc-per-node times on this node and keeps the\n"
+    "workers of all nodes in one job: rendezvous, restarts, failure\n"
+    "propagation. Flags are torchrun's, in either spelling\n"
+    "(--nproc-per-node or --nproc_per_node), and are also read from\n"
+    "PET_<FLAG> environment variables; the command line wins.\n"
+    "Everything from PROGRAM on is passed to the program untouched.\n";
 
 constexpr char kExamples[] =
     "Examples:\n"
     "  one node, 4 workers:\n"
     "    muster --nproc-per-node=4 train.py --lr 0.1\n"
-    "  two nodes, static (run on each node with its --node-rank):\n"
-    "    muster --nnodes=2 --node-rank=0 --master-addr=node0 "
-    "--nproc-per-node=8 ./train\n"
+    "  two nodes, static (on each node, with its own --node-rank):\n"
+    "    muster --nnodes=2 --node-rank=0 --master-addr=node0 \\\n"
+    "           --nproc-per-node=8 ./train\n"
     "  elastic, 1 to 4 nodes, joining a musterd:\n"
-    "    muster --nnodes=1:4 --rdzv-endpoint=musterd:29400 --rdzv-id=job42 "
-    "train.py\n";
+    "    muster --nnodes=1:4 --rdzv-endpoint=musterd:29400 \\\n"
+    "           --rdzv-id=job42 train.py\n";
 
 // Usage in torchrun's words instead of CLI11's "[OPTIONS]" (the program is not
 // a CLI11 positional: it and everything after it are left unparsed), and the
@@ -599,8 +590,8 @@ absl::StatusOr<ParsedArgs> RunCli11(const std::vector<std::string>& args,
     out.show_help = true;
     return out;
   } catch (const CLI::ParseError& e) {
-    // What is left to CLI11 is a flag that needs a value and got none
-    // ("--nnodes" last, or followed by another flag).
+    // RejectEmptyValues already named the usual causes (a flag without its
+    // value); whatever else CLI11 finds, its own words say best.
     return absl::InvalidArgumentError(absl::StrCat(
         e.what(), "; write the value after the flag: --FLAG=VALUE"));
   }
@@ -752,11 +743,10 @@ absl::Status ResolveStatic(const ModeInputs& in, AgentConfig* c,
                            std::vector<std::string>* warnings) {
   c->mode = RendezvousMode::kStatic;
   if (c->min_nodes != c->max_nodes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--nnodes=", c->min_nodes, ":", c->max_nodes,
-                     ": static rendezvous needs a fixed node count; give "
-                     "--nnodes=N, or run an elastic job "
-                     "with --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nnodes=", c->min_nodes, ":", c->max_nodes,
+        ": static rendezvous needs a fixed node count; give --nnodes=N, or run "
+        "an elastic job with --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT"));
   }
   const int nnodes = c->max_nodes;
   if (!in.node_rank.has_value()) {
@@ -789,9 +779,8 @@ absl::Status ResolveStatic(const ModeInputs& in, AgentConfig* c,
       warnings->push_back(
           absl::StrCat("static rendezvous with --nnodes=", nnodes,
                        " and no --master-addr: using 127.0.0.1, which reaches "
-                       "node rank 0 only when every "
-                       "node runs on this machine; give --master-addr=<address "
-                       "of node rank 0>"));
+                       "node rank 0 only when every node runs on this machine; "
+                       "give --master-addr=<address of node rank 0>"));
     }
   }
   c->master_port = in.master_port.value_or(kDefaultMasterPort);
@@ -801,9 +790,8 @@ absl::Status ResolveStatic(const ModeInputs& in, AgentConfig* c,
     return absl::InvalidArgumentError(absl::StrCat(
         "--master-port=", c->master_port,
         ": that is also the rendezvous server's port on node rank 0, and the "
-        "workers' store "
-        "needs its own; pick another --master-port, or move the server with "
-        "--rdzv-endpoint=:PORT"));
+        "workers' store needs its own; pick another --master-port, or move the "
+        "server with --rdzv-endpoint=:PORT"));
   }
   c->rdzv_endpoint = HostPort{c->master_addr, rdzv_port}.ToString();
   c->embed_server = c->node_rank == 0;
@@ -843,15 +831,14 @@ absl::Status ResolveDynamic(const ModeInputs& in, AgentConfig* c,
   if (!in.master_addr.empty() || in.master_port.has_value()) {
     warnings->push_back(
         "--master-addr/--master-port apply to static rendezvous only; with "
-        "--rdzv-endpoint the "
-        "round's group rank 0 chooses MASTER_ADDR and MASTER_PORT, so they are "
-        "ignored");
+        "--rdzv-endpoint the round's group rank 0 chooses MASTER_ADDR and "
+        "MASTER_PORT, so they are ignored");
   }
   if (!in.run_id_given) {
     warnings->push_back(
         "no --rdzv-id: this job is \"none\" on the rendezvous server, and jobs "
-        "that share a "
-        "server need distinct ids; give --rdzv-id=JOB on every node");
+        "that share a server need distinct ids; give --rdzv-id=JOB on every "
+        "node");
   }
   return absl::OkStatus();
 }
@@ -918,17 +905,15 @@ absl::StatusOr<LaunchCommand> Parse(
   if (const Given* g = get("rdzv-backend")) {
     in.backend = absl::AsciiStrToLower(absl::StripAsciiWhitespace(g->value));
     if (in.backend == "etcd" || in.backend == "etcd-v2") {
-      warnings.push_back(
-          absl::StrCat(g->source, "=", g->value,
-                       ": muster has no etcd backend; --rdzv-endpoint is taken "
-                       "as the address of a muster "
-                       "rendezvous server (musterd), not of etcd"));
+      warnings.push_back(absl::StrCat(
+          g->source, "=", g->value,
+          ": muster has no etcd backend; --rdzv-endpoint is taken as the "
+          "address of a muster rendezvous server (musterd), not of etcd"));
     } else if (in.backend != "c10d" && in.backend != "static" &&
                in.backend != "muster") {
-      return BadValue(
-          *g,
-          "expected c10d, static or muster (etcd and etcd-v2 are accepted and "
-          "mean muster's server)");
+      return BadValue(*g,
+                      "expected c10d, static or muster (etcd and etcd-v2 are "
+                      "accepted and mean muster's server)");
     }
   }
   if (const Given* g = get("rdzv-endpoint")) {
@@ -963,10 +948,9 @@ absl::StatusOr<LaunchCommand> Parse(
     // One colon is a port (an IPv6 address has several): a common slip that
     // would otherwise surface as a resolver error on every worker.
     if (std::count(addr.begin(), addr.end(), ':') == 1) {
-      return BadValue(
-          *g,
-          "give the host alone and the port with --master-port, e.g. "
-          "--master-addr=node0 --master-port=29500");
+      return BadValue(*g,
+                      "give the host alone and the port with --master-port, "
+                      "e.g. --master-addr=node0 --master-port=29500");
     }
     in.master_addr = std::string(addr);
   }
@@ -987,20 +971,20 @@ absl::StatusOr<LaunchCommand> Parse(
   if (const Given* g = get("local-ranks-filter")) {
     MUSTER_ASSIGN_OR_RETURN(c.local_ranks_filter, ParseRankList(*g));
   }
-  for (const auto& [name, m] :
-       {std::pair<const char*, const std::map<int, int>&>{"redirects",
-                                                          c.redirects},
-        {"tee", c.tees}}) {
+  // Settings for local ranks that will not exist are harmless but probably a
+  // mistake (e.g. --nproc-per-node changed and -r was not).
+  auto warn_absent_ranks = [&](const char* flag, const std::map<int, int>& m) {
     for (const auto& entry : m) {
-      const int rank = entry.first;
-      if (rank >= c.nproc_per_node) {
+      if (entry.first >= c.nproc_per_node) {
         warnings.push_back(absl::StrCat(
-            "--", name, ": local rank ", rank,
+            "--", flag, ": local rank ", entry.first,
             " does not exist with --nproc-per-node=", c.nproc_per_node,
             "; its setting has no effect"));
       }
     }
-  }
+  };
+  warn_absent_ranks("redirects", c.redirects);
+  warn_absent_ranks("tee", c.tees);
   for (int rank : c.local_ranks_filter) {
     if (rank >= c.nproc_per_node) {
       warnings.push_back(absl::StrCat("--local-ranks-filter: local rank ", rank,
@@ -1050,7 +1034,13 @@ absl::StatusOr<LaunchCommand> Parse(
     }
     const bool master_given =
         !in.master_addr.empty() || in.master_port.has_value();
-    if (in.backend == "static") {
+    // With no backend named, --master-addr and a fixed node count mean static
+    // even when --rdzv-endpoint is given (static is torchrun's default
+    // backend): the endpoint then only moves the server's port.
+    const bool static_by_master = in.backend.empty() &&
+                                  !in.master_addr.empty() &&
+                                  c.min_nodes == c.max_nodes;
+    if (in.backend == "static" || static_by_master) {
       MUSTER_RETURN_IF_ERROR(ResolveStatic(in, &c, &warnings));
     } else if (in.endpoint.has_value()) {
       MUSTER_RETURN_IF_ERROR(ResolveDynamic(in, &c, &warnings));
@@ -1065,13 +1055,12 @@ absl::StatusOr<LaunchCommand> Parse(
                        " needs --rdzv-endpoint=HOST[:PORT] (the rendezvous "
                        "server, port 29400 by default)"));
     } else if (c.min_nodes != c.max_nodes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--nnodes=", c.min_nodes, ":", c.max_nodes,
-                       " is elastic and needs a rendezvous server: add "
-                       "--rdzv-endpoint=HOST:PORT and "
-                       "--rdzv-id=JOB (HOST may be one of the nodes, which "
-                       "then runs the server), or give a "
-                       "fixed --nnodes=N with --node-rank and --master-addr"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--nnodes=", c.min_nodes, ":", c.max_nodes,
+          " is elastic and needs a rendezvous server: add "
+          "--rdzv-endpoint=HOST:PORT and --rdzv-id=JOB (HOST may be one of the "
+          "nodes, which then runs the server), or give a fixed --nnodes=N with "
+          "--node-rank and --master-addr"));
     } else {
       MUSTER_RETURN_IF_ERROR(ResolveStatic(in, &c, &warnings));
     }
@@ -1088,8 +1077,7 @@ absl::StatusOr<LaunchCommand> Parse(
   if (module && no_python) {
     return absl::InvalidArgumentError(
         "-m/--module runs PROGRAM as a Python module and --no-python runs it "
-        "without Python; "
-        "give one of them");
+        "without Python; give one of them");
   }
   if (run_path && no_python) {
     return absl::InvalidArgumentError(

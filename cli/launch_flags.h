@@ -11,18 +11,19 @@
 // is: command line, then PET_<FLAG> (Kubeflow's convention, e.g.
 // PET_NPROC_PER_NODE), then the default.
 //
-// Mode resolution (see agent::RendezvousMode):
-//   --standalone                                     -> kStandalone
-//   no --rdzv-endpoint, --nnodes max 1, no --master-* -> kStandalone (embedded
-//   server on an
-//                                                       ephemeral port, so two
-//                                                       single-node jobs on one
-//                                                       machine never fight
-//                                                       over a port)
-//   --rdzv-backend=static, or no --rdzv-endpoint and (--nnodes=N>1 or
-//   --master-addr)
-//                                                    -> kStatic
-//   --rdzv-endpoint (c10d, muster, etcd*)            -> kDynamic
+// Mode resolution (see agent::RendezvousMode), first match wins:
+//   --standalone                                  -> kStandalone
+//   --rdzv-backend=static, or no backend named and --master-addr with a fixed
+//   --nnodes (torchrun's default backend is static; --rdzv-endpoint then only
+//   gives the port of the server that node rank 0 runs) -> kStatic
+//   --rdzv-endpoint (c10d, muster, etcd*)        -> kDynamic
+//   one node, no --master-addr/--master-port      -> kStandalone (embedded
+//       server on an ephemeral port, so that two single-node jobs on one
+//       machine never fight over a port)
+//   a fixed --nnodes=N>1 or --master-port          -> kStatic
+//   anything else (elastic --nnodes, or c10d, without an endpoint): an error.
+// --master-addr/--master-port are kept in static mode only (elsewhere the
+// round's group rank 0 chooses MASTER_ADDR/MASTER_PORT), with a warning.
 #ifndef MUSTER_CLI_LAUNCH_FLAGS_H_
 #define MUSTER_CLI_LAUNCH_FLAGS_H_
 

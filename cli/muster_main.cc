@@ -39,8 +39,8 @@ sigset_t StopSignals() {
 int main(int argc, char** argv) {
   muster::SetLogTag("muster");
   std::vector<std::string> args(argv + 1, argv + argc);
-  auto command = muster::cli::ParseLaunchCommand(
-      args, muster::agent::CurrentEnvironment());
+  const auto env = muster::agent::CurrentEnvironment();
+  auto command = muster::cli::ParseLaunchCommand(args, env);
   if (!command.ok()) {
     std::fprintf(stderr, "muster: %s\nRun 'muster --help' for the flags.\n",
                  std::string(command.status().message()).c_str());
@@ -55,6 +55,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const std::string& w : command->warnings) MUSTER_LOG(WARNING) << w;
+  // A program that cannot run fails here, before this node joins a rendezvous
+  // and holds up the other nodes.
+  if (absl::Status s = muster::cli::CheckProgram(command->config, env);
+      !s.ok()) {
+    std::fprintf(stderr, "muster: %s\n", std::string(s.message()).c_str());
+    return muster::agent::kExitConfigError;
+  }
 
   // A closed console must not kill the agent mid-job.
   signal(SIGPIPE, SIG_IGN);

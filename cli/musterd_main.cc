@@ -168,7 +168,8 @@ int main(int argc, char** argv) {
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
-  MUSTER_LOG(INFO) << "musterd: " << strsignal(sig) << ", shutting down";
+  MUSTER_LOG(INFO) << "musterd: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
+                   << ", shutting down";
   (*server)->Shutdown(kShutdownGrace);
   MUSTER_LOG(INFO) << "musterd stopped";
   return 0;

@@ -410,13 +410,18 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       const v1::Waiting& w = msg.waiting();
       if (w.joined() != last_waiting_joined_) {
         last_waiting_joined_ = w.joined();
+        std::string wanted = absl::StrCat(w.min_nodes());
+        if (w.max_nodes() > w.min_nodes())
+          absl::StrAppend(&wanted, " (up to ", w.max_nodes(), ")");
+        // A deadline of 0 means no deadline: a spare waiting for a place in the
+        // next round.
+        std::string until =
+            w.deadline_unix_ms() == 0
+                ? std::string("as a spare for the next round")
+                : absl::StrCat("giving up at ",
+                               FormatTime(w.deadline_unix_ms()));
         MUSTER_LOG(INFO) << "waiting for nodes: " << w.joined()
-                         << " joined, need " << w.min_nodes()
-                         << (w.max_nodes() > w.min_nodes()
-                                 ? absl::StrCat(" (up to ", w.max_nodes(), ")")
-                                 : std::string())
-                         << "; giving up at "
-                         << FormatTime(w.deadline_unix_ms());
+                         << " joined, need " << wanted << "; " << until;
       }
       return -1;
     }

@@ -69,7 +69,8 @@ absl::StatusOr<ReduceFn> ReduceFunction(DataType dtype, ReduceOp op) {
         fn = &Kernel<T, &Max<T>>;
         return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(absl::StrCat("unknown ReduceOp ", static_cast<int>(op)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown ReduceOp ", static_cast<int>(op)));
   });
   if (!status.ok()) return status;
   return fn;

@@ -1,5 +1,6 @@
-// Element-wise reduction kernels for Gloo's allreduce, and the dispatch from DataType to a C++
-// type. A new DataType needs one case in VisitDataType (and a kernel if + - min max do not fit).
+// Element-wise reduction kernels for Gloo's allreduce, and the dispatch from
+// DataType to a C++ type. A new DataType needs one case in VisitDataType (and a
+// kernel if + - min max do not fit).
 #ifndef MUSTER_COMM_GLOO_REDUCE_H_
 #define MUSTER_COMM_GLOO_REDUCE_H_
 
@@ -17,11 +18,12 @@
 
 namespace muster::comm::internal {
 
-// Gloo's reduction callback: out[i] = a[i] op b[i] for i < n; out may alias a or b.
+// Gloo's reduction callback: out[i] = a[i] op b[i] for i < n; out may alias a
+// or b.
 using ReduceFn = std::function<void(void*, const void*, const void*, size_t)>;
 
-// Calls fn(T{}) with the C++ type of dtype and returns its result; INVALID_ARGUMENT for a value
-// outside the enum.
+// Calls fn(T{}) with the C++ type of dtype and returns its result;
+// INVALID_ARGUMENT for a value outside the enum.
 template <typename Fn>
 absl::Status VisitDataType(DataType dtype, Fn&& fn) {
   switch (dtype) {
@@ -39,8 +41,9 @@ absl::Status VisitDataType(DataType dtype, Fn&& fn) {
 }
 
 // The kernel for (dtype, op). INVALID_ARGUMENT for values outside the enums.
-//   Integers: sum and product wrap on overflow (computed in the unsigned type: no UB).
-//   Floats: min and max propagate NaN, so that a NaN on one rank is not hidden by the others.
+// Integer sum and product wrap on overflow (computed in the unsigned type, so
+// without undefined behaviour). Float min and max propagate NaN, so that a NaN
+// on one rank is not hidden by the others.
 absl::StatusOr<ReduceFn> ReduceFunction(DataType dtype, ReduceOp op);
 
 }  // namespace muster::comm::internal

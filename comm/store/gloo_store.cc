@@ -9,19 +9,27 @@
 
 namespace muster::comm::internal {
 
-GlooStore::GlooStore(std::shared_ptr<rendezvous::Store> store, std::string prefix,
-                     absl::Duration default_timeout)
-    : store_(std::move(store)), prefix_(std::move(prefix)), default_timeout_(default_timeout) {}
+GlooStore::GlooStore(std::shared_ptr<rendezvous::Store> store,
+                     std::string prefix, absl::Duration default_timeout)
+    : store_(std::move(store)),
+      prefix_(std::move(prefix)),
+      default_timeout_(default_timeout) {}
 
 void GlooStore::set(const std::string& key, const std::vector<char>& data) {
-  absl::Status status = store_->Set(FullKey(key), absl::string_view(data.data(), data.size()));
-  if (!status.ok()) throw StoreError(Annotate(status, absl::StrCat("store set ", FullKey(key))));
+  absl::Status status =
+      store_->Set(FullKey(key), absl::string_view(data.data(), data.size()));
+  if (!status.ok()) {
+    throw StoreError(
+        Annotate(status, absl::StrCat("store set ", FullKey(key))));
+  }
 }
 
 std::vector<char> GlooStore::get(const std::string& key) {
-  absl::StatusOr<std::string> value = store_->Get(FullKey(key), default_timeout_);
+  absl::StatusOr<std::string> value =
+      store_->Get(FullKey(key), default_timeout_);
   if (!value.ok()) {
-    throw StoreError(Annotate(value.status(), absl::StrCat("store get ", FullKey(key))));
+    throw StoreError(
+        Annotate(value.status(), absl::StrCat("store get ", FullKey(key))));
   }
   return std::vector<char>(value->begin(), value->end());
 }
@@ -40,7 +48,8 @@ void GlooStore::wait(const std::vector<std::string>& keys,
   for (const std::string& key : keys) full.push_back(FullKey(key));
   absl::Status status = store_->Wait(full, limit);
   if (!status.ok()) {
-    throw StoreError(Annotate(status, absl::StrCat("store wait for ", absl::StrJoin(full, ", "))));
+    throw StoreError(Annotate(
+        status, absl::StrCat("store wait for ", absl::StrJoin(full, ", "))));
   }
 }
 

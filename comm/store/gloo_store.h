@@ -1,5 +1,6 @@
-// Gloo's rendezvous store over muster's Store seam, so that Gloo bootstraps through the round's
-// key-value store (musterd's Store service, or an InMemoryStore in tests).
+// Gloo's rendezvous store over muster's Store seam, so that Gloo bootstraps
+// through the round's key-value store (musterd's Store service, or an
+// InMemoryStore in tests).
 #ifndef MUSTER_COMM_STORE_GLOO_STORE_H_
 #define MUSTER_COMM_STORE_GLOO_STORE_H_
 
@@ -14,9 +15,10 @@
 
 namespace muster::comm::internal {
 
-// Every key Gloo uses is put under `prefix` (so several communicators can share one round's
-// store). Errors of the muster store are thrown as StoreError (comm/gloo/gloo_status.h), which
-// CallGloo turns back into the original status. Thread-safe, as the underlying store.
+// Every key Gloo uses is put under `prefix` (so several communicators can share
+// one round's store). Errors of the muster store are thrown as StoreError
+// (comm/gloo/gloo_status.h), which CallGloo turns back into the original
+// status. Thread-safe, as the underlying store.
 class GlooStore : public ::gloo::rendezvous::Store {
  public:
   // `default_timeout` bounds get(), and wait() when Gloo passes no timeout.
@@ -25,8 +27,8 @@ class GlooStore : public ::gloo::rendezvous::Store {
 
   void set(const std::string& key, const std::vector<char>& data) override;
 
-  // Gloo expects get to block until the key exists (as its own stores do): waits up to the
-  // default timeout.
+  // Gloo expects get to block until the key exists (as its own stores do):
+  // waits up to the default timeout.
   std::vector<char> get(const std::string& key) override;
 
   void wait(const std::vector<std::string>& keys) override;

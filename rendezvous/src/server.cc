@@ -52,6 +52,10 @@ std::string DescribeBindFailure(const HostPort& where) {
           " — stop it, or pick another port with --listen");
     }
   }
+  if (where.port == 0) {
+    return absl::StrCat(prefix, "is the address on this host? (", where.host,
+                        " is not an address of this machine's interfaces)");
+  }
   return absl::StrCat(
       prefix, "is the address on this host? (", where.host,
       " is not an address of this machine's interfaces, or the port is taken)");
@@ -128,7 +132,8 @@ class RendezvousServer::Impl {
     }
     const absl::Time deadline = absl::Now() + grace;
     if (server_ != nullptr) {
-      MUSTER_LOG(DEBUG) << "rendezvous server on " << address_ << " is shutting down";
+      MUSTER_LOG(DEBUG) << "rendezvous server on " << address_
+                        << " is shutting down";
       if (grpc::HealthCheckServiceInterface* health =
               server_->GetHealthCheckService()) {
         health->SetServingStatus(false);

@@ -309,7 +309,7 @@ TEST(WorkerGroupTest, PollDoesNotBlockAndWaitTimesOut) {
   ASSERT_TRUE(g.ok()) << g.status();
   const absl::Time t0 = absl::Now();
   GroupStatus s = (*g)->Poll();
-  EXPECT_LT(absl::Now() - t0, absl::Milliseconds(100));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(1));
   EXPECT_EQ(s.state, GroupState::kRunning);
   EXPECT_TRUE(s.exits.empty());
   s = (*g)->Wait(absl::Milliseconds(300));
@@ -470,7 +470,7 @@ TEST(WorkerGroupTest, StopIsIdempotent) {
   EXPECT_EQ(first.exits[0].signal, SIGINT);
   const absl::Time t0 = absl::Now();
   GroupStatus second = (*g)->Stop(SIGTERM, absl::Seconds(5));
-  EXPECT_LT(absl::Now() - t0, absl::Milliseconds(100));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(1));
   ASSERT_EQ(second.exits.size(), 1u);
   EXPECT_EQ(second.exits[0].signal, SIGINT);
   EXPECT_EQ(second.state, first.state);
@@ -667,11 +667,11 @@ TEST(ReadErrorFileTest, BothFormsAndGarbage) {
   const fs::path p = dir.path() / "e.json";
   WriteFile(p, R"({"message": "plain"})", 0644);
   EXPECT_EQ(ReadErrorFile(p.string()), "plain");
-  WriteFile(
-      p,
-      R"({"message": {"message": "RuntimeError: nested", "extraInfo": {"py_callstack": "x",
-               "timestamp": "1700000000"}}})",
-      0644);
+  // What PyTorch's @record writes.
+  WriteFile(p,
+            R"({"message": {"message": "RuntimeError: nested",
+  "extraInfo": {"py_callstack": "x", "timestamp": "1700000000"}}})",
+            0644);
   EXPECT_EQ(ReadErrorFile(p.string()), "RuntimeError: nested");
   for (const char* garbage :
        {"", "not json", "{\"message\": ", "[1,2]", "{\"message\": 3}",

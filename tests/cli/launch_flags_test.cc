@@ -419,6 +419,29 @@ TEST(LaunchFlagsTest, StaticServerPortFromRdzvEndpoint) {
   EXPECT_THAT(d.warnings, IsEmpty());
 }
 
+TEST(LaunchFlagsTest, MasterAddrWithEndpointAndNoBackendIsStatic) {
+  // torchrun's default backend is static: the endpoint only moves the port.
+  LaunchCommand c =
+      ParseOk({"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1",
+               "--master-port=29611", "--rdzv-endpoint=127.0.0.1:29612", "x"});
+  EXPECT_EQ(c.config.mode, RendezvousMode::kStatic);
+  EXPECT_EQ(c.config.master_port, 29611);
+  EXPECT_EQ(c.config.rdzv_endpoint, "127.0.0.1:29612");
+  EXPECT_FALSE(c.config.embed_server);
+  EXPECT_THAT(c.warnings, IsEmpty());
+  // An elastic node count or a named dynamic backend keeps it dynamic.
+  for (const Args& args :
+       {Args{"--nnodes=1:2", "--master-addr=m", "--rdzv-endpoint=h"},
+        Args{"--nnodes=2", "--rdzv-backend=c10d", "--master-addr=m",
+             "--rdzv-endpoint=h"}}) {
+    LaunchCommand d = ParseOk(With(args, {"--rdzv-id=j", "x"}));
+    EXPECT_EQ(d.config.mode, RendezvousMode::kDynamic);
+    EXPECT_EQ(d.config.master_addr, "");
+    ASSERT_EQ(d.warnings.size(), 1u);
+    EXPECT_THAT(d.warnings[0], HasSubstr("apply to static rendezvous only"));
+  }
+}
+
 TEST(LaunchFlagsTest, StaticWhenMasterGivenOnOneNode) {
   LaunchCommand a = ParseOk({"--master-addr=10.0.0.5", "x"});
   EXPECT_EQ(a.config.mode, RendezvousMode::kStatic);
@@ -462,8 +485,7 @@ TEST(LaunchFlagsTest, ElasticWithoutEndpointIsAnError) {
       HasSubstr("--nnodes=1:4 is elastic and needs a rendezvous server"));
   EXPECT_EQ(ParseError({"--rdzv-backend=c10d", "--nnodes=2", "x"}),
             "--rdzv-backend=c10d needs --rdzv-endpoint=HOST[:PORT] (the "
-            "rendezvous server, port "
-            "29400 by default)");
+            "rendezvous server, port 29400 by default)");
 }
 
 TEST(LaunchFlagsTest, DynamicEmbedsWhenLocal) {
@@ -636,12 +658,12 @@ TEST(LaunchFlagsTest, OtherMalformedValues) {
 }
 
 TEST(LaunchFlagsTest, RdzvConf) {
-  LaunchCommand c = ParseOk({"--rdzv-endpoint=h", "--rdzv-id=j",
-                             "--rdzv-conf=timeout=900,last_call_timeout=0.5,"
-                             "close_timeout=2,read_timeout=7,"
-                             "connect_timeout=1.5,keep_alive_interval=5,keep_"
-                             "alive_max_attempt=3,is_host=0",
-                             "x"});
+  LaunchCommand c =
+      ParseOk({"--rdzv-endpoint=h", "--rdzv-id=j",
+               "--rdzv-conf=timeout=900,last_call_timeout=0.5,close_timeout=2,"
+               "read_timeout=7,connect_timeout=1.5,keep_alive_interval=5,keep_"
+               "alive_max_attempt=3,is_host=0",
+               "x"});
   const AgentConfig& cfg = c.config;
   EXPECT_EQ(cfg.join_timeout, absl::Seconds(900));
   EXPECT_EQ(cfg.last_call_timeout, absl::Milliseconds(500));

@@ -1,5 +1,7 @@
-// Collectives on N = 1..4 ranks, each a thread with its own Communicator, bootstrapped through one
-// shared InMemoryStore.
+// Collectives on N = 1..4 ranks, each a thread with its own Communicator,
+// bootstrapped through one shared InMemoryStore.
+#include <signal.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -21,22 +23,23 @@
 #include "gtest/gtest.h"
 #include "muster/comm/communicator.h"
 #include "muster/rendezvous/in_memory_store.h"
+#include "muster/rendezvous/kv_store.h"
 
 namespace muster::comm {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Generous enough for a loaded CI machine, small enough that a hang fails the test rather than
-// ctest's timeout.
+// Generous enough for a loaded CI machine, small enough that a hang fails the
+// test rather than ctest's timeout.
 CommOptions TestOptions() {
   CommOptions options;
   options.timeout = absl::Seconds(30);
   return options;
 }
 
-// Runs body(comm) on `n` threads, one rank each, with communicators created on one shared store.
-// Creation failures are test failures.
+// Runs body(comm) on `n` threads, one rank each, with communicators created on
+// one shared store. Creation failures are test failures.
 void RunRanks(int n, const std::function<void(Communicator&)>& body,
               std::shared_ptr<rendezvous::Store> store = nullptr) {
   if (store == nullptr) store = std::make_shared<rendezvous::InMemoryStore>();
@@ -53,10 +56,13 @@ void RunRanks(int n, const std::function<void(Communicator&)>& body,
   for (auto& t : threads) t.join();
 }
 
-// Small integers, exact in every type, so float results can be compared exactly.
+// Small integers, exact in every type, so float results can be compared
+// exactly.
 template <typename T>
 T Value(int rank, size_t i, ReduceOp op) {
-  if (op == ReduceOp::kProduct) return static_cast<T>(1 + (rank + i) % 2);  // <= 2^4 for N <= 4
+  if (op == ReduceOp::kProduct) {
+    return static_cast<T>(1 + (rank + i) % 2);  // <= 2^4 for N <= 4
+  }
   return static_cast<T>(static_cast<int>((rank * 7 + i * 3) % 13) - 6);
 }
 
@@ -82,16 +88,21 @@ void CheckAllReduce(Communicator& comm, ReduceOp op, size_t count) {
   ASSERT_TRUE(comm.AllReduce(absl::MakeSpan(data), op).ok());
   for (size_t i = 0; i < count; ++i) {
     T expected = Value<T>(0, i, op);
-    for (int r = 1; r < comm.world_size(); ++r) expected = Combine(expected, Value<T>(r, i, op), op);
-    ASSERT_EQ(data[i], expected) << "rank " << comm.rank() << " element " << i << " dtype "
-                                 << DataTypeName(DataTypeOf<T>()) << " op " << ReduceOpName(op);
+    for (int r = 1; r < comm.world_size(); ++r) {
+      expected = Combine(expected, Value<T>(r, i, op), op);
+    }
+    ASSERT_EQ(data[i], expected)
+        << "rank " << comm.rank() << " element " << i << " dtype "
+        << DataTypeName(DataTypeOf<T>()) << " op " << ReduceOpName(op);
   }
 }
 
 template <typename T>
 void CheckBroadcast(Communicator& comm, int root, size_t count) {
   std::vector<T> data(count);
-  for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(comm.rank() * 1000 + i);
+  for (size_t i = 0; i < count; ++i) {
+    data[i] = static_cast<T>(comm.rank() * 1000 + i);
+  }
   ASSERT_TRUE(comm.Broadcast(absl::MakeSpan(data), root).ok());
   for (size_t i = 0; i < count; ++i) {
     ASSERT_EQ(data[i], static_cast<T>(root * 1000 + i))
@@ -104,12 +115,14 @@ void CheckAllGather(Communicator& comm, size_t count, bool in_place) {
   const int n = comm.world_size();
   std::vector<T> output(count * n, static_cast<T>(-1));
   std::vector<T> input(count);
-  for (size_t i = 0; i < count; ++i) input[i] = static_cast<T>(comm.rank() * 100 + i);
+  for (size_t i = 0; i < count; ++i) {
+    input[i] = static_cast<T>(comm.rank() * 100 + i);
+  }
   absl::Status s;
   if (in_place) {
     std::copy(input.begin(), input.end(), output.begin() + comm.rank() * count);
-    s = comm.AllGather(output.data() + comm.rank() * count, output.data(), count,
-                       DataTypeOf<T>());
+    s = comm.AllGather(output.data() + comm.rank() * count, output.data(),
+                       count, DataTypeOf<T>());
   } else {
     s = comm.AllGather(absl::Span<const T>(input), absl::MakeSpan(output));
   }
@@ -125,12 +138,16 @@ void CheckAllGather(Communicator& comm, size_t count, bool in_place) {
 class CommTest : public ::testing::TestWithParam<int> {};
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CommTest, ::testing::Values(1, 2, 3, 4),
-                         [](const auto& info) { return absl::StrCat("N", info.param); });
+                         [](const auto& info) {
+                           return absl::StrCat("N", info.param);
+                         });
 
 TEST_P(CommTest, AllReduceEveryDtypeAndOp) {
   RunRanks(GetParam(), [](Communicator& comm) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
-      // 1 element (fewer than ranks) and 1001 (not a multiple of any world size).
+    for (ReduceOp op :
+         {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
+      // 1 element (fewer than ranks) and 1001 (not a multiple of any world
+      // size).
       for (size_t count : {size_t{1}, size_t{1001}}) {
         CheckAllReduce<float>(comm, op, count);
         CheckAllReduce<double>(comm, op, count);
@@ -142,7 +159,8 @@ TEST_P(CommTest, AllReduceEveryDtypeAndOp) {
 }
 
 TEST_P(CommTest, AllReduceLargerThanOneSegment) {
-  // Gloo's ring moves at most 1 MiB per send: 3 MB of floats takes several segments per rank.
+  // Gloo's ring moves at most 1 MiB per send: 3 MB of floats takes several
+  // segments per rank.
   RunRanks(GetParam(), [](Communicator& comm) {
     CheckAllReduce<float>(comm, ReduceOp::kSum, 750'001);
   });
@@ -151,12 +169,15 @@ TEST_P(CommTest, AllReduceLargerThanOneSegment) {
 TEST_P(CommTest, AllReduceVoidPointerAndEmpty) {
   RunRanks(GetParam(), [](Communicator& comm) {
     std::vector<int64_t> data = {comm.rank() + 1, 10};
-    ASSERT_TRUE(comm.AllReduce(data.data(), data.size(), DataType::kInt64, ReduceOp::kSum).ok());
+    ASSERT_TRUE(comm.AllReduce(data.data(), data.size(), DataType::kInt64,
+                               ReduceOp::kSum)
+                    .ok());
     const int n = comm.world_size();
     EXPECT_EQ(data[0], n * (n + 1) / 2);
     EXPECT_EQ(data[1], 10 * n);
     // count == 0 returns at once, even with a null buffer.
-    EXPECT_TRUE(comm.AllReduce(nullptr, 0, DataType::kFloat32, ReduceOp::kSum).ok());
+    EXPECT_TRUE(
+        comm.AllReduce(nullptr, 0, DataType::kFloat32, ReduceOp::kSum).ok());
   });
 }
 
@@ -192,7 +213,8 @@ TEST_P(CommTest, BarrierWaitsForALateRank) {
       late_rank_arrived = true;
     }
     ASSERT_TRUE(comm.Barrier().ok());
-    EXPECT_TRUE(late_rank_arrived) << "rank " << comm.rank() << " left the barrier early";
+    EXPECT_TRUE(late_rank_arrived)
+        << "rank " << comm.rank() << " left the barrier early";
     EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
   });
 }
@@ -201,32 +223,49 @@ TEST_P(CommTest, SecondCommunicatorOnTheSameStore) {
   const int n = GetParam();
   auto store = std::make_shared<rendezvous::InMemoryStore>();
   for (int round = 0; round < 2; ++round) {
-    RunRanks(n, [](Communicator& comm) { CheckAllReduce<int32_t>(comm, ReduceOp::kSum, 10); },
-             store);
+    RunRanks(
+        n,
+        [](Communicator& comm) {
+          CheckAllReduce<int32_t>(comm, ReduceOp::kSum, 10);
+        },
+        store);
   }
 }
 
-TEST(CommArgumentsTest, BadArgumentsAreInvalidArgumentAndLeaveTheCommunicatorUsable) {
+TEST(CommArgumentsTest,
+     BadArgumentsAreInvalidArgumentAndLeaveTheCommunicatorUsable) {
   RunRanks(2, [](Communicator& comm) {
     std::vector<float> data(4, 1.0f);
     auto code = [](const absl::Status& s) { return s.code(); };
     const auto kInvalid = absl::StatusCode::kInvalidArgument;
-    EXPECT_EQ(code(comm.AllReduce(nullptr, 4, DataType::kFloat32, ReduceOp::kSum)), kInvalid);
-    EXPECT_EQ(code(comm.AllReduce(data.data(), 4, static_cast<DataType>(99), ReduceOp::kSum)),
+    EXPECT_EQ(
+        code(comm.AllReduce(nullptr, 4, DataType::kFloat32, ReduceOp::kSum)),
+        kInvalid);
+    EXPECT_EQ(code(comm.AllReduce(data.data(), 4, static_cast<DataType>(99),
+                                  ReduceOp::kSum)),
               kInvalid);
-    EXPECT_EQ(code(comm.AllReduce(data.data(), 4, DataType::kFloat32, static_cast<ReduceOp>(7))),
+    EXPECT_EQ(code(comm.AllReduce(data.data(), 4, DataType::kFloat32,
+                                  static_cast<ReduceOp>(7))),
               kInvalid);
-    EXPECT_EQ(code(comm.Broadcast(data.data(), 4, DataType::kFloat32, -1)), kInvalid);
+    EXPECT_EQ(code(comm.Broadcast(data.data(), 4, DataType::kFloat32, -1)),
+              kInvalid);
     absl::Status s = comm.Broadcast(data.data(), 4, DataType::kFloat32, 2);
     EXPECT_EQ(code(s), kInvalid);
     EXPECT_THAT(s.message(), HasSubstr("root 2"));
-    EXPECT_EQ(code(comm.Broadcast(nullptr, 4, DataType::kFloat32, 0)), kInvalid);
+    EXPECT_EQ(code(comm.Broadcast(nullptr, 4, DataType::kFloat32, 0)),
+              kInvalid);
     std::vector<float> out(8);
-    EXPECT_EQ(code(comm.AllGather(nullptr, out.data(), 4, DataType::kFloat32)), kInvalid);
-    EXPECT_EQ(code(comm.AllGather(data.data(), nullptr, 4, DataType::kFloat32)), kInvalid);
+    EXPECT_EQ(code(comm.AllGather(nullptr, out.data(), 4, DataType::kFloat32)),
+              kInvalid);
+    EXPECT_EQ(code(comm.AllGather(data.data(), nullptr, 4, DataType::kFloat32)),
+              kInvalid);
     // Overlap other than this rank's own slot.
-    EXPECT_EQ(code(comm.AllGather(out.data() + 1, out.data(), 4, DataType::kFloat32)), kInvalid);
-    EXPECT_EQ(code(comm.AllGather(absl::Span<const float>(data), absl::MakeSpan(data))), kInvalid);
+    EXPECT_EQ(
+        code(comm.AllGather(out.data() + 1, out.data(), 4, DataType::kFloat32)),
+        kInvalid);
+    EXPECT_EQ(code(comm.AllGather(absl::Span<const float>(data),
+                                  absl::MakeSpan(data))),
+              kInvalid);
     // None of that broke the communicator.
     CheckAllReduce<float>(comm, ReduceOp::kSum, 4);
   });
@@ -248,9 +287,10 @@ TEST(CommArgumentsTest, UnknownInterfaceIsAPreconditionNotACrash) {
   // Gloo 0.5.0 itself segfaults on such a name.
   CommOptions options = TestOptions();
   options.ifname = "nosuchif0";
-  auto comm =
-      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 1, options);
-  ASSERT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition) << comm.status();
+  auto comm = Communicator::Create(
+      std::make_shared<rendezvous::InMemoryStore>(), 0, 1, options);
+  ASSERT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition)
+      << comm.status();
   EXPECT_THAT(comm.status().message(), HasSubstr("nosuchif0"));
   EXPECT_THAT(comm.status().message(), HasSubstr("MUSTER_SOCKET_IFNAME"));
 }
@@ -260,41 +300,107 @@ TEST(CommTimeoutTest, ARankThatNeverJoinsFailsInitWithDeadlineExceeded) {
   options.timeout = absl::Seconds(1);
   const absl::Time start = absl::Now();
   // Rank 1 of 2 never comes.
-  auto comm =
-      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 2, options);
+  auto comm = Communicator::Create(
+      std::make_shared<rendezvous::InMemoryStore>(), 0, 2, options);
   const absl::Duration took = absl::Now() - start;
-  ASSERT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded) << comm.status();
+  ASSERT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << comm.status();
   EXPECT_THAT(comm.status().message(), HasSubstr("rank 1 did not join"));
   EXPECT_LT(took, absl::Seconds(10));
 }
 
 TEST(CommTimeoutTest, ACollectiveThatAPeerNeverJoinsTimesOut) {
-  std::shared_ptr<rendezvous::Store> store = std::make_shared<rendezvous::InMemoryStore>();
+  std::shared_ptr<rendezvous::Store> store =
+      std::make_shared<rendezvous::InMemoryStore>();
   absl::Notification done;
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       CommOptions options;
-      options.timeout = absl::Seconds(1);
+      options.timeout = absl::Seconds(2);
       auto comm = Communicator::Create(store, r, 2, options);
       ASSERT_TRUE(comm.ok()) << comm.status();
       if (r == 0) {
         std::vector<float> data(8, 1.0f);
-        absl::Status s = (*comm)->AllReduce(absl::MakeSpan(data), ReduceOp::kSum);
+        absl::Status s =
+            (*comm)->AllReduce(absl::MakeSpan(data), ReduceOp::kSum);
         EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
         // The communicator is broken afterwards.
         EXPECT_EQ((*comm)->Barrier().code(), absl::StatusCode::kAborted);
         done.Notify();
       } else {
-        done.WaitForNotification();  // Rank 1 never takes part, but stays connected.
+        done.WaitForNotification();  // Rank 1 never takes part, but stays
+                                     // connected.
       }
     });
   }
   for (auto& t : threads) t.join();
 }
 
+// A store whose every call fails, as a GrpcStore does when musterd is gone.
+class UnreachableStore : public rendezvous::Store {
+ public:
+  absl::Status Set(absl::string_view, absl::string_view) override {
+    return Down();
+  }
+  absl::StatusOr<std::string> Get(absl::string_view, absl::Duration) override {
+    return Down();
+  }
+  absl::StatusOr<int64_t> Add(absl::string_view, int64_t) override {
+    return Down();
+  }
+  absl::StatusOr<std::string> CompareSet(absl::string_view, absl::string_view,
+                                         absl::string_view) override {
+    return Down();
+  }
+  absl::Status Wait(absl::Span<const std::string>, absl::Duration) override {
+    return Down();
+  }
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      absl::Span<const std::string>, absl::Duration) override {
+    return Down();
+  }
+  absl::Status MultiSet(absl::Span<const std::string>,
+                        absl::Span<const std::string>) override {
+    return Down();
+  }
+  absl::StatusOr<bool> Delete(absl::string_view) override { return Down(); }
+  absl::StatusOr<int64_t> NumKeys() override { return Down(); }
+
+ private:
+  static absl::Status Down() {
+    return absl::UnavailableError("musterd is gone");
+  }
+};
+
+TEST(CommFailureTest, AnUnreachableStoreIsUnavailable) {
+  auto comm = Communicator::Create(std::make_shared<UnreachableStore>(), 0, 2,
+                                   TestOptions());
+  ASSERT_EQ(comm.status().code(), absl::StatusCode::kUnavailable)
+      << comm.status();
+  EXPECT_THAT(comm.status().message(), HasSubstr("musterd is gone"));
+}
+
+TEST(CommFailureTest, ARoundDroppedWhileJoiningIsAborted) {
+  // The store's namespace is dropped (the round ended) while rank 0 waits for
+  // rank 1: the store's ABORTED comes back through Gloo unchanged, long before
+  // the timeout.
+  auto kv = std::make_shared<rendezvous::KvStore>();
+  auto store = std::make_shared<rendezvous::InMemoryStore>(kv, "job/1");
+  std::thread dropper([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    kv->DropNamespace("job/1");
+  });
+  const absl::Time start = absl::Now();
+  auto comm = Communicator::Create(store, 0, 2, TestOptions());
+  dropper.join();
+  ASSERT_EQ(comm.status().code(), absl::StatusCode::kAborted) << comm.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 TEST(CommFailureTest, APeerThatShutsDownIsReportedWithItsRank) {
-  std::shared_ptr<rendezvous::Store> store = std::make_shared<rendezvous::InMemoryStore>();
+  std::shared_ptr<rendezvous::Store> store =
+      std::make_shared<rendezvous::InMemoryStore>();
   absl::Notification peer_gone;
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
@@ -305,7 +411,8 @@ TEST(CommFailureTest, APeerThatShutsDownIsReportedWithItsRank) {
       ASSERT_TRUE(comm.ok()) << comm.status();
       if (r == 1) {
         (*comm)->Shutdown();
-        EXPECT_EQ((*comm)->Barrier().code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_EQ((*comm)->Barrier().code(),
+                  absl::StatusCode::kFailedPrecondition);
         peer_gone.Notify();
         return;
       }
@@ -326,7 +433,8 @@ class ScopedEnv {
   ScopedEnv() {
     for (const char* name : kNames) {
       const char* value = std::getenv(name);
-      saved_.push_back(value ? std::optional<std::string>(value) : std::nullopt);
+      saved_.push_back(value ? std::optional<std::string>(value)
+                             : std::nullopt);
       unsetenv(name);
     }
   }
@@ -339,9 +447,14 @@ class ScopedEnv {
       }
     }
   }
-  static constexpr const char* kNames[] = {
-      "RANK",          "WORLD_SIZE",          "LOCAL_WORLD_SIZE",     "MUSTER_STORE_ENDPOINT",
-      "MUSTER_STORE_PREFIX", "MUSTER_COMM_TIMEOUT", "MUSTER_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"};
+  static constexpr const char* kNames[] = {"RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_WORLD_SIZE",
+                                           "MUSTER_STORE_ENDPOINT",
+                                           "MUSTER_STORE_PREFIX",
+                                           "MUSTER_COMM_TIMEOUT",
+                                           "MUSTER_SOCKET_IFNAME",
+                                           "GLOO_SOCKET_IFNAME"};
 
  private:
   std::vector<std::optional<std::string>> saved_;
@@ -357,9 +470,12 @@ TEST(CommEnvironmentTest, FromEnvironmentNamesEachMissingVariable) {
       {"MUSTER_STORE_PREFIX", "job/1"}};
   for (const auto& [name, value] : vars) {
     auto comm = Communicator::FromEnvironment();
-    ASSERT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition) << comm.status();
-    EXPECT_THAT(comm.status().message(), HasSubstr(absl::StrCat("variable ", name, " is not set")));
-    EXPECT_THAT(comm.status().message(), HasSubstr("run the program under muster"));
+    ASSERT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition)
+        << comm.status();
+    EXPECT_THAT(comm.status().message(),
+                HasSubstr(absl::StrCat("variable ", name, " is not set")));
+    EXPECT_THAT(comm.status().message(),
+                HasSubstr("run the program under muster"));
     setenv(name, value, 1);
   }
 }
@@ -383,7 +499,8 @@ TEST(CommEnvironmentTest, FromEnvironmentRejectsMalformedValues) {
 TEST(CommEnvironmentTest, BadTimeoutVariableIsInvalidArgument) {
   ScopedEnv env;
   setenv("MUSTER_COMM_TIMEOUT", "soon", 1);
-  auto comm = Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 1);
+  auto comm =
+      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 1);
   ASSERT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(comm.status().message(), HasSubstr("MUSTER_COMM_TIMEOUT"));
 }
@@ -392,19 +509,34 @@ TEST(CommEnvironmentTest, TimeoutVariableOverridesTheOption) {
   ScopedEnv env;
   setenv("MUSTER_COMM_TIMEOUT", "0.5", 1);
   const absl::Time start = absl::Now();
-  // Rank 1 never joins; the 30 minutes of the options give way to the variable's 0.5 s.
-  auto comm = Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 2);
-  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded) << comm.status();
+  // Rank 1 never joins; the 30 minutes of the options give way to the
+  // variable's 0.5 s.
+  auto comm =
+      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 2);
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << comm.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
 TEST(CommEnvironmentTest, InterfaceVariableIsUsed) {
   ScopedEnv env;
   setenv("GLOO_SOCKET_IFNAME", "lo", 1);
-  RunRanks(2, [](Communicator& comm) { CheckAllReduce<float>(comm, ReduceOp::kMax, 3); });
-  setenv("MUSTER_SOCKET_IFNAME", "nosuchif0", 1);  // Wins over GLOO_SOCKET_IFNAME.
-  auto comm = Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 1);
-  EXPECT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition) << comm.status();
+  RunRanks(2, [](Communicator& comm) {
+    CheckAllReduce<float>(comm, ReduceOp::kMax, 3);
+  });
+  setenv("MUSTER_SOCKET_IFNAME", "nosuchif0",
+         1);  // Wins over GLOO_SOCKET_IFNAME.
+  auto comm =
+      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 1);
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition)
+      << comm.status();
+}
+
+TEST(CommLifecycleTest, SigpipeIsIgnoredSoALostPeerCannotKillTheProcess) {
+  RunRanks(1, [](Communicator&) {});
+  struct sigaction current;
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &current), 0);
+  EXPECT_EQ(current.sa_handler, SIG_IGN);
 }
 
 TEST(CommLifecycleTest, CollectivesAfterShutdownFailWithFailedPrecondition) {

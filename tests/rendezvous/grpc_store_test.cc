@@ -6,7 +6,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -225,8 +224,8 @@ TEST_F(GrpcStoreTest, TwoHundredWaitingGetsHoldNoThreads) {
   const int threads = ThreadCount();
   // A thread per waiting call would add 200; gRPC's pools may add a few.
   EXPECT_LT(threads - threads_before, 20)
-      << threads_before << " threads before, " << threads << " while " << kWaiters << " wait";
-  std::cerr << threads_before << " threads before, " << threads << " while " << kWaiters << " wait\n";
+      << threads_before << " threads before, " << threads << " while "
+      << kWaiters << " wait";
 
   auto setter = NewStore("job/7");
   ASSERT_NE(setter, nullptr);

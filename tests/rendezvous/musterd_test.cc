@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "muster/rendezvous/client.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
@@ -92,6 +93,37 @@ TEST(MusterdTest, StopsCleanlyOnSigint) {
   ASSERT_GT(d.port(), 0) << d.proc().Output();
   d.proc().Signal(SIGINT);
   EXPECT_EQ(d.proc().WaitOrKill(kDeadline), 0) << d.proc().Output();
+}
+
+// An agent whose musterd dies (SIGKILL: no goodbye) learns it at once, with the
+// endpoint named.
+TEST(MusterdTest, KilledServerEndsTheAgentsSessionAsUnavailable) {
+  Musterd d;
+  ASSERT_GT(d.port(), 0) << d.proc().Output();
+  rendezvous::GrpcClientOptions options;
+  options.endpoint = absl::StrCat("127.0.0.1:", d.port());
+  options.connect_timeout = absl::Seconds(5);
+  auto client = rendezvous::NewGrpcRendezvousClient(options);
+  v1::Join join;
+  join.set_job_id("killed");
+  join.set_node_id("a");
+  join.set_local_world_size(1);
+  join.set_min_nodes(2);
+  join.set_max_nodes(2);
+  join.set_node_rank_hint(-1);
+  ASSERT_TRUE(client->Start(join).ok());
+  auto waiting = client->Next(kDeadline);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_TRUE(waiting->has_waiting());
+  d.proc().Kill();
+  const absl::Time killed = absl::Now();
+  auto lost = client->Next(kDeadline);
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable)
+      << lost.status();
+  EXPECT_THAT(lost.status().message(),
+              HasSubstr("lost the rendezvous server at " + options.endpoint));
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
+  client->Close("");
 }
 
 TEST(MusterdTest, TakenPortNamesThePortAndItsHolder) {

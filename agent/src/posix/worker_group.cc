@@ -62,7 +62,7 @@ constexpr absl::Duration kDrainTimeout = absl::Seconds(2);
 // What execvp uses when PATH is unset.
 constexpr char kDefaultPath[] = "/bin:/usr/bin";
 
-// ---------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------
 // Small helpers.
 
 class UniqueFd {
@@ -157,7 +157,7 @@ std::string EnvOr(const std::map<std::string, std::string>& env,
   return v != nullptr ? std::string(v) : std::string();
 }
 
-// ---------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------
 // Spawning.
 
 // What a child reports back through its CLOEXEC pipe when it cannot exec.
@@ -425,7 +425,7 @@ void BlockSignalsInThisThread() {
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
 }
 
-// ---------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------
 // State shared by the group and its threads.
 
 struct WorkerState {
@@ -586,16 +586,17 @@ void RecordExit(Shared& shared, size_t index, int wait_status, bool lost) {
   }
   exit.end_time = absl::Now();
   if (lost) {
-    exit.exit_code =
-        -1;  // someone else reaped it: we cannot know; count it as a failure
+    // Someone else reaped it: we cannot know how it ended; count a failure.
+    exit.exit_code = -1;
   } else if (WIFSIGNALED(wait_status)) {
     exit.exit_code = -1;
     exit.signal = WTERMSIG(wait_status);
   } else {
     exit.exit_code = WEXITSTATUS(wait_status);
   }
-  if (!exit.succeeded() && !error_file.empty())
+  if (!exit.succeeded() && !error_file.empty()) {
     exit.error_message = ReadErrorFile(error_file);
+  }
   absl::MutexLock lock(&shared.mu);
   WorkerState& w = shared.workers[index];
   w.exit = std::move(exit);
@@ -674,7 +675,7 @@ void ReaperLoop(std::shared_ptr<Shared> shared, std::vector<int> pidfds) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------
 
 class WorkerGroup::Impl {
  public:
@@ -861,7 +862,7 @@ class WorkerGroup::Impl {
   bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
 };
 
-// ---------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------
 
 absl::StatusOr<std::string> ResolveProgram(const std::string& argv0,
                                            const std::string& path_env) {

@@ -40,7 +40,9 @@ struct OutputOptions {
   // Key -1 = every rank.
   std::map<int, int> redirects;
   // Per local rank: streams written to the log files and the console. Key -1 =
-  // every rank.
+  // every rank. A stream both redirected and teed is teed (as torchrun: tee =
+  // redirect + console). Log files hold the worker's bytes exactly: no prefix,
+  // no '\n' added to a partial last line (the console gets one).
   std::map<int, int> tees;
   // When not empty, only these local ranks' lines reach the console (files get
   // everything).
@@ -85,7 +87,10 @@ struct GroupStatus {
 // exits.
 class WorkerGroup {
  public:
-  // Checks and starts every worker before it returns. Errors:
+  // Checks and starts every worker before it returns. Workers get /dev/null as
+  // stdin (a worker in a background process group reading the terminal would
+  // be stopped), and a stale file at WorkerSpec::error_file is removed first so
+  // that an earlier attempt's is never reported. Errors:
   // FAILED_PRECONDITION naming the program when argv[0] is not found in PATH or
   // cannot be executed (and why); INTERNAL for a failed fork/pipe;
   // INVALID_ARGUMENT for empty argv or missing attempt_dir with redirects. No
@@ -105,7 +110,14 @@ class WorkerGroup {
 
   // Sends `signal` to each worker's process group, waits up to `grace` for them
   // to exit, then SIGKILLs the rest; reaps all, flushes their output.
-  // Idempotent. Returns the final status.
+  // Idempotent. Returns the final status. Workers ended by this call count as
+  // failed (exit_code -1, signal set): a caller that stops a running group on
+  // purpose should not take kFailed for the group's own failure. The groups of
+  // workers that already exited are signalled too (what they started must not
+  // outlive them). Blocks at most about grace + 13 s: up to 10 s for SIGKILLed
+  // processes to go (uninterruptible sleep), up to 3 s for the output pipes to
+  // reach EOF (a daemon that left the group may hold them); output still
+  // pending then is dropped and the reader thread is let go.
   GroupStatus Stop(int signal, absl::Duration grace);
 
   // Sends signal to every live worker's process group without waiting

@@ -1,9 +1,9 @@
 // Element types and reduction operators of libmuster_comm's collectives.
 //
-// Adding a type later (float16, bfloat16, uint8, ...) means: a new enumerator here, its
-// DataTypeOf specialization (where C++ has a matching type), and one case in DataTypeSize,
-// DataTypeName and each backend's dispatch. Enumerator values are part of the future C API and
-// are never renumbered.
+// Adding a type later (float16, bfloat16, uint8, ...) means: a new enumerator
+// here, a branch in DataTypeOf (where C++ has a matching type), and one case in
+// DataTypeSize, DataTypeName and each backend's dispatch. Enumerator values
+// are part of the future C API and are never renumbered.
 #ifndef MUSTER_COMM_TYPES_H_
 #define MUSTER_COMM_TYPES_H_
 
@@ -30,12 +30,14 @@ enum class ReduceOp : int {
 };
 
 namespace internal {
-// Makes DataTypeOf<T> a compile error (rather than a link error) for unsupported T.
+// Makes DataTypeOf<T> a compile error (rather than a link error) for
+// unsupported T.
 template <typename T>
 inline constexpr bool kAlwaysFalse = false;
 }  // namespace internal
 
-// The DataType of the C++ type T: float, double, int32_t or int64_t. Other types do not compile.
+// The DataType of the C++ type T: float, double, int32_t or int64_t. Other
+// types do not compile.
 template <typename T>
 constexpr DataType DataTypeOf() {
   if constexpr (std::is_same_v<T, float>) {
@@ -52,10 +54,12 @@ constexpr DataType DataTypeOf() {
   }
 }
 
-// The size of one element in bytes; 0 for a value outside the enum. Thread-safe, never blocks.
+// The size of one element in bytes; 0 for a value outside the enum.
+// Thread-safe, never blocks.
 size_t DataTypeSize(DataType dtype);
 
-// "float32", "float64", "int32", "int64"; "unknown" for a value outside the enum.
+// "float32", "float64", "int32", "int64"; "unknown" for a value outside the
+// enum.
 absl::string_view DataTypeName(DataType dtype);
 
 // "sum", "product", "min", "max"; "unknown" for a value outside the enum.
