@@ -98,7 +98,8 @@ const FlagSpec kFlags[] = {
     {"rdzv-conf", "", true, "KEY=VALUE,...", kGroupRdzv,
      "Rendezvous settings, in seconds: join_timeout (alias timeout), "
      "last_call_timeout, close_timeout, read_timeout, connect_timeout, "
-     "keep_alive_interval; keep_alive_max_attempt; is_host=true|false."},
+     "reconnect_timeout, keep_alive_interval; keep_alive_max_attempt; "
+     "is_host=true|false."},
     {"master-addr", "", true, "HOST", kGroupStatic,
      "Static mode: node rank 0's address (MASTER_ADDR of the workers). Default "
      "127.0.0.1."},
@@ -369,7 +370,7 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
                            std::optional<bool>* is_host) {
   static constexpr char kKeys[] =
       "join_timeout (alias timeout), last_call_timeout, close_timeout, "
-      "read_timeout, connect_timeout, keep_alive_interval, "
+      "read_timeout, connect_timeout, reconnect_timeout, keep_alive_interval, "
       "keep_alive_max_attempt, is_host";
   for (absl::string_view item :
        absl::StrSplit(g.value, ',', absl::SkipWhitespace())) {
@@ -418,6 +419,9 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
       target = &config->read_timeout;
     } else if (key == "connect_timeout") {
       target = &config->connect_timeout;
+    } else if (key == "reconnect_timeout") {
+      target = &config->reconnect_timeout;
+      zero_ok = true;
     } else if (key == "keep_alive_interval") {
       // torchrun's keep-alive is 5 s x 3 attempts: 15 s before a hung agent is
       // noticed. muster's defaults (0.25 s x 4, see AgentConfig) notice it in

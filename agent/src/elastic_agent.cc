@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -81,6 +82,17 @@ class ElasticAgent::Impl {
   int Shutdown(int exit_code);
   int StopForSignal(int sig);
   absl::Status Rejoin();
+  // After a lost session: reconnects with backoff within
+  // config_.reconnect_timeout, keeping the node id (and so its place in a
+  // running round). False when the window passed or a stop signal came.
+  bool Reconnect();
+  // Whether `ready` describes the round this agent's workers already run (or
+  // ran): the same round, ranks, master and store namespace. A RoundReady
+  // resent after a reconnect is.
+  bool SameRound(const v1::RoundReady& ready) const;
+  // Sends a report of the workers' outcome, and keeps it to send again after a
+  // reconnect.
+  void Report(const v1::AgentMessage& msg);
   std::string LogRunDir();
   void PrintFailureSummary(const v1::JobFailed& failed);
 
@@ -99,6 +111,8 @@ class ElasticAgent::Impl {
   std::string run_dir_;
   bool temp_run_dir_ = false;
   int last_waiting_joined_ = -1;
+  // The last WorkersSucceeded/WorkersFailed sent, for the current round.
+  std::optional<v1::AgentMessage> last_report_;
 };
 
 ElasticAgent::ElasticAgent(AgentConfig config)
@@ -242,9 +256,18 @@ std::string ElasticAgent::Impl::LogRunDir() {
 }
 
 int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
-  if (state_ == AgentState::kRunning && ready.round() == round_.round()) {
-    return -1;  // The same round again after a reconnect: the workers carry on.
+  if (attempt_ >= 0 && SameRound(ready)) {
+    // The same round again after a reconnect: the workers carry on, and an
+    // outcome this agent reported while the server was away is reported again.
+    if (state_ == AgentState::kReported && last_report_.has_value())
+      Report(*last_report_);
+    if (state_ == AgentState::kJoining) state_ = AgentState::kRunning;
+    return -1;
   }
+  // Workers of an earlier round still running (the session was lost and the
+  // round moved on without this node) are stopped before the new round's start.
+  StopWorkers(SIGTERM);
+  last_report_.reset();
   round_ = ready;
   client_->SetRound(ready.round());
   ++attempt_;
@@ -375,10 +398,69 @@ void ElasticAgent::Impl::CheckWorkers() {
     }
   }
   state_ = AgentState::kReported;
+  Report(msg);
+}
+
+void ElasticAgent::Impl::Report(const v1::AgentMessage& msg) {
+  last_report_ = msg;
   if (absl::Status s = client_->Send(msg); !s.ok()) {
-    MUSTER_LOG(ERROR) << "cannot report to the rendezvous server: "
-                      << s.message();
+    // The reader sees the broken stream too and reconnects; the report is sent
+    // again then.
+    MUSTER_LOG(WARNING) << "cannot report to the rendezvous server: "
+                        << s.message();
   }
+}
+
+bool ElasticAgent::Impl::SameRound(const v1::RoundReady& ready) const {
+  return ready.round() == round_.round() &&
+         ready.group_rank() == round_.group_rank() &&
+         ready.rank_offset() == round_.rank_offset() &&
+         ready.world_size() == round_.world_size() &&
+         ready.master_addr() == round_.master_addr() &&
+         ready.master_port() == round_.master_port() &&
+         ready.store_prefix() == round_.store_prefix();
+}
+
+bool ElasticAgent::Impl::Reconnect() {
+  const absl::Time deadline = absl::Now() + config_.reconnect_timeout;
+  MUSTER_LOG(WARNING) << "reconnecting to the rendezvous server at "
+                      << endpoint_ << " for up to "
+                      << absl::FormatDuration(config_.reconnect_timeout)
+                      << (group_ != nullptr ? "; the workers keep running"
+                                            : "");
+  client_->Close("");
+  client_.reset();
+  absl::Duration backoff = absl::Milliseconds(50);
+  int attempts = 0;
+  while (absl::Now() < deadline) {
+    if (stop_signal_.load() != 0) return false;
+    ++attempts;
+    rendezvous::GrpcClientOptions options;
+    options.endpoint = endpoint_;
+    options.connect_timeout =
+        std::min(absl::Seconds(1), deadline - absl::Now());
+    options.heartbeat_interval = config_.heartbeat_interval;
+    auto client = rendezvous::NewGrpcRendezvousClient(options);
+    absl::Status s = client->Start(join_);
+    if (s.ok()) {
+      client_ = std::move(client);
+      if (attempt_ >= 0) client_->SetRound(round_.round());
+      MUSTER_LOG(INFO) << "reconnected to " << endpoint_ << " after "
+                       << attempts
+                       << (attempts == 1 ? " attempt" : " attempts");
+      return true;
+    }
+    MUSTER_LOG(DEBUG) << "reconnect attempt " << attempts << ": "
+                      << s.message();
+    absl::SleepFor(std::min(
+        backoff, std::max(absl::ZeroDuration(), deadline - absl::Now())));
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+  MUSTER_LOG(ERROR) << "could not reconnect to the rendezvous server at "
+                    << endpoint_ << " within "
+                    << absl::FormatDuration(config_.reconnect_timeout) << " ("
+                    << attempts << " attempts)";
+  return false;
 }
 
 void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
@@ -408,6 +490,14 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
   switch (msg.kind_case()) {
     case v1::ServerMessage::kWaiting: {
       const v1::Waiting& w = msg.waiting();
+      if (group_ != nullptr) {
+        // Only after a reconnect: the round these workers belong to is over.
+        MUSTER_LOG(WARNING)
+            << "round " << round_.round()
+            << " went on without this node; stopping its workers";
+        StopWorkers(SIGTERM);
+        state_ = AgentState::kJoining;
+      }
       if (w.joined() != last_waiting_joined_) {
         last_waiting_joined_ = w.joined();
         std::string wanted = absl::StrCat(w.min_nodes());
@@ -487,6 +577,12 @@ int ElasticAgent::Impl::Run() {
       continue;
     }
     if (msg.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
+    if (msg.status().code() == absl::StatusCode::kUnavailable) {
+      MUSTER_LOG(WARNING) << msg.status().message();
+      if (Reconnect()) continue;
+      if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
+      return Shutdown(kExitUnavailable);
+    }
     // The session is over without a verdict.
     const absl::Status& s = msg.status();
     MUSTER_LOG(ERROR) << s.message();

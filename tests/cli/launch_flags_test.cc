@@ -675,6 +675,9 @@ TEST(LaunchFlagsTest, RdzvConf) {
   EXPECT_FALSE(cfg.embed_if_local);
   EXPECT_EQ(ParseOk({"--rdzv-conf=join_timeout=30,", "x"}).config.join_timeout,
             absl::Seconds(30));
+  EXPECT_EQ(ParseOk({"--rdzv-conf=reconnect_timeout=2.5", "x"})
+                .config.reconnect_timeout,
+            absl::Milliseconds(2500));
   EXPECT_EQ(
       ParseOk({"--rdzv-conf=join_timeout=250ms", "x"}).config.join_timeout,
       absl::Milliseconds(250));
@@ -687,8 +690,8 @@ TEST(LaunchFlagsTest, MalformedRdzvConf) {
       HasSubstr("--rdzv-conf=join_timout=5: unknown key 'join_timout'"));
   for (const char* key :
        {"join_timeout", "last_call_timeout", "close_timeout", "read_timeout",
-        "connect_timeout", "keep_alive_interval", "keep_alive_max_attempt",
-        "is_host"}) {
+        "connect_timeout", "reconnect_timeout", "keep_alive_interval",
+        "keep_alive_max_attempt", "is_host"}) {
     EXPECT_THAT(unknown, HasSubstr(key));
   }
   EXPECT_THAT(ParseError({"--rdzv-conf=join_timeout=abc", "x"}),

@@ -68,6 +68,11 @@ struct AgentConfig {
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
   int heartbeat_max_missed = 4;  // keep_alive_max_attempt
+  // How long the agent keeps trying to get its session back after losing the
+  // server (a network blip, musterd restarted by systemd) before it stops its
+  // workers and gives up. The workers keep running meanwhile: they need the
+  // server only between rounds. rdzv-conf reconnect_timeout.
+  absl::Duration reconnect_timeout = absl::Seconds(10);
 
   // --- workers
   // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u",
