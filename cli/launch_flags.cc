@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "cli/slurm.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
 
@@ -74,6 +75,10 @@ const FlagSpec kFlags[] = {
     {"monitor-interval", "", true, "SECONDS", kGroupNodes,
      "How often worker state is polled when nothing else wakes the agent. "
      "Default 0.1."},
+    {"worker-timeout", "", true, "SECONDS", kGroupNodes,
+     "Kill and report as hung a worker that makes no progress for this "
+     "long: no libmuster_comm operation or ReportProgress(), and no touch of "
+     "the file $MUSTER_PROGRESS_FILE. Default 0: off."},
     {"role", "", true, "NAME", kGroupNodes,
      "The workers' role (ROLE_NAME). Default \"default\"."},
     {"start-method", "", true, "spawn|fork|forkserver", kGroupNodes,
@@ -857,6 +862,17 @@ absl::StatusOr<LaunchCommand> Parse(
   cmd.show_version = parsed.show_version;
   if (cmd.show_help || cmd.show_version) return cmd;
 
+  // Inside a Slurm allocation the node layout comes from Slurm, for the flags
+  // the user did not give (cli/slurm.h).
+  MUSTER_ASSIGN_OR_RETURN(
+      std::vector<ImpliedFlag> slurm,
+      SlurmImpliedFlags(env, [&parsed](absl::string_view flag) {
+        return parsed.values.count(std::string(flag)) > 0;
+      }));
+  for (ImpliedFlag& f : slurm) {
+    parsed.values[f.flag] = Given{std::move(f.value), std::move(f.source)};
+  }
+
   const std::map<std::string, Given>& v = parsed.values;
   auto get = [&v](const char* name) -> const Given* {
     auto it = v.find(name);
@@ -890,6 +906,13 @@ absl::StatusOr<LaunchCommand> Parse(
       return BadValue(*g, "expected seconds > 0, e.g. 0.1 or 5");
     }
     c.monitor_interval = *d;
+  }
+  if (const Given* g = get("worker-timeout")) {
+    std::optional<absl::Duration> d = ParseSeconds(g->value);
+    if (!d.has_value() || *d < absl::ZeroDuration()) {
+      return BadValue(*g, "expected seconds >= 0 (0 turns the watchdog off)");
+    }
+    c.worker_timeout = *d;
   }
   if (const Given* g = get("role")) {
     if (absl::StripAsciiWhitespace(g->value).empty())

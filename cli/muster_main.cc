@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/launch_flags.h"
+#include "cli/status.h"
 #include "muster/agent/elastic_agent.h"
 #include "muster/agent/exit_codes.h"
 #include "muster/agent/worker_env.h"
@@ -40,6 +41,11 @@ int main(int argc, char** argv) {
   muster::SetLogTag("muster");
   std::vector<std::string> args(argv + 1, argv + argc);
   const auto env = muster::agent::CurrentEnvironment();
+  // Subcommands come first; anything else is a launch (torchrun's command
+  // line).
+  if (!args.empty() && args[0] == "status") {
+    return muster::cli::RunStatus({args.begin() + 1, args.end()}, env);
+  }
   auto command = muster::cli::ParseLaunchCommand(args, env);
   if (!command.ok()) {
     std::fprintf(stderr, "muster: %s\nRun 'muster --help' for the flags.\n",

@@ -1,28 +1,45 @@
 // musterd: the muster rendezvous server (Session streams, the Store service,
 // grpc.health.v1).
 //
-//   musterd [--listen=HOST:PORT] [--port-file=PATH] [--heartbeat-timeout=2s]
-//   [--log-level=info]
+//   musterd [--config=FILE] [--listen=HOST:PORT] [--port-file=PATH]
+//   [--heartbeat-timeout=2s] [--log-level=info]
+//
+// --config reads the same settings from a file of `key = value` lines whose
+// keys are the long flag names (deploy/systemd/musterd.conf); the command line
+// wins over the file.
+//
+// Under systemd (Type=notify, deploy/systemd/musterd.service) it tells the
+// service manager through $NOTIFY_SOCKET: READY=1 once it listens, STATUS=
+// lines (the address, then jobs and agents), WATCHDOG=1 at half of
+// WatchdogSec= while the rendezvous state answers, and STOPPING=1 on
+// SIGTERM/SIGINT. Without $NOTIFY_SOCKET none of that happens.
 //
 // Exit codes: 0 after SIGTERM/SIGINT and a clean shutdown; 1 when it cannot
-// serve (the port is taken, the address is not on this host); 2 for bad flags.
+// serve (the port is taken, the address is not on this host); 2 for bad flags
+// or a bad config file.
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "muster/common/logging.h"
 #include "muster/rendezvous/server.h"
@@ -78,6 +95,67 @@ bool WritePortFile(const std::string& path, int port, std::string* error) {
   return true;
 }
 
+// Talks to systemd (sd_notify) while musterd serves: STATUS= when the numbers
+// change, WATCHDOG=1 at half of the watchdog interval systemd asked for. Each
+// ping first asks the Coordinator for its counters, which takes its lock: a
+// musterd whose rendezvous state is stuck stops pinging and systemd restarts
+// it. Does nothing when musterd does not run under a service manager (no
+// $NOTIFY_SOCKET). Stop() before the server goes away.
+class SystemdNotifier {
+ public:
+  SystemdNotifier(muster::rendezvous::RendezvousServer* server,
+                  std::string address)
+      : server_(server), address_(std::move(address)) {
+    const char* socket = getenv("NOTIFY_SOCKET");
+    if (socket == nullptr || *socket == '\0') return;
+    uint64_t usec = 0;
+    // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID, if set, is ours.
+    if (sd_watchdog_enabled(/*unset_environment=*/0, &usec) > 0 && usec > 0) {
+      period_ = absl::Microseconds(usec) / 2;
+      watchdog_ = true;
+      MUSTER_LOG(INFO) << "systemd watchdog: " << absl::Microseconds(usec)
+                       << ", pinging every " << period_;
+    }
+    sd_notifyf(0, "READY=1\nSTATUS=%s", StatusLine().c_str());
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~SystemdNotifier() { Stop(); }
+
+  // Ends the pings. Idempotent.
+  void Stop() {
+    if (!stop_.HasBeenNotified()) stop_.Notify();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::string StatusLine() {
+    auto& coordinator = server_->coordinator();
+    return absl::StrCat("serving on ", address_, ": ", coordinator.JobCount(),
+                        " job(s), ", coordinator.ConnectedAgents(),
+                        " agent(s)");
+  }
+
+  void Run() {
+    std::string last_status;
+    while (!stop_.WaitForNotificationWithTimeout(period_)) {
+      std::string status = StatusLine();
+      std::string message;
+      if (watchdog_) message = "WATCHDOG=1\n";
+      if (status != last_status) absl::StrAppend(&message, "STATUS=", status);
+      last_status = std::move(status);
+      if (!message.empty()) sd_notify(0, message.c_str());
+    }
+  }
+
+  muster::rendezvous::RendezvousServer* const server_;
+  const std::string address_;
+  // Without a watchdog, STATUS= is refreshed this often.
+  absl::Duration period_ = absl::Seconds(5);
+  bool watchdog_ = false;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,11 +168,22 @@ int main(int argc, char** argv) {
       "musterd"};
   std::string listen = "0.0.0.0:29400";
   std::string port_file;
+  std::string http_listen;
   std::string heartbeat_timeout;
   std::string log_level;
+  app.set_config("--config", "",
+                 "read settings from FILE: `key = value` lines, keys are the "
+                 "long flag names (listen, http-listen, heartbeat-timeout, "
+                 "log-level, port-file); the command line wins")
+      ->type_name("FILE");
+  // A misspelt key is an error, not a silently ignored setting.
+  app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--listen", listen,
                  "HOST:PORT to listen on; port 0 picks a free port")
       ->capture_default_str();
+  app.add_option("--http-listen", http_listen,
+                 "HOST:PORT for /healthz, /readyz and /metrics (Prometheus); "
+                 "off unless given");
   app.add_option(
       "--port-file", port_file,
       "write the bound port to this file once serving (useful with port 0)");
@@ -128,6 +217,7 @@ int main(int argc, char** argv) {
 
   muster::rendezvous::ServerOptions options;
   options.listen = listen;
+  options.http_listen = http_listen;
   if (!heartbeat_timeout.empty()) {
     absl::Duration d;
     if (!ParseDurationFlag(heartbeat_timeout, &d) ||
@@ -151,11 +241,17 @@ int main(int argc, char** argv) {
   auto server = muster::rendezvous::RendezvousServer::Start(options);
   if (!server.ok()) {
     MUSTER_LOG(ERROR) << server.status().message();
+    sd_notifyf(0, "STATUS=cannot serve: %s",
+               std::string(server.status().message()).c_str());
     return server.status().code() == absl::StatusCode::kInvalidArgument
                ? kExitUsage
                : kExitCannotServe;
   }
   MUSTER_LOG(INFO) << "musterd listening on " << (*server)->address();
+  if ((*server)->http_port() != 0) {
+    MUSTER_LOG(INFO) << "musterd serving /healthz, /readyz, /metrics on port "
+                     << (*server)->http_port();
+  }
   if (!port_file.empty()) {
     std::string error;
     if (!WritePortFile(port_file, (*server)->port(), &error)) {
@@ -164,12 +260,15 @@ int main(int argc, char** argv) {
       return kExitCannotServe;
     }
   }
+  SystemdNotifier notifier(server->get(), (*server)->address());
 
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
-  MUSTER_LOG(INFO) << "musterd: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
-                   << ", shutting down";
+  const char* signal_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  MUSTER_LOG(INFO) << "musterd: " << signal_name << ", shutting down";
+  notifier.Stop();
+  sd_notifyf(0, "STOPPING=1\nSTATUS=shutting down (%s)", signal_name);
   (*server)->Shutdown(kShutdownGrace);
   MUSTER_LOG(INFO) << "musterd stopped";
   return 0;

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libgloo-dev libcli11-dev nlohmann-json3-dev libsystemd-dev
+  libabsl-dev libgloo-dev libcli11-dev nlohmann-json3-dev libsystemd-dev libcivetweb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch
   iproute2 iptables procps psmisc hyperfine

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/src/watchdog.h"
 #include "muster/agent/exit_codes.h"
 #include "muster/agent/worker_env.h"
 #include "muster/agent/worker_group.h"
@@ -107,6 +108,9 @@ class ElasticAgent::Impl {
   AgentState state_ = AgentState::kJoining;
   v1::RoundReady round_;
   std::unique_ptr<WorkerGroup> group_;
+  // --worker-timeout: watches the current group's progress files.
+  std::unique_ptr<Watchdog> watchdog_;
+  absl::Time next_watchdog_check_;
   int attempt_ = -1;
   std::string run_dir_;
   bool temp_run_dir_ = false;
@@ -277,6 +281,7 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   const std::map<std::string, std::string> base = CurrentEnvironment();
 
   std::vector<WorkerSpec> workers;
+  std::vector<std::string> progress_files;
   for (int local = 0; local < config_.nproc_per_node; ++local) {
     WorkerEnvParams p;
     p.local_rank = local;
@@ -294,6 +299,8 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
     p.max_restarts = ready.max_restarts();
     p.run_id = config_.run_id;
     p.error_file = absl::StrCat(attempt_dir, "/", local, "/error.json");
+    p.progress_file = absl::StrCat(attempt_dir, "/", local, "/progress");
+    progress_files.push_back(p.progress_file);
     p.store_endpoint = endpoint_;
     p.store_prefix = ready.store_prefix();
     p.round = ready.round();
@@ -332,6 +339,11 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   }
   group_ = *std::move(group);
   state_ = AgentState::kRunning;
+  watchdog_.reset();
+  if (config_.worker_timeout > absl::ZeroDuration()) {
+    watchdog_ = std::make_unique<Watchdog>(
+        config_.worker_timeout, std::move(progress_files), absl::Now());
+  }
   return -1;
 }
 
@@ -360,6 +372,19 @@ void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
 
 void ElasticAgent::Impl::CheckWorkers() {
   if (state_ != AgentState::kRunning || group_ == nullptr) return;
+  if (watchdog_ != nullptr && absl::Now() >= next_watchdog_check_) {
+    // A few stat() calls per check; no need to make them at the loop's pace.
+    next_watchdog_check_ = absl::Now() + std::min(config_.monitor_interval,
+                                                  watchdog_->timeout() / 10);
+    for (int local : watchdog_->Check(absl::Now())) {
+      std::string reason = absl::StrCat(
+          "hung: no progress for ", absl::FormatDuration(watchdog_->timeout()),
+          " (--worker-timeout); killed by the watchdog");
+      MUSTER_LOG(ERROR) << "worker local rank " << local << " (rank "
+                        << round_.rank_offset() + local << ") " << reason;
+      group_->Kill(local, reason);
+    }
+  }
   GroupStatus status = group_->Wait(absl::Milliseconds(10));
   if (status.state == GroupState::kRunning) return;
   v1::AgentMessage msg;

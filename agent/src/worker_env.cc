@@ -59,6 +59,13 @@ std::map<std::string, std::string> BuildWorkerEnv(
   set("MUSTER_STORE_PREFIX", params.store_prefix);
   set("MUSTER_RUN_ID", params.run_id);
   set("MUSTER_ROUND", num(params.round));
+  // Like the error file: an inherited progress file belongs to an outer
+  // launcher.
+  if (!params.progress_file.empty()) {
+    set("MUSTER_PROGRESS_FILE", params.progress_file);
+  } else {
+    env.erase("MUSTER_PROGRESS_FILE");
+  }
   return env;
 }
 

@@ -5,15 +5,20 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
+#include <atomic>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "muster/common/clock.h"
+#include "muster/common/http_server.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
+#include "rendezvous/src/metrics.h"
 #include "rendezvous/src/session_service.h"
 #include "rendezvous/src/store_service.h"
 
@@ -103,6 +108,11 @@ class RendezvousServer::Impl {
                              grpc::InsecureServerCredentials(), &bound_port);
     builder.RegisterService(&session_service_);
     builder.RegisterService(&store_service_);
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    interceptors.push_back(metrics_.NewInterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
     if (server == nullptr || bound_port == 0) {
       if (server != nullptr) server->Shutdown(absl::ToChronoTime(absl::Now()));
@@ -117,9 +127,19 @@ class RendezvousServer::Impl {
       health->SetServingStatus(v1::Rendezvous::service_full_name(), true);
       health->SetServingStatus(v1::Store::service_full_name(), true);
     }
+    if (!options_.http_listen.empty()) {
+      auto http = HttpServer::Start(options_.http_listen, HttpRoutes());
+      if (!http.ok()) {
+        server_->Shutdown(absl::ToChronoTime(absl::Now()));
+        return http.status();
+      }
+      http_ = *std::move(http);
+    }
     tick_thread_ = std::thread([this] { TickLoop(); });
     return absl::OkStatus();
   }
+
+  int http_port() const { return http_ ? http_->port() : 0; }
 
   void Shutdown(absl::Duration grace) {
     {
@@ -129,6 +149,7 @@ class RendezvousServer::Impl {
         return;
       }
       shutdown_started_ = true;
+      draining_.store(true);
     }
     const absl::Time deadline = absl::Now() + grace;
     if (server_ != nullptr) {
@@ -151,6 +172,7 @@ class RendezvousServer::Impl {
       stopping_ = true;
     }
     if (tick_thread_.joinable()) tick_thread_.join();
+    http_.reset();
     absl::MutexLock lock(&mu_);
     shutdown_done_ = true;
   }
@@ -182,6 +204,30 @@ class RendezvousServer::Impl {
     return options;
   }
 
+  // /healthz: the process serves. /readyz: it takes new work (503 while
+  // draining). /metrics.
+  std::map<std::string, HttpHandler> HttpRoutes() {
+    return {
+        {"/healthz",
+         [] {
+           return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
+         }},
+        {"/readyz",
+         [this] {
+           return draining_.load()
+                      ? HttpResponse{503, "text/plain; charset=utf-8",
+                                     "draining\n"}
+                      : HttpResponse{200, "text/plain; charset=utf-8",
+                                     "ready\n"};
+         }},
+        {"/metrics",
+         [this] {
+           return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
+                               metrics_.Render(coordinator_, store_)};
+         }},
+    };
+  }
+
   // Calls Tick at least every tick_interval, sooner when it asks to.
   void TickLoop() {
     absl::MutexLock lock(&mu_);
@@ -198,6 +244,8 @@ class RendezvousServer::Impl {
   const ServerOptions options_;
   // Declared before what uses them: destroyed after the server and the
   // services.
+  RpcMetrics metrics_;
+  std::atomic<bool> draining_{false};
   KvStore store_;
   Coordinator coordinator_;
   SessionService session_service_;
@@ -206,6 +254,7 @@ class RendezvousServer::Impl {
   int port_ = 0;
   std::string address_;
   std::thread tick_thread_;
+  std::unique_ptr<HttpServer> http_;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -231,6 +280,8 @@ RendezvousServer::~RendezvousServer() { Shutdown(); }
 int RendezvousServer::port() const { return impl_->port(); }
 
 std::string RendezvousServer::address() const { return impl_->address(); }
+
+int RendezvousServer::http_port() const { return impl_->http_port(); }
 
 void RendezvousServer::Shutdown(absl::Duration grace) {
   impl_->Shutdown(grace);

@@ -279,6 +279,7 @@ grpc::ServerUnaryReactor* SessionService::GetStatus(
     grpc::CallbackServerContext* context, const v1::GetStatusRequest* request,
     v1::GetStatusResponse* response) {
   *response = coordinator_->Status(request->job_id());
+  response->set_server_version(MUSTER_VERSION);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -435,6 +435,8 @@ struct WorkerState {
       false;  // waitpid returned it: its pid may be reused from now on
   bool recorded = false;  // `exit` is final
   WorkerExit exit;
+  // Why the agent killed it (the watchdog), reported instead of its error file.
+  std::string kill_reason;
 };
 
 struct Shared {
@@ -583,6 +585,7 @@ void RecordExit(Shared& shared, size_t index, int wait_status, bool lost) {
     exit.global_rank = w.spec.global_rank;
     exit.pid = w.pid;
     error_file = w.spec.error_file;
+    exit.error_message = w.kill_reason;
   }
   exit.end_time = absl::Now();
   if (lost) {
@@ -594,7 +597,7 @@ void RecordExit(Shared& shared, size_t index, int wait_status, bool lost) {
   } else {
     exit.exit_code = WEXITSTATUS(wait_status);
   }
-  if (!exit.succeeded() && !error_file.empty()) {
+  if (!exit.succeeded() && !error_file.empty() && exit.error_message.empty()) {
     exit.error_message = ReadErrorFile(error_file);
   }
   absl::MutexLock lock(&shared.mu);
@@ -774,6 +777,18 @@ class WorkerGroup::Impl {
   }
 
   void Signal(int signal) { SignalGroups(signal, /*include_reaped=*/false); }
+
+  bool Kill(int local_rank, const std::string& reason) {
+    absl::MutexLock lock(&shared_->mu);
+    for (WorkerState& w : shared_->workers) {
+      if (w.spec.local_rank != local_rank || w.reaped) continue;
+      w.kill_reason = reason;
+      // SIGKILL works on a stopped (SIGSTOP) or wedged process too.
+      if (kill(-w.pid, SIGKILL) != 0 && errno == ESRCH) kill(w.pid, SIGKILL);
+      return true;
+    }
+    return false;
+  }
 
   const std::vector<int>& pids() const { return pids_; }
 
@@ -1074,6 +1089,10 @@ GroupStatus WorkerGroup::Wait(absl::Duration timeout) {
 GroupStatus WorkerGroup::Stop(int signal, absl::Duration grace) {
   return impl_->Stop(signal, grace);
 }
+bool WorkerGroup::Kill(int local_rank, const std::string& reason) {
+  return impl_->Kill(local_rank, reason);
+}
+
 void WorkerGroup::Signal(int signal) { impl_->Signal(signal); }
 std::vector<int> WorkerGroup::pids() const { return impl_->pids(); }
 

@@ -78,6 +78,10 @@ struct AgentConfig {
   // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u",
   // "train.py", ...] or ["./train.exe", ...].
   std::vector<std::string> program;
+  // --worker-timeout: a worker whose progress file (MUSTER_PROGRESS_FILE) shows
+  // no progress for this long is killed and reported as hung. Zero: no
+  // watchdog.
+  absl::Duration worker_timeout = absl::ZeroDuration();
   // How long stopping workers waits after SIGTERM before SIGKILL.
   absl::Duration stop_grace = absl::Seconds(5);
 

@@ -28,6 +28,7 @@ struct WorkerEnvParams {
   std::string store_endpoint;  // MUSTER_STORE_ENDPOINT
   std::string store_prefix;    // MUSTER_STORE_PREFIX
   long long round = 0;         // MUSTER_ROUND
+  std::string progress_file;   // MUSTER_PROGRESS_FILE (unset when empty)
 };
 
 // Returns `base` (the agent's own environment) with the contract's variables
@@ -38,7 +39,8 @@ struct WorkerEnvParams {
 // TORCHELASTIC_ERROR_FILE, TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (unless set in
 // base), OMP_NUM_THREADS=1 (unless set in base, and only when local_world_size
 // > 1), MUSTER_STORE_ENDPOINT, MUSTER_STORE_PREFIX, MUSTER_RUN_ID,
-// MUSTER_ROUND. Values are formatted as torchrun formats them (decimal
+// MUSTER_ROUND, and MUSTER_PROGRESS_FILE when progress_file is set (else
+// removed). Values are formatted as torchrun formats them (decimal
 // integers, "False").
 std::map<std::string, std::string> BuildWorkerEnv(
     const std::map<std::string, std::string>& base,

@@ -124,6 +124,11 @@ class WorkerGroup {
   // (forwarding SIGINT etc.).
   void Signal(int signal);
 
+  // SIGKILLs one live worker's process group and reports `reason` as its error
+  // message (the watchdog's "hung" verdict). Returns false when that worker has
+  // already ended. Non-blocking.
+  bool Kill(int local_rank, const std::string& reason);
+
   std::vector<int> pids() const;
 
  private:

@@ -53,6 +53,14 @@ struct GrpcClientOptions {
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
 };
 
+// Asks the server at `endpoint` (HOST:PORT) for its jobs (all when job_id is
+// empty), for `muster status`. Blocks up to `timeout`. Errors: INVALID_ARGUMENT
+// for a malformed endpoint; UNAVAILABLE naming the endpoint and the cause when
+// it cannot be reached.
+absl::StatusOr<v1::GetStatusResponse> QueryStatus(const std::string& endpoint,
+                                                  const std::string& job_id,
+                                                  absl::Duration timeout);
+
 std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(
     GrpcClientOptions options);
 

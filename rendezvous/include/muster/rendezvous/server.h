@@ -22,6 +22,9 @@ struct ServerOptions {
   // RendezvousServer::port()).
   std::string listen = "0.0.0.0:29400";
   CoordinatorOptions coordinator;
+  // HOST:PORT for the HTTP probes and metrics (/healthz, /readyz, /metrics in
+  // Prometheus text), or empty for none; port 0 picks one (see http_port()).
+  std::string http_listen;
   // How often the Coordinator's timers are checked; bounds the lateness of
   // heartbeat detection.
   absl::Duration tick_interval = absl::Milliseconds(20);
@@ -45,8 +48,11 @@ class RendezvousServer {
   int port() const;
   // HOST:PORT actually bound.
   std::string address() const;
+  // The bound HTTP port, or 0 without http_listen.
+  int http_port() const;
 
-  // Marks health NOT_SERVING, ends every Session stream with UNAVAILABLE
+  // Marks health NOT_SERVING (and /readyz 503), ends every Session stream with
+  // UNAVAILABLE
   // ("musterd is shutting down"), fails pending Store waits, and stops within
   // `grace`. Idempotent; blocks until done.
   void Shutdown(absl::Duration grace = absl::Seconds(2));

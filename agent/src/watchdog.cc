@@ -1,0 +1,60 @@
+#include "agent/src/watchdog.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace muster::agent {
+
+std::optional<absl::Time> LastProgress(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return std::nullopt;
+  absl::Time last = absl::TimeFromTimespec(st.st_mtim);
+  std::ifstream f(path);
+  std::string line;
+  if (std::getline(f, line) && absl::StartsWith(line, "muster-progress ")) {
+    while (std::getline(f, line)) {
+      absl::string_view rest = line;
+      if (!absl::ConsumePrefix(&rest, "updated_unix_ms ")) continue;
+      int64_t ms = 0;
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &ms) && ms > 0) {
+        last = std::max(last, absl::FromUnixMillis(ms));
+      }
+      break;
+    }
+  }
+  return last;
+}
+
+Watchdog::Watchdog(absl::Duration timeout, std::vector<std::string> files,
+                   absl::Time start)
+    : timeout_(timeout),
+      files_(std::move(files)),
+      start_(start),
+      reported_(files_.size()) {}
+
+absl::Duration Watchdog::Silence(int local_rank, absl::Time now) const {
+  std::optional<absl::Time> last =
+      LastProgress(files_[static_cast<size_t>(local_rank)]);
+  return now - std::max(start_, last.value_or(start_));
+}
+
+std::vector<int> Watchdog::Check(absl::Time now) {
+  std::vector<int> hung;
+  for (size_t i = 0; i < files_.size(); ++i) {
+    if (reported_[i]) continue;
+    if (Silence(static_cast<int>(i), now) > timeout_) {
+      reported_[i] = true;
+      hung.push_back(static_cast<int>(i));
+    }
+  }
+  return hung;
+}
+
+}  // namespace muster::agent

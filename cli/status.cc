@@ -1,0 +1,122 @@
+#include "cli/status.h"
+
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/json_util.h"
+#include "muster/agent/exit_codes.h"
+#include "muster/rendezvous/client.h"
+
+namespace muster::cli {
+namespace {
+
+std::string Ranks(const v1::Peer& p) {
+  if (p.rank_offset() < 0) return "-";
+  if (p.local_world_size() == 1) return absl::StrCat(p.rank_offset());
+  return absl::StrCat(p.rank_offset(), "-",
+                      p.rank_offset() + p.local_world_size() - 1);
+}
+
+void AppendPeers(std::string* out, const char* title,
+                 const google::protobuf::RepeatedPtrField<v1::Peer>& peers) {
+  if (peers.empty()) return;
+  absl::StrAppend(out, "  ", title, ":\n");
+  absl::StrAppendFormat(out, "    %-6s %-24s %-16s %-8s %s\n", "GROUP", "HOST",
+                        "ADDRESS", "RANKS", "NODE ID");
+  for (const v1::Peer& p : peers) {
+    absl::StrAppendFormat(
+        out, "    %-6s %-24s %-16s %-8s %s\n",
+        p.group_rank() < 0 ? "-" : absl::StrCat(p.group_rank()), p.hostname(),
+        p.advertised_addr(), Ranks(p), p.node_id());
+  }
+}
+
+}  // namespace
+
+std::string FormatStatus(const v1::GetStatusResponse& status,
+                         const std::string& endpoint) {
+  std::string out = absl::StrCat(
+      "musterd at ", endpoint,
+      status.server_version().empty()
+          ? std::string()
+          : absl::StrCat(" (version ", status.server_version(), ")"),
+      ": ", status.jobs_size(), status.jobs_size() == 1 ? " job" : " jobs",
+      "\n");
+  for (const v1::JobStatus& job : status.jobs()) {
+    absl::StrAppendFormat(
+        &out,
+        "\njob %s: %s, round %d, %d node%s (--nnodes=%d:%d), restarts %d/%d\n",
+        job.job_id(), job.state(), job.round(), job.members_size(),
+        job.members_size() == 1 ? "" : "s", job.min_nodes(), job.max_nodes(),
+        job.restart_count(), job.max_restarts());
+    AppendPeers(&out, "members", job.members());
+    AppendPeers(&out, "waiting", job.waiting());
+    if (!job.last_failure().empty()) {
+      absl::StrAppend(&out, "  last failure: ", job.last_failure(), "\n");
+    }
+  }
+  return out;
+}
+
+int RunStatus(const std::vector<std::string>& args,
+              const std::map<std::string, std::string>& env) {
+  CLI::App app("muster status: the jobs a rendezvous server knows",
+               "muster status");
+  std::string endpoint = "127.0.0.1:29400";
+  if (auto it = env.find("PET_RDZV_ENDPOINT");
+      it != env.end() && !it->second.empty()) {
+    endpoint = it->second;
+  }
+  std::string job;
+  bool json = false;
+  double timeout_s = 5;
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint,
+                 "HOST:PORT of musterd")
+      ->capture_default_str();
+  app.add_option("job", job, "Only this job id");
+  app.add_flag("--json", json, "Print JSON (the GetStatusResponse message)");
+  app.add_option("--timeout", timeout_s, "Seconds to wait for the server")
+      ->capture_default_str();
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "muster status: %s\n", e.what());
+    return agent::kExitConfigError;
+  }
+  auto status =
+      rendezvous::QueryStatus(endpoint, job, absl::Seconds(timeout_s));
+  if (!status.ok()) {
+    std::fprintf(stderr, "muster status: %s\n",
+                 std::string(status.status().message()).c_str());
+    return status.status().code() == absl::StatusCode::kInvalidArgument
+               ? agent::kExitConfigError
+               : agent::kExitUnavailable;
+  }
+  if (json) {
+    std::string text;
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.always_print_primitive_fields = true;
+    options.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(*status, &text, options);
+    std::fputs(text.c_str(), stdout);
+  } else {
+    std::fputs(FormatStatus(*status, endpoint).c_str(), stdout);
+  }
+  if (!job.empty() && status->jobs_size() == 0) {
+    std::fprintf(stderr, "muster status: the server at %s knows no job '%s'\n",
+                 endpoint.c_str(), job.c_str());
+    return agent::kExitJobFailed;
+  }
+  return 0;
+}
+
+}  // namespace muster::cli

@@ -1,0 +1,27 @@
+// `muster status --rdzv-endpoint=H:P [JOB] [--json]`: what a rendezvous server
+// knows — jobs, their state and round, members (host, address, ranks), restarts
+// and the last failure.
+#ifndef MUSTER_CLI_STATUS_H_
+#define MUSTER_CLI_STATUS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "muster/v1/rendezvous.pb.h"
+
+namespace muster::cli {
+
+// Runs the subcommand; args are the words after "status". Returns the exit
+// status: 0, 2 for bad flags, 3 when the server cannot be reached, 1 when JOB
+// is unknown to it. Blocks up to --timeout (default 5 s).
+int RunStatus(const std::vector<std::string>& args,
+              const std::map<std::string, std::string>& env);
+
+// The human form of a status response (tests check it).
+std::string FormatStatus(const v1::GetStatusResponse& status,
+                         const std::string& endpoint);
+
+}  // namespace muster::cli
+
+#endif  // MUSTER_CLI_STATUS_H_

@@ -1,0 +1,61 @@
+// musterd's metrics: every RPC counted and timed by method and code (a gRPC
+// server interceptor, so no handler carries timing code), and the Prometheus
+// text of /metrics, which adds the Coordinator's and the KvStore's state at the
+// moment of the scrape.
+#ifndef MUSTER_RENDEZVOUS_SRC_METRICS_H_
+#define MUSTER_RENDEZVOUS_SRC_METRICS_H_
+
+#include <grpcpp/support/server_interceptor.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "muster/rendezvous/coordinator.h"
+#include "muster/rendezvous/kv_store.h"
+
+namespace muster::rendezvous {
+
+// Thread-safe.
+class RpcMetrics {
+ public:
+  // Upper bounds of the latency histogram, in seconds (Prometheus "le").
+  static constexpr std::array<double, 12> kBuckets = {
+      0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 300};
+
+  // Records one finished RPC: its full method name ("/muster.v1.Store/Get"),
+  // the status code name and how long it took.
+  void Observe(const std::string& method, const std::string& code,
+               absl::Duration elapsed);
+
+  // An interceptor factory that feeds this object; register it with the
+  // ServerBuilder.
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+  NewInterceptorFactory();
+
+  // The Prometheus text exposition of the RPC metrics and of the server's
+  // state.
+  std::string Render(const Coordinator& coordinator,
+                     const KvStore& store) const;
+
+ private:
+  struct Histogram {
+    std::array<uint64_t, kBuckets.size()> buckets{};
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable absl::Mutex mu_;
+  std::map<std::pair<std::string, std::string>, uint64_t> calls_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Histogram> latency_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace muster::rendezvous
+
+#endif  // MUSTER_RENDEZVOUS_SRC_METRICS_H_
