@@ -75,6 +75,9 @@ const FlagSpec kFlags[] = {
     {"monitor-interval", "", true, "SECONDS", kGroupNodes,
      "How often worker state is polled when nothing else wakes the agent. "
      "Default 0.1."},
+    {"health-port", "", true, "PORT", kGroupNodes,
+     "Serve this node's /healthz, /readyz (workers running) and /metrics "
+     "over HTTP on this port, for Kubernetes probes. Default: off."},
     {"worker-timeout", "", true, "SECONDS", kGroupNodes,
      "Kill and report as hung a worker that makes no progress for this "
      "long: no libmuster_comm operation or ReportProgress(), and no touch of "
@@ -906,6 +909,10 @@ absl::StatusOr<LaunchCommand> Parse(
       return BadValue(*g, "expected seconds > 0, e.g. 0.1 or 5");
     }
     c.monitor_interval = *d;
+  }
+  if (const Given* g = get("health-port")) {
+    MUSTER_ASSIGN_OR_RETURN(
+        c.health_port, IntInRange(*g, 0, 65535, "expected a port 0..65535"));
   }
   if (const Given* g = get("worker-timeout")) {
     std::optional<absl::Duration> d = ParseSeconds(g->value);

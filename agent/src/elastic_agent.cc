@@ -22,6 +22,7 @@
 #include "muster/agent/exit_codes.h"
 #include "muster/agent/worker_env.h"
 #include "muster/agent/worker_group.h"
+#include "muster/common/http_server.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/rendezvous/client.h"
@@ -97,8 +98,24 @@ class ElasticAgent::Impl {
   std::string LogRunDir();
   void PrintFailureSummary(const v1::JobFailed& failed);
 
+  // --health-port: what the probes see, copied from the loop's state.
+  struct Health {
+    const char* state = "JOINING";
+    int64_t round = 0;
+    int restart_count = 0;
+    int group_rank = -1;
+    int world_size = 0;
+    int workers_running = 0;
+  };
+  absl::Status StartHealthServer();
+  void PublishHealth();
+  HttpResponse HealthMetrics();
+
   const AgentConfig config_;
   std::atomic<int> stop_signal_{0};
+  std::unique_ptr<HttpServer> health_server_;
+  absl::Mutex health_mu_;
+  Health health_ ABSL_GUARDED_BY(health_mu_);
 
   std::unique_ptr<rendezvous::RendezvousServer> server_;
   std::unique_ptr<rendezvous::RendezvousClient> client_;
@@ -158,7 +175,77 @@ absl::Status ElasticAgent::Impl::MaybeEmbedServer() {
   return absl::OkStatus();
 }
 
+absl::Status ElasticAgent::Impl::StartHealthServer() {
+  if (config_.health_port < 0) return absl::OkStatus();
+  auto server = HttpServer::Start(
+      absl::StrCat("0.0.0.0:", config_.health_port),
+      {{"/healthz",
+        [] {
+          return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
+        }},
+       {"/readyz",
+        [this] {
+          absl::MutexLock lock(&health_mu_);
+          // Ready means this node's workers are running in a formed round.
+          bool ready = health_.workers_running > 0;
+          return HttpResponse{
+              ready ? 200 : 503, "text/plain; charset=utf-8",
+              absl::StrCat(health_.state, " round ", health_.round, "\n")};
+        }},
+       {"/metrics", [this] { return HealthMetrics(); }}});
+  if (!server.ok()) return server.status();
+  health_server_ = *std::move(server);
+  MUSTER_LOG(INFO) << "serving /healthz, /readyz, /metrics on port "
+                   << health_server_->port();
+  return absl::OkStatus();
+}
+
+void ElasticAgent::Impl::PublishHealth() {
+  if (health_server_ == nullptr) return;
+  absl::MutexLock lock(&health_mu_);
+  health_.state = state_ == AgentState::kJoining   ? "JOINING"
+                  : state_ == AgentState::kRunning ? "RUNNING"
+                                                   : "REPORTED";
+  health_.round = attempt_ >= 0 ? round_.round() : 0;
+  health_.restart_count = round_.restart_count();
+  health_.group_rank = attempt_ >= 0 ? round_.group_rank() : -1;
+  health_.world_size = round_.world_size();
+  health_.workers_running = group_ != nullptr && state_ == AgentState::kRunning
+                                ? config_.nproc_per_node
+                                : 0;
+}
+
+HttpResponse ElasticAgent::Impl::HealthMetrics() {
+  absl::MutexLock lock(&health_mu_);
+  const std::string job =
+      absl::StrCat("job=\"", PrometheusLabel(config_.run_id), "\"");
+  std::string body;
+  auto gauge = [&](const char* name, const char* help, double value,
+                   const std::string& labels) {
+    absl::StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name,
+                    " gauge\n", name, "{", labels, "} ", value, "\n");
+  };
+  gauge("muster_agent_round", "The round this node is in (0 before the first).",
+        static_cast<double>(health_.round), job);
+  gauge("muster_agent_restarts", "Worker-failure restarts the job has taken.",
+        health_.restart_count, job);
+  gauge("muster_agent_group_rank",
+        "This node's group rank (-1 before the first round).",
+        health_.group_rank, job);
+  gauge("muster_agent_world_size", "WORLD_SIZE of the current round.",
+        health_.world_size, job);
+  gauge("muster_agent_workers_running", "Workers of this node running now.",
+        health_.workers_running, job);
+  gauge("muster_agent_state", "1 for the agent's current state.", 1,
+        absl::StrCat(job, ",state=\"", health_.state, "\""));
+  return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", body};
+}
+
 int ElasticAgent::Impl::Setup() {
+  if (absl::Status s = StartHealthServer(); !s.ok()) {
+    MUSTER_LOG(ERROR) << "--health-port: " << s.message();
+    return kExitConfigError;
+  }
   if (absl::Status s = MaybeEmbedServer(); !s.ok()) {
     MUSTER_LOG(ERROR) << "cannot start the rendezvous server: " << s.message();
     return s.code() == absl::StatusCode::kInvalidArgument ||
@@ -578,6 +665,7 @@ int ElasticAgent::Impl::Shutdown(int exit_code) {
     server_->Shutdown(absl::Seconds(1));
     server_.reset();
   }
+  health_server_.reset();
   if (temp_run_dir_ && exit_code == kExitSuccess) {
     // A temporary log directory holds nothing worth keeping after a success.
     std::error_code ec;
@@ -592,6 +680,7 @@ int ElasticAgent::Impl::Run() {
   while (true) {
     if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
     CheckWorkers();
+    PublishHealth();
     absl::Duration wait =
         state_ == AgentState::kRunning
             ? absl::Milliseconds(1)

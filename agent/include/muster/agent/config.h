@@ -78,6 +78,9 @@ struct AgentConfig {
   // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u",
   // "train.py", ...] or ["./train.exe", ...].
   std::vector<std::string> program;
+  // --health-port: serve /healthz, /readyz and /metrics for this node over HTTP
+  // (-1: off; 0 picks a port and logs it).
+  int health_port = -1;
   // --worker-timeout: a worker whose progress file (MUSTER_PROGRESS_FILE) shows
   // no progress for this long is killed and reported as hung. Zero: no
   // watchdog.
