@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/doctor.h"
 #include "cli/launch_flags.h"
 #include "cli/status.h"
 #include "muster/agent/elastic_agent.h"
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
   // line).
   if (!args.empty() && args[0] == "status") {
     return muster::cli::RunStatus({args.begin() + 1, args.end()}, env);
+  }
+  if (!args.empty() && args[0] == "doctor") {
+    return muster::cli::RunDoctor({args.begin() + 1, args.end()}, env);
   }
   auto command = muster::cli::ParseLaunchCommand(args, env);
   if (!command.ok()) {
