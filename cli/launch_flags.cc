@@ -869,9 +869,11 @@ absl::StatusOr<LaunchCommand> Parse(
   // the user did not give (cli/slurm.h).
   MUSTER_ASSIGN_OR_RETURN(
       std::vector<ImpliedFlag> slurm,
-      SlurmImpliedFlags(env, [&parsed](absl::string_view flag) {
-        return parsed.values.count(std::string(flag)) > 0;
-      }));
+      SlurmImpliedFlags(
+          env, [&parsed](absl::string_view flag) -> const std::string* {
+            auto it = parsed.values.find(std::string(flag));
+            return it == parsed.values.end() ? nullptr : &it->second.value;
+          }));
   for (ImpliedFlag& f : slurm) {
     parsed.values[f.flag] = Given{std::move(f.value), std::move(f.source)};
   }

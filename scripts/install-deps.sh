@@ -10,7 +10,15 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch
   iproute2 iptables procps psmisc hyperfine
+  # tests/deploy: systemd-analyze (the unit), dpkg-shlibdeps (the .deb), PyYAML (the Job simulation)
+  systemd dpkg-dev python3-yaml
 )
+# tests/deploy validates the Kubernetes manifests with node and npm packages; a machine that has
+# node from elsewhere keeps it (kubectl is not in Debian 12 in a version recent enough: without
+# it those tests say so and skip).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,136 @@
+# What `cmake --install` puts where, the CMake package for worker projects, and the .deb.
+#
+#   cmake --install build --prefix /usr/local     # binaries, headers, libraries, package, unit
+#   (cd build && cpack -G DEB)                     # muster_<v>_<arch>.deb, muster-dev_<v>_<arch>.deb
+#
+# Layout (PREFIX = the install prefix):
+#   PREFIX/bin/{muster,musterd}
+#   PREFIX/include/muster/{common,rendezvous,comm,v1}/...   public headers (v1: generated protos)
+#   PREFIX/lib/libmuster_*.a, PREFIX/lib/cmake/muster/      find_package(muster) -> muster::comm
+#   PREFIX/lib/muster/examples/train                         the demo trainer
+#   PREFIX/share/doc/muster/                                 README, deployment guide, examples
+#   the systemd unit and /etc/muster/musterd.conf: /lib/systemd/system and /etc/muster when
+#   PREFIX is /usr (the package), else PREFIX/lib/systemd/system and PREFIX/etc/muster.
+# Two components, two packages: `runtime` (muster: the programs, the unit, the config, the docs)
+# and `dev` (muster-dev: headers, static libraries, the CMake package). Neither `cmake --install`
+# nor the packages enable or start the service.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(MUSTER_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/muster)
+
+# --- libraries: muster::<name without muster_>, with their public headers
+set(_muster_exported_libraries
+  muster_proto muster_common muster_rendezvous_core muster_rendezvous muster_comm)
+foreach(_lib IN LISTS _muster_exported_libraries)
+  string(REGEX REPLACE "^muster_" "" _name ${_lib})
+  set_target_properties(${_lib} PROPERTIES EXPORT_NAME ${_name})
+  target_include_directories(${_lib} PUBLIC $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+endforeach()
+set_target_properties(muster PROPERTIES EXPORT_NAME muster)
+set_target_properties(musterd PROPERTIES EXPORT_NAME musterd)
+
+install(TARGETS muster musterd EXPORT musterTargets
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+install(TARGETS ${_muster_exported_libraries} EXPORT musterTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+foreach(_module common rendezvous comm)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_module}/include/
+    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev FILES_MATCHING PATTERN "*.h")
+endforeach()
+# The protocol's generated headers (rendezvous headers include muster/v1/rendezvous.pb.h).
+install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/gen/muster/
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/muster COMPONENT dev FILES_MATCHING PATTERN "*.pb.h")
+
+install(EXPORT musterTargets NAMESPACE muster:: DESTINATION ${MUSTER_INSTALL_CMAKEDIR}
+  COMPONENT dev)
+# Imported targets of the build that the package must recreate (see musterConfig.cmake.in).
+if(TARGET civetweb::civetweb)
+  set(MUSTER_PACKAGE_NEEDS_CIVETWEB ON)
+else()
+  set(MUSTER_PACKAGE_NEEDS_CIVETWEB OFF)
+endif()
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/musterConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/musterConfig.cmake INSTALL_DESTINATION ${MUSTER_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/musterConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/musterConfig.cmake ${PROJECT_BINARY_DIR}/musterConfigVersion.cmake
+  DESTINATION ${MUSTER_INSTALL_CMAKEDIR} COMPONENT dev)
+
+# --- the demo trainer and the documentation
+install(TARGETS train RUNTIME DESTINATION ${CMAKE_INSTALL_LIBDIR}/muster/examples
+  COMPONENT runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/deployment.md
+  DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/examples/train.cc ${PROJECT_SOURCE_DIR}/examples/ddp_train.py
+  ${PROJECT_SOURCE_DIR}/deploy/slurm/muster.sbatch
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples COMPONENT runtime)
+
+# --- the systemd unit and the config file, with the install's own paths. At install time, so
+# that `cmake --install --prefix P` and the package (prefix /usr, via DESTDIR) both get theirs.
+install(CODE "
+  set(_src \"${PROJECT_SOURCE_DIR}/deploy/systemd\")
+  if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\")
+    set(_unitdir \"/lib/systemd/system\")
+    set(_confdir \"/etc/muster\")
+  else()
+    set(_unitdir \"\${CMAKE_INSTALL_PREFIX}/lib/systemd/system\")
+    set(_confdir \"\${CMAKE_INSTALL_PREFIX}/etc/muster\")
+  endif()
+  file(READ \"\${_src}/musterd.service\" _unit)
+  string(REPLACE \"/usr/bin/musterd\" \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}/musterd\" _unit \"\${_unit}\")
+  string(REPLACE \"/etc/muster/\" \"\${_confdir}/\" _unit \"\${_unit}\")
+  set(_staged \"${PROJECT_BINARY_DIR}/install-staging/musterd.service\")
+  file(WRITE \"\${_staged}\" \"\${_unit}\")
+  file(INSTALL DESTINATION \"\${_unitdir}\" TYPE FILE FILES \"\${_staged}\")
+  # An edited config is never overwritten (the package marks it a conffile instead).
+  if(NOT EXISTS \"\$ENV{DESTDIR}\${_confdir}/musterd.conf\")
+    file(INSTALL DESTINATION \"\${_confdir}\" TYPE FILE FILES \"\${_src}/musterd.conf\")
+  endif()
+" COMPONENT runtime)
+
+# --- the Debian package: cpack -G DEB in the build directory
+set(CPACK_PACKAGE_NAME muster)
+set(CPACK_PACKAGE_VENDOR muster)
+set(CPACK_PACKAGE_CONTACT "muster maintainers <muster@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+  "distributed launcher and rendezvous server for data-parallel training")
+set(CPACK_GENERATOR DEB)
+set(CPACK_COMPONENTS_ALL runtime dev)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME muster)
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME muster-dev)
+set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
+  "distributed launcher and rendezvous server for data-parallel training
+muster launches distributed training jobs the way torchrun does, for any program, with
+torchrun's flags and worker environment. musterd is its gRPC rendezvous server, shipped as a
+systemd unit that is installed but neither enabled nor started.")
+set(CPACK_COMPONENT_DEV_DESCRIPTION
+  "muster: libraries and headers for C++ workers
+libmuster_comm gives C++ workers collectives (Gloo over TCP) bootstrapped through musterd.
+Static libraries, headers and a CMake package: find_package(muster) gives muster::comm.")
+# Installed with DESTDIR and the prefix /usr, so that the unit lands in /lib/systemd/system and
+# the config in /etc/muster (the install(CODE) above; file(INSTALL) adds DESTDIR itself).
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_INSTALL_PREFIX /usr)
+set(CPACK_SET_DESTDIR ON)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+# muster's Depends: the runtime libraries its programs link, found by dpkg-shlibdeps
+# (libgrpc++1.51, libprotobuf32, libabsl20220623, libgloo0, libsystemd0, ...).
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "muster-dev, python3-torch")
+# muster-dev: what a worker project linking the static libraries needs to build.
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
+  "muster (= ${PROJECT_VERSION}), libgrpc++-dev, libprotobuf-dev, protobuf-compiler-grpc, libabsl-dev, libgloo-dev, libcivetweb-dev, cmake")
+# No maintainer scripts: nothing is enabled, started or created on install (the unit uses
+# DynamicUser, so no user account is needed). The config file is a conffile.
+set(_conffiles ${PROJECT_BINARY_DIR}/install-staging/conffiles)
+file(WRITE ${_conffiles} "/etc/muster/musterd.conf\n")
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${_conffiles})
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+include(CPack)

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The .debs: CPack builds muster (programs, unit, config, docs) and muster-dev (headers, static
+# libraries, CMake package) from this build. muster depends on Debian's runtime libraries only,
+# carries no maintainer scripts (installs, enables and starts nothing), puts the unit in
+# /lib/systemd/system and the config (a conffile) in /etc/muster; unpacked into a temporary
+# root, its musterd answers --version and reads its config, its unit verifies and scores as the
+# source one, and its muster runs the demo (2 workers of the example trainer).
+# usage: deb_test.sh BUILD_DIR
+source "$(dirname "$0")/lib.sh"
+build=$1
+for tool in cpack dpkg-deb dpkg-shlibdeps; do
+  command -v $tool >/dev/null || skip "$tool not found (Debian packages cmake, dpkg-dev)"
+done
+scratch
+
+step "cpack -G DEB"
+(cd "$build" && cpack -G DEB -B "$SCRATCH/out" >"$SCRATCH/cpack.log" 2>&1) ||
+  { cat "$SCRATCH/cpack.log"; fail "cpack failed"; }
+deb=$(ls "$SCRATCH"/out/muster_*.deb)
+dev=$(ls "$SCRATCH"/out/muster-dev_*.deb)
+echo "built $(basename "$deb") ($(du -h "$deb" | cut -f1)), $(basename "$dev") ($(du -h "$dev" | cut -f1))"
+
+step "control: name, runtime dependencies, no maintainer scripts, the conffile"
+info=$(dpkg-deb -I "$deb")
+field() { dpkg-deb -f "$deb" "$1"; }
+[[ $(field Package) == muster ]] || fail "package name $(field Package)"
+depends=$(field Depends)
+echo "Depends: $depends"
+for lib in libgrpc++1.51 libprotobuf32 libabsl20220623 libsystemd0 libc6; do
+  grep -q "$lib" <<<"$depends" || fail "Depends lacks $lib"
+done
+grep -q -- "-dev" <<<"$depends" && fail "Depends names a -dev package: $depends"
+for script in preinst postinst prerm postrm; do
+  grep -qw "$script" <<<"$info" && fail "the package has a $script script (it must enable nothing)"
+done
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/muster/musterd.conf ||
+  fail "/etc/muster/musterd.conf is not a conffile"
+
+step "contents"
+contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
+for path in ./usr/bin/muster ./usr/bin/musterd ./lib/systemd/system/musterd.service \
+  ./etc/muster/musterd.conf ./usr/lib/muster/examples/train ./usr/share/doc/muster/deployment.md; do
+  grep -qxF "$path" <<<"$contents" || fail "muster lacks $path"
+done
+grep -q '^./usr/include/\|\.a$' <<<"$contents" && fail "muster carries development files"
+dev_contents=$(dpkg-deb -c "$dev" | awk '{print $6}')
+for path in ./usr/lib/cmake/muster/musterConfig.cmake ./usr/lib/libmuster_comm.a \
+  ./usr/include/muster/comm/communicator.h ./usr/include/muster/v1/rendezvous.pb.h; do
+  grep -qxF "$path" <<<"$dev_contents" || fail "muster-dev lacks $path"
+done
+dev_depends=$(dpkg-deb -f "$dev" Depends)
+echo "muster-dev Depends: $dev_depends"
+grep -q "muster (= " <<<"$dev_depends" || fail "muster-dev does not depend on muster"
+# Nothing under /etc/systemd: installing must not enable the unit.
+grep -q '^./etc/systemd' <<<"$contents" && fail "the package enables something: $(grep '^./etc/systemd' <<<"$contents")"
+
+step "unpacked into a temporary root"
+root=$SCRATCH/root
+dpkg-deb -x "$deb" "$root"
+dpkg-deb -x "$dev" "$root"
+"$root/usr/bin/musterd" --version | tee "$SCRATCH/version"
+grep -q '^musterd [0-9]' "$SCRATCH/version" || fail "musterd --version"
+"$root/usr/bin/muster" --version
+unit=$root/lib/systemd/system/musterd.service
+grep -q '^ExecStart=/usr/bin/musterd --config=/etc/muster/musterd.conf' "$unit" || fail "unit paths: $(grep ExecStart "$unit")"
+if command -v systemd-analyze >/dev/null; then
+  sed -e "s#/usr/bin/musterd#$root/usr/bin/musterd#" "$unit" > "$SCRATCH/musterd.service"
+  out=$(systemd-analyze verify "$SCRATCH/musterd.service" 2>&1) || fail "verify: $out"
+  [[ -z $out ]] || fail "verify: $out"
+  systemd-analyze security --offline=true --threshold=20 "$unit" | tail -1
+else
+  echo "systemd-analyze not found: the packaged unit is not verified here"
+fi
+
+step "the packaged musterd with the packaged config"
+setsid "$root/usr/bin/musterd" --config="$root/etc/muster/musterd.conf" --listen=127.0.0.1:0 \
+  --port-file="$SCRATCH/port" >"$SCRATCH/musterd.log" 2>&1 &
+PIDS+=($!)
+wait_for_file "$SCRATCH/port" 20
+kill -TERM "${PIDS[-1]}"
+timeout 20 tail --pid="${PIDS[-1]}" -f /dev/null || fail "musterd did not stop on SIGTERM"
+wait "${PIDS[-1]}" || fail "musterd exited $? after SIGTERM: $(cat "$SCRATCH/musterd.log")"
+
+step "the demo: muster --standalone --nproc-per-node=2 (the packaged example trainer)"
+timeout 120 "$root/usr/bin/muster" --standalone --nproc-per-node=2 \
+  "$root/usr/lib/muster/examples/train" --epochs=10 >"$SCRATCH/demo.log" 2>&1 ||
+  { cat "$SCRATCH/demo.log"; fail "the demo failed"; }
+grep '^\[rank' "$SCRATCH/demo.log"
+grep -q 'all 2 ranks agree' "$SCRATCH/demo.log" || { cat "$SCRATCH/demo.log"; fail "the ranks did not agree"; }
+echo "deb: ok"

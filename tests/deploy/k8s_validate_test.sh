@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The Kubernetes manifests: every kustomization under k8s/ renders with `kubectl kustomize`, and
+# every object validates offline against the Kubernetes OpenAPI schema, strict about unknown
+# fields, and against muster's rules (k8s/validate.mjs). Broken renderings (k8s/bad/) must be
+# rejected with the expected message, so the validator is known to bite.
+# Needs kubectl, node and npm; the validator's npm packages (pinned by k8s/package-lock.json)
+# are installed under the build directory from the npm registry on first use.
+# usage: k8s_validate_test.sh SOURCE_DIR BUILD_DIR
+source "$(dirname "$0")/lib.sh"
+src=$1 build=$2
+here=$src/tests/deploy/k8s
+command -v kubectl >/dev/null || skip "kubectl not found: the manifests cannot be rendered here"
+command -v node >/dev/null || skip "node not found (Debian package nodejs): the manifests are not validated"
+command -v npm >/dev/null || skip "npm not found (Debian package npm): the manifests are not validated"
+scratch
+
+step "render every kustomization (kubectl $(kubectl version --client 2>/dev/null | head -1))"
+rendered=()
+for dir in musterd job base overlays/gpu jobset pytorchjob; do
+  file=$SCRATCH/$(tr / - <<<"$dir").yaml
+  kubectl kustomize "$src/k8s/$dir" >"$file" 2>"$SCRATCH/err" || { cat "$SCRATCH/err"; fail "kubectl kustomize k8s/$dir"; }
+  echo "k8s/$dir: $(grep -c '^kind:' "$file") object(s)"
+  rendered+=("$file")
+done
+
+step "the validator's packages (npm ci, pinned)"
+node_dir=$build/deploy-k8s-validate
+lock_sum=$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -d' ' -f1)
+if [[ ! -f $node_dir/.installed || $(cat "$node_dir/.installed") != "$lock_sum" ]]; then
+  rm -rf "$node_dir"
+  mkdir -p "$node_dir"
+  cp "$here/package.json" "$here/package-lock.json" "$node_dir/"
+  if ! (cd "$node_dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error >"$node_dir/npm.log" 2>&1); then
+    cat "$node_dir/npm.log"
+    if grep -Eqi 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET|network|proxy' "$node_dir/npm.log"; then
+      rm -rf "$node_dir"
+      skip "the npm registry is unreachable: the manifests rendered but are not validated"
+    fi
+    fail "npm ci failed"
+  fi
+  echo "$lock_sum" >"$node_dir/.installed"
+fi
+cp "$here/validate.mjs" "$node_dir/validate.mjs"
+
+step "validate"
+node "$node_dir/validate.mjs" "${rendered[@]}" || fail "the manifests are not valid"
+
+step "broken renderings are rejected"
+for bad in "$here"/bad/*.yaml; do
+  expect=$(head -1 "$bad" | sed 's/.*must say: //')
+  if out=$(node "$node_dir/validate.mjs" "$bad" 2>&1); then
+    fail "$(basename "$bad") passed validation; expected: $expect"
+  fi
+  grep -qF -- "$expect" <<<"$out" || { echo "$out"; fail "$(basename "$bad"): expected '$expect'"; }
+  echo "rejected $(basename "$bad"): $expect"
+done
+echo "k8s manifests: ok"
