@@ -75,6 +75,9 @@ const FlagSpec kFlags[] = {
     {"monitor-interval", "", true, "SECONDS", kGroupNodes,
      "How often worker state is polled when nothing else wakes the agent. "
      "Default 0.1."},
+    {"no-preflight", "", false, "", kGroupNodes,
+     "Do not probe the other nodes' ports when a round forms (the preflight "
+     "fails a round at once when a firewall blocks a peer)."},
     {"health-port", "", true, "PORT", kGroupNodes,
      "Serve this node's /healthz, /readyz (workers running) and /metrics "
      "over HTTP on this port, for Kubernetes probes. Default: off."},
@@ -106,7 +109,8 @@ const FlagSpec kFlags[] = {
     {"rdzv-conf", "", true, "KEY=VALUE,...", kGroupRdzv,
      "Rendezvous settings, in seconds: join_timeout (alias timeout), "
      "last_call_timeout, close_timeout, read_timeout, connect_timeout, "
-     "reconnect_timeout, keep_alive_interval; keep_alive_max_attempt; "
+     "reconnect_timeout, preflight_timeout, keep_alive_interval; "
+     "keep_alive_max_attempt; "
      "is_host=true|false."},
     {"master-addr", "", true, "HOST", kGroupStatic,
      "Static mode: node rank 0's address (MASTER_ADDR of the workers). Default "
@@ -378,7 +382,8 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
                            std::optional<bool>* is_host) {
   static constexpr char kKeys[] =
       "join_timeout (alias timeout), last_call_timeout, close_timeout, "
-      "read_timeout, connect_timeout, reconnect_timeout, keep_alive_interval, "
+      "read_timeout, connect_timeout, reconnect_timeout, preflight_timeout, "
+      "keep_alive_interval, "
       "keep_alive_max_attempt, is_host";
   for (absl::string_view item :
        absl::StrSplit(g.value, ',', absl::SkipWhitespace())) {
@@ -430,6 +435,8 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
     } else if (key == "reconnect_timeout") {
       target = &config->reconnect_timeout;
       zero_ok = true;
+    } else if (key == "preflight_timeout") {
+      target = &config->preflight_timeout;
     } else if (key == "keep_alive_interval") {
       // torchrun's keep-alive is 5 s x 3 attempts: 15 s before a hung agent is
       // noticed. muster's defaults (0.25 s x 4, see AgentConfig) notice it in
@@ -912,6 +919,8 @@ absl::StatusOr<LaunchCommand> Parse(
     }
     c.monitor_interval = *d;
   }
+  MUSTER_ASSIGN_OR_RETURN(bool no_preflight, FlagValue(v, "no-preflight"));
+  c.preflight = !no_preflight;
   if (const Given* g = get("health-port")) {
     MUSTER_ASSIGN_OR_RETURN(
         c.health_port, IntInRange(*g, 0, 65535, "expected a port 0..65535"));

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/src/preflight.h"
 #include "agent/src/watchdog.h"
 #include "muster/agent/exit_codes.h"
 #include "muster/agent/worker_env.h"
@@ -360,6 +361,23 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   StopWorkers(SIGTERM);
   last_report_.reset();
   round_ = ready;
+  if (config_.preflight && ready.group_world_size() > 1) {
+    std::vector<v1::Peer> peers = ChoosePreflightPeers(ready);
+    if (auto blocked = RunPreflight(ready, peers, config_.preflight_timeout)) {
+      MUSTER_LOG(ERROR) << "preflight: cannot reach node "
+                        << blocked->peer_hostname() << " ("
+                        << blocked->peer_address() << ") on TCP port "
+                        << blocked->port() << ": " << blocked->outcome() << ". "
+                        << blocked->explanation();
+      v1::AgentMessage msg;
+      *msg.mutable_preflight_failed() = *std::move(blocked);
+      client_->SetRound(ready.round());
+      state_ = AgentState::kReported;
+      Report(msg);
+      return -1;
+    }
+    MUSTER_LOG(DEBUG) << "preflight: " << peers.size() << " peers reachable";
+  }
   client_->SetRound(ready.round());
   ++attempt_;
   last_waiting_joined_ = -1;

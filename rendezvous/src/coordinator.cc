@@ -23,6 +23,9 @@
 //    round at once; if they reach max before the survivors rejoin, the round
 //    forms with them and late survivors become spares. When more than max
 //    wait, survivors are chosen first, then by arrival.
+//  - A newcomer while RUNNING below max waits as a spare, instead of scaling
+//    up, once any member has reported success: the round is finishing, and a
+//    new round would rerun work that is done. It gets the job's verdict.
 //  - Waiting sent to a spare names the next round and has deadline 0 (none).
 //  - A Join from a member of the RUNNING round (same or new stream) re-sends
 //    its RoundReady; it does not restart the round.
@@ -301,6 +304,8 @@ class Coordinator::Impl {
                       std::shared_ptr<AgentChannel> channel)
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnHeartbeat(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnPreflightFailed(ConnectionId conn, const v1::PreflightFailed& failed)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void OnWorkersFailed(ConnectionId conn, const v1::WorkersFailed& failed)
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnWorkersSucceeded(ConnectionId conn,
@@ -454,6 +459,7 @@ v1::ServerMessage Coordinator::Impl::MakeRoundReady(
     p->set_group_rank(m.rank.group_rank);
     p->set_local_world_size(m.rank.local_world_size);
     p->set_rank_offset(m.rank.rank_offset);
+    p->set_reserved_port(m.master_port);
     if (m.rank.node_id == node_id) {
       r->set_group_rank(m.rank.group_rank);
       r->set_rank_offset(m.rank.rank_offset);
@@ -887,7 +893,8 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         Send(conn, MakeRoundReady(job, node_it->first));
       } else if (node.status == NodeStatus::kWaiting) {
         SendWaiting(job, node);
-      } else if (static_cast<int>(job.members.size()) < job.max_nodes) {
+      } else if (static_cast<int>(job.members.size()) < job.max_nodes &&
+                 job.succeeded.empty()) {
         node.status = NodeStatus::kWaiting;
         node.join_seq = job.next_join_seq++;
         EndRound(
@@ -896,9 +903,16 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
                          " nodes (max ", job.max_nodes, ")"),
             /*worker_failure=*/false);
       } else {
-        MUSTER_LOG(INFO) << "job " << job.id << ": " << who
-                         << " waits as a spare (round " << job.round
-                         << " runs at max " << job.max_nodes << " nodes)";
+        // At max, or finishing: once a member's workers have all succeeded, a
+        // scale-up would make every node run the finished work again.
+        MUSTER_LOG(INFO)
+            << "job " << job.id << ": " << who << " waits as a spare (round "
+            << job.round
+            << (job.succeeded.empty()
+                    ? absl::StrCat(" runs at max ", job.max_nodes, " nodes)")
+                    : absl::StrCat(" is finishing: ", job.succeeded.size(),
+                                   " of ", job.members.size(),
+                                   " nodes succeeded)"));
         node.status = NodeStatus::kWaiting;
         node.join_seq = job.next_join_seq++;
         SendWaitingToAll(job);
@@ -947,6 +961,29 @@ void Coordinator::Impl::OnWorkersFailed(ConnectionId conn,
   }
   job->last_failure = reason;
   EndRound(*job, reason, /*worker_failure=*/true);
+}
+
+// A blocked pair of nodes will not heal by restarting: the job fails at once,
+// naming both nodes, the port and the likely cause, before any worker waits in
+// a collective.
+void Coordinator::Impl::OnPreflightFailed(ConnectionId conn,
+                                          const v1::PreflightFailed& failed) {
+  absl::MutexLock lock(&mu_);
+  Touch(conn);
+  auto [job, node] = Find(conn);
+  if (job == nullptr || node == nullptr) return;
+  if (job->state != JobState::kRunning || failed.round() != job->round ||
+      node->status != NodeStatus::kMember) {
+    return;  // stale: the round it probed for has ended
+  }
+  std::string cause =
+      absl::StrCat("preflight of round ", failed.round(), ": ",
+                   DescribeNode(node->join.hostname(), node->join.node_id()),
+                   " (", node->join.advertised_addr(), ") cannot reach ",
+                   DescribeNode(failed.peer_hostname(), failed.peer_node_id()),
+                   " (", failed.peer_address(), ") on TCP port ", failed.port(),
+                   ": ", failed.outcome(), ". ", failed.explanation());
+  FailJob(*job, cause);
 }
 
 void Coordinator::Impl::OnWorkersSucceeded(
@@ -1144,6 +1181,11 @@ void Coordinator::OnHeartbeat(ConnectionId conn,
   (void)heartbeat;
   impl_->OnHeartbeat(conn);
 }
+void Coordinator::OnPreflightFailed(ConnectionId conn,
+                                    const v1::PreflightFailed& failed) {
+  impl_->OnPreflightFailed(conn, failed);
+}
+
 void Coordinator::OnWorkersFailed(ConnectionId conn,
                                   const v1::WorkersFailed& failed) {
   impl_->OnWorkersFailed(conn, failed);

@@ -141,6 +141,8 @@ const char* KindName(const v1::AgentMessage& msg) {
       return "WorkersSucceeded";
     case v1::AgentMessage::kLeave:
       return "Leave";
+    case v1::AgentMessage::kPreflightFailed:
+      return "PreflightFailed";
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }
@@ -225,6 +227,9 @@ class SessionService::Reactor final : public SessionReactor {
             break;
           case v1::AgentMessage::kLeave:
             coordinator_->OnLeave(id_, msg.leave());
+            break;
+          case v1::AgentMessage::kPreflightFailed:
+            coordinator_->OnPreflightFailed(id_, msg.preflight_failed());
             break;
           case v1::AgentMessage::KIND_NOT_SET:
             // A newer agent's message this server does not know: ignore it.

@@ -78,6 +78,13 @@ struct AgentConfig {
   // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u",
   // "train.py", ...] or ["./train.exe", ...].
   std::vector<std::string> program;
+  // Preflight (on unless --no-preflight): when a round forms, probe some peers
+  // on their reserved ports before starting the workers; a blocked peer fails
+  // the job naming both nodes.
+  bool preflight = true;
+  // How long one preflight probe waits for an answer (rdzv-conf
+  // preflight_timeout).
+  absl::Duration preflight_timeout = absl::Seconds(2);
   // --health-port: serve /healthz, /readyz and /metrics for this node over HTTP
   // (-1: off; 0 picks a port and logs it).
   int health_port = -1;

@@ -113,6 +113,10 @@ class Coordinator {
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel);
   void OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat);
+  // An agent's preflight found a peer it cannot reach: the job fails at once
+  // (no restart mends a firewall), naming both nodes, the port and the cause.
+  // Ignored when stale.
+  void OnPreflightFailed(ConnectionId conn, const v1::PreflightFailed& failed);
   // Ignored when the round is not the current one (a stale report).
   void OnWorkersFailed(ConnectionId conn, const v1::WorkersFailed& failed);
   void OnWorkersSucceeded(ConnectionId conn,

@@ -1,0 +1,100 @@
+// The Coordinator's side of the preflight: a PreflightFailed report fails the
+// job at once for every agent, naming both nodes, the port and the cause; a
+// stale one is ignored. RoundReady carries each peer's reserved port for the
+// probes.
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "muster/common/clock.h"
+#include "muster/rendezvous/coordinator.h"
+
+namespace muster::rendezvous {
+namespace {
+
+using ::testing::HasSubstr;
+
+class RecordingChannel : public AgentChannel {
+ public:
+  void Send(const v1::ServerMessage& msg) override {
+    absl::MutexLock lock(&mu_);
+    sent_.push_back(msg);
+  }
+  void Close(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    closed_ = status;
+  }
+  std::vector<v1::ServerMessage> sent() {
+    absl::MutexLock lock(&mu_);
+    return sent_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::ServerMessage> sent_;
+  std::optional<absl::Status> closed_;
+};
+
+v1::Join MakeJoin(const std::string& node, const std::string& addr, int port) {
+  v1::Join j;
+  j.set_job_id("pf");
+  j.set_node_id(node);
+  j.set_hostname("host-" + node);
+  j.set_advertised_addr(addr);
+  j.set_local_world_size(1);
+  j.set_min_nodes(2);
+  j.set_max_nodes(2);
+  j.set_node_rank_hint(-1);
+  j.set_master_port(port);
+  return j;
+}
+
+std::optional<v1::RoundReady> LastReady(RecordingChannel& c) {
+  std::optional<v1::RoundReady> ready;
+  for (const auto& m : c.sent()) {
+    if (m.has_round_ready()) ready = m.round_ready();
+  }
+  return ready;
+}
+
+TEST(CoordinatorPreflightTest, ABlockedPairFailsTheJobForEveryAgent) {
+  FakeClock clock;
+  Coordinator coordinator({}, &clock);
+  auto a = std::make_shared<RecordingChannel>();
+  auto b = std::make_shared<RecordingChannel>();
+  ASSERT_TRUE(coordinator.OnJoin(1, MakeJoin("a", "10.0.0.1", 5001), a).ok());
+  ASSERT_TRUE(coordinator.OnJoin(2, MakeJoin("b", "10.0.0.2", 5002), b).ok());
+  ASSERT_TRUE(LastReady(*b).has_value());
+  const v1::RoundReady ready = *LastReady(*b);
+  ASSERT_EQ(ready.peers_size(), 2);
+  EXPECT_EQ(ready.peers(0).reserved_port(), 5001);
+  EXPECT_EQ(ready.peers(1).reserved_port(), 5002);
+
+  v1::PreflightFailed stale;
+  stale.set_round(ready.round() + 7);
+  coordinator.OnPreflightFailed(2, stale);
+  EXPECT_FALSE(a->sent().back().has_job_failed());
+
+  v1::PreflightFailed failed;
+  failed.set_round(ready.round());
+  failed.set_peer_node_id("a");
+  failed.set_peer_hostname("host-a");
+  failed.set_peer_address("10.0.0.1");
+  failed.set_port(5001);
+  failed.set_outcome("filtered");
+  failed.set_explanation("a firewall drops TCP port 5001.");
+  coordinator.OnPreflightFailed(2, failed);
+  for (auto* c : {a.get(), b.get()}) {
+    ASSERT_TRUE(c->sent().back().has_job_failed());
+    const std::string cause = c->sent().back().job_failed().root_cause();
+    EXPECT_THAT(cause, HasSubstr("(10.0.0.2) cannot reach"));
+    EXPECT_THAT(cause, HasSubstr("(10.0.0.1) on TCP port 5001: filtered"));
+    EXPECT_THAT(cause, HasSubstr("firewall"));
+  }
+}
+
+}  // namespace
+}  // namespace muster::rendezvous
