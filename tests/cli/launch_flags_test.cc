@@ -657,6 +657,25 @@ TEST(LaunchFlagsTest, OtherMalformedValues) {
               HasSubstr("--standalone=maybe"));
 }
 
+TEST(LaunchFlagsTest, DiagnosticsFlags) {
+  const AgentConfig defaults = ParseOk({"x"}).config;
+  EXPECT_TRUE(defaults.preflight);
+  EXPECT_EQ(defaults.worker_timeout, absl::ZeroDuration());
+  EXPECT_EQ(defaults.health_port, -1);
+  const AgentConfig c =
+      ParseOk({"--no-preflight", "--worker_timeout=2.5", "--health-port=9401",
+               "--rdzv-conf=preflight_timeout=0.5", "x"})
+          .config;
+  EXPECT_FALSE(c.preflight);
+  EXPECT_EQ(c.worker_timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(c.health_port, 9401);
+  EXPECT_EQ(c.preflight_timeout, absl::Milliseconds(500));
+  EXPECT_THAT(ParseError({"--worker-timeout=-1", "x"}),
+              HasSubstr("--worker-timeout=-1"));
+  EXPECT_THAT(ParseError({"--health-port=70000", "x"}),
+              HasSubstr("--health-port=70000"));
+}
+
 TEST(LaunchFlagsTest, RdzvConf) {
   LaunchCommand c =
       ParseOk({"--rdzv-endpoint=h", "--rdzv-id=j",
