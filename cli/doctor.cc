@@ -72,18 +72,6 @@ std::string Get(const std::map<std::string, std::string>& env,
   return v == nullptr ? "" : *v;
 }
 
-std::string AddressText(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf,
-              sizeof(buf));
-  } else if (sa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr,
-              buf, sizeof(buf));
-  }
-  return buf;
-}
-
 bool IsLoopbackText(absl::string_view address) {
   return absl::StartsWith(address, "127.") || address == "::1";
 }
@@ -283,7 +271,7 @@ std::vector<InterfaceAddress> ListInterfaceAddresses() {
     InterfaceAddress a;
     a.name = i->ifa_name;
     a.family = family;
-    a.address = AddressText(i->ifa_addr);
+    a.address = SockaddrToString(i->ifa_addr);
     a.prefix_len = PrefixLength(i->ifa_netmask);
     a.up = (i->ifa_flags & IFF_UP) != 0;
     a.running = (i->ifa_flags & IFF_RUNNING) != 0;
@@ -1431,50 +1419,6 @@ std::string FirstLine(absl::string_view text) {
   return std::string(text.substr(0, text.find('\n')));
 }
 
-// ---- Name resolution with a deadline ----
-
-struct Resolution {
-  absl::Mutex mu;
-  bool done ABSL_GUARDED_BY(mu) = false;
-  int rc ABSL_GUARDED_BY(mu) = 0;
-  std::vector<std::string> addresses ABSL_GUARDED_BY(mu);
-};
-
-// getaddrinfo(host) on a detached thread; EAI_AGAIN when it does not answer in
-// time.
-int ResolveHost(const std::string& host, absl::Duration timeout,
-                std::vector<std::string>* out) {
-  auto r = std::make_shared<Resolution>();
-  std::thread([r, host] {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-    std::vector<std::string> addrs;
-    if (rc == 0) {
-      for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-        std::string s = AddressText(a->ai_addr);
-        if (!s.empty() &&
-            std::find(addrs.begin(), addrs.end(), s) == addrs.end()) {
-          addrs.push_back(s);
-        }
-      }
-      freeaddrinfo(res);
-    }
-    absl::MutexLock l(&r->mu);
-    r->rc = rc;
-    r->addresses = std::move(addrs);
-    r->done = true;
-  }).detach();
-  absl::MutexLock l(&r->mu);
-  if (!r->mu.AwaitWithTimeout(absl::Condition(&r->done), timeout)) {
-    return EAI_AGAIN;
-  }
-  *out = r->addresses;
-  return r->rc;
-}
-
 bool CanBind(const std::string& address) {
   sockaddr_storage ss{};
   socklen_t len = 0;
@@ -1525,7 +1469,7 @@ std::string SourceAddressFor(const std::string& address) {
     sockaddr_storage local{};
     socklen_t llen = sizeof(local);
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0) {
-      out = AddressText(reinterpret_cast<sockaddr*>(&local));
+      out = SockaddrToString(reinterpret_cast<sockaddr*>(&local));
     }
   }
   close(fd);
@@ -2028,7 +1972,7 @@ HostFacts ResolveHostname(absl::Duration timeout) {
   HostFacts f;
   f.hostname = LocalHostname();
   std::vector<std::string> addrs;
-  f.rc = ResolveHost(f.hostname, timeout, &addrs);
+  f.rc = ResolveAddresses(f.hostname, timeout, &addrs);
   for (const std::string& a : addrs) {
     f.resolved.push_back({a, CanBind(a), IsLoopbackText(a)});
   }

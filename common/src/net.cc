@@ -39,18 +39,6 @@ bool IsLoopbackSockaddr(const sockaddr* sa) {
   return false;
 }
 
-std::string SockaddrToString(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf,
-              sizeof(buf));
-  } else if (sa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr,
-              buf, sizeof(buf));
-  }
-  return buf;
-}
-
 std::vector<std::string> LocalInterfaceAddresses() {
   std::vector<std::string> out;
   ifaddrs* ifs = nullptr;
@@ -66,6 +54,18 @@ std::vector<std::string> LocalInterfaceAddresses() {
 }
 
 }  // namespace
+
+std::string SockaddrToString(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf,
+              sizeof(buf));
+  } else if (sa->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr,
+              buf, sizeof(buf));
+  }
+  return buf;
+}
 
 std::string HostPort::ToString() const {
   if (host.find(':') != std::string::npos)

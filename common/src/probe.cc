@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "muster/common/net.h"
 
 namespace muster {
 namespace {
@@ -40,18 +41,6 @@ struct Address {
     return reinterpret_cast<const sockaddr*>(&storage);
   }
 };
-
-std::string AddressText(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf,
-              sizeof(buf));
-  } else if (sa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr,
-              buf, sizeof(buf));
-  }
-  return buf;
-}
 
 std::string ErrnoName(int err) {
   switch (err) {
@@ -200,7 +189,7 @@ IcmpError ReadErrorQueue(int fd) {
       const auto* offender = reinterpret_cast<const sockaddr*>(
           CMSG_DATA(c) + sizeof(sock_extended_err));
       if (c->cmsg_len >= CMSG_LEN(sizeof(sock_extended_err) + sizeof(sockaddr)))
-        out.source = AddressText(offender);
+        out.source = SockaddrToString(offender);
     } else if (ee.ee_origin == SO_EE_ORIGIN_LOCAL) {
       out.local = true;
     }
@@ -219,7 +208,7 @@ bool IsOwnAddress(const std::string& address) {
     if (i->ifa_addr == nullptr) continue;
     if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)
       continue;
-    own = AddressText(i->ifa_addr) == address;
+    own = SockaddrToString(i->ifa_addr) == address;
   }
   freeifaddrs(ifs);
   return own;
@@ -312,7 +301,7 @@ void Classify(int err, AddressResult* r) {
 
 AddressResult ProbeAddress(const Address& addr, int port, absl::Time deadline) {
   AddressResult r;
-  r.address = AddressText(addr.sa());
+  r.address = SockaddrToString(addr.sa());
   Address target = addr;
   if (target.family() == AF_INET) {
     reinterpret_cast<sockaddr_in*>(&target.storage)->sin_port =
@@ -433,7 +422,7 @@ std::vector<Address> FromAddrinfo(const addrinfo* res) {
     addr.len = a->ai_addrlen;
     bool dup = false;
     for (const Address& o : out) {
-      if (AddressText(o.sa()) == AddressText(addr.sa())) dup = true;
+      if (SockaddrToString(o.sa()) == SockaddrToString(addr.sa())) dup = true;
     }
     if (!dup) out.push_back(addr);
   }
@@ -500,6 +489,15 @@ absl::string_view ProbeOutcomeName(ProbeOutcome outcome) {
       return "error";
   }
   return "error";
+}
+
+int ResolveAddresses(const std::string& host, absl::Duration timeout,
+                     std::vector<std::string>* out) {
+  std::vector<Address> addresses;
+  const int rc = Resolve(host, timeout, &addresses);
+  out->clear();
+  for (const Address& a : addresses) out->push_back(SockaddrToString(a.sa()));
+  return rc;
 }
 
 ProbeResult ProbeTcp(const std::string& host_in, int port,

@@ -10,7 +10,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
+struct sockaddr;
+
 namespace muster {
+
+// The numeric text of an IPv4 or IPv6 socket address ("10.0.0.1", "fd00::2");
+// "" for others.
+std::string SockaddrToString(const sockaddr* sa);
 
 struct HostPort {
   std::string

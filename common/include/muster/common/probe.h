@@ -49,6 +49,7 @@
 #define MUSTER_COMMON_PROBE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -103,6 +104,13 @@ struct ProbeResult {
 // (no shared state). A DNS lookup that outlives its deadline finishes on a
 // detached thread.
 ProbeResult ProbeTcp(const std::string& host, int port, absl::Duration timeout);
+
+// Resolves host to its distinct addresses as text. A numeric host never blocks;
+// a name is looked up on a detached thread so that a slow resolver cannot hold
+// the caller past `timeout`. Returns getaddrinfo's code: 0, or EAI_AGAIN when
+// the lookup did not answer in time.
+int ResolveAddresses(const std::string& host, absl::Duration timeout,
+                     std::vector<std::string>* out);
 
 }  // namespace muster
 
