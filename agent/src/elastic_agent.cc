@@ -348,7 +348,8 @@ std::string ElasticAgent::Impl::LogRunDir() {
 }
 
 int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
-  if (attempt_ >= 0 && SameRound(ready)) {
+  if (attempt_ >= 0 && SameRound(ready) &&
+      (group_ != nullptr || state_ == AgentState::kReported)) {
     // The same round again after a reconnect: the workers carry on, and an
     // outcome this agent reported while the server was away is reported again.
     if (state_ == AgentState::kReported && last_report_.has_value())
@@ -620,14 +621,10 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
   switch (msg.kind_case()) {
     case v1::ServerMessage::kWaiting: {
       const v1::Waiting& w = msg.waiting();
-      if (group_ != nullptr) {
-        // Only after a reconnect: the round these workers belong to is over.
-        MUSTER_LOG(WARNING)
-            << "round " << round_.round()
-            << " went on without this node; stopping its workers";
-        StopWorkers(SIGTERM);
-        state_ = AgentState::kJoining;
-      }
+      // After a reconnect, workers of the last round may still run here: they
+      // carry on until a RoundReady says whether the round re-formed as it was
+      // (musterd restarted and every node came back) or went on without this
+      // node (then they are stopped and started anew).
       if (w.joined() != last_waiting_joined_) {
         last_waiting_joined_ = w.joined();
         std::string wanted = absl::StrCat(w.min_nodes());
