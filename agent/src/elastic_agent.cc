@@ -621,10 +621,18 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
   switch (msg.kind_case()) {
     case v1::ServerMessage::kWaiting: {
       const v1::Waiting& w = msg.waiting();
-      // After a reconnect, workers of the last round may still run here: they
-      // carry on until a RoundReady says whether the round re-formed as it was
-      // (musterd restarted and every node came back) or went on without this
-      // node (then they are stopped and started anew).
+      // After a reconnect, workers of the last round may still run here. When
+      // the server already forms a later round (this node was lost and the
+      // others went on), theirs is over. Otherwise (musterd restarted: it
+      // forms round 1 again) they carry on until a RoundReady says whether the
+      // round re-formed as it was.
+      if (group_ != nullptr && w.round() > round_.round()) {
+        MUSTER_LOG(WARNING)
+            << "round " << round_.round()
+            << " went on without this node; stopping its workers";
+        StopWorkers(SIGTERM);
+        state_ = AgentState::kJoining;
+      }
       if (w.joined() != last_waiting_joined_) {
         last_waiting_joined_ = w.joined();
         std::string wanted = absl::StrCat(w.min_nodes());

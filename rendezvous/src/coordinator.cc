@@ -27,6 +27,9 @@
 //    up, once any member has reported success: the round is finishing, and a
 //    new round would rerun work that is done. It gets the job's verdict.
 //  - Waiting sent to a spare names the next round and has deadline 0 (none).
+//  - A Join for an ended job from a node the verdict was sent to (its session
+//    broke as the job ended) gets the verdict again and its stream is closed;
+//    it is not a rerun (a rerun's agents have new node ids).
 //  - A Join from a member of the RUNNING round (same or new stream) re-sends
 //    its RoundReady; it does not restart the round.
 //  - The root cause of a failed job is the first worker failure reported to
@@ -266,6 +269,11 @@ struct Job {
   std::vector<v1::WorkerFailure> round_failures;   // of the last round that ran
   std::string root_cause;                          // when FAILED
   std::string last_failure;                        // for Status
+  // Once ended: the verdict (JobSucceeded or JobFailed) and the nodes it was
+  // meant for, so that one whose session broke as the job ended hears it when
+  // it reconnects instead of starting a rerun on its own.
+  std::optional<v1::ServerMessage> verdict;
+  std::set<std::string> verdict_nodes;
 
   bool ended() const {
     return state == JobState::kSucceeded || state == JobState::kFailed;
@@ -411,7 +419,10 @@ void Coordinator::Impl::Send(ConnectionId conn, const v1::ServerMessage& msg) {
 
 void Coordinator::Impl::SendFinalAndClose(Job& job,
                                           const v1::ServerMessage& msg) {
+  job.verdict = msg;
+  for (const Member& m : job.members) job.verdict_nodes.insert(m.rank.node_id);
   for (auto& [id, node] : job.nodes) {
+    job.verdict_nodes.insert(id);
     auto c = conns_.find(node.conn);
     if (c == conns_.end() || c->second.closed) continue;
     c->second.channel->Send(msg);
@@ -805,6 +816,19 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
 
   auto [job_it, created] = jobs_.try_emplace(join.job_id());
   Job& job = job_it->second;
+  if (!created && job.ended() && job.verdict.has_value() &&
+      job.verdict_nodes.contains(join.node_id())) {
+    // A node of the ended job that missed the verdict (its session broke as
+    // the job ended) reconnects: it hears the verdict. A rerun of the command
+    // comes with new node ids.
+    MUSTER_LOG(INFO) << "job " << job.id << ": "
+                     << DescribeNode(join.hostname(), join.node_id())
+                     << " reconnected after the end; sending the verdict ("
+                     << JobStateName(job.state) << ") again";
+    channel->Send(*job.verdict);
+    channel->Close(absl::OkStatus());
+    return absl::OkStatus();
+  }
   const bool rerun = !created && job.ended();
   if (rerun && !job.nodes.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(

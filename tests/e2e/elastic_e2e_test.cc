@@ -6,8 +6,10 @@
 // fixture checks that no worker outlived its test.
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -38,12 +40,13 @@ using ::muster::testing::MakeTempDir;
 using ::muster::testing::PidsInDir;
 using ::muster::testing::Subprocess;
 using ::muster::testing::WaitUntil;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // Deadlines: far above what a healthy run needs, so that only a real hang
 // fails them.
 constexpr absl::Duration kFormDeadline = absl::Seconds(45);
-constexpr absl::Duration kJobDeadline = absl::Seconds(90);
+constexpr absl::Duration kJobDeadline = absl::Seconds(60);
 constexpr absl::Duration kExitDeadline = absl::Seconds(30);
 
 // Timeouts given to every agent: a short last call keeps rounds quick; the
@@ -212,6 +215,19 @@ std::string NodeIdOf(const Subprocess& agent) {
   return "";
 }
 
+// Waits for all of procs within one shared deadline; returns their exit codes
+// (-1 for one that was still running and got killed).
+std::vector<int> WaitAll(const std::vector<Subprocess*>& procs,
+                         absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<int> codes;
+  for (Subprocess* p : procs) {
+    codes.push_back(
+        p->WaitOrKill(std::max(absl::ZeroDuration(), deadline - absl::Now())));
+  }
+  return codes;
+}
+
 std::string AllOutput(const std::vector<Subprocess*>& procs) {
   std::string out;
   for (size_t i = 0; i < procs.size(); ++i) {
@@ -267,10 +283,9 @@ TEST_F(ElasticE2eTest, ThreeAgentsFormOneRoundOfSixRanks) {
   auto b = StartAgent(server, spec);
   auto c = StartAgent(server, spec);
   const absl::Time start = absl::Now();
-  for (Subprocess* p : {a.get(), b.get(), c.get()}) {
-    ASSERT_EQ(p->WaitOrKill(kJobDeadline), 0)
-        << AllOutput({a.get(), b.get(), c.get()});
-  }
+  std::vector<Subprocess*> all = {a.get(), b.get(), c.get()};
+  ASSERT_THAT(WaitAll(all, kJobDeadline), ElementsAre(0, 0, 0))
+      << AllOutput(all);
   // Well below the 20 s last call: max closed the round.
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
 
@@ -361,9 +376,8 @@ TEST_F(ElasticE2eTest, KilledAgentLeavesTwoSurvivorsInANewRoundOfFour) {
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
   // The shrunken job completes.
-  for (Subprocess* p : survivors) {
-    EXPECT_EQ(p->WaitOrKill(kJobDeadline), 0) << AllOutput(all);
-  }
+  EXPECT_THAT(WaitAll(survivors, kJobDeadline), ElementsAre(0, 0))
+      << AllOutput(all);
   std::cerr << "recovery after kill -9: " << absl::FormatDuration(recovery)
             << " (includes the 1 s last call)\n";
 }
@@ -444,6 +458,37 @@ TEST_F(ElasticE2eTest, NewcomerScalesUpAndASpareWaitsAtMax) {
   EXPECT_TRUE(TerminateAll(next)) << AllOutput(next);
 }
 
+// 3b. A newcomer while the round is finishing (a node's workers have all
+// succeeded) does not scale up: that would rerun finished work everywhere. It
+// waits as a spare and shares the job's success.
+TEST_F(ElasticE2eTest, NewcomerDoesNotRestartAFinishingRound) {
+  Musterd server;
+  ASSERT_TRUE(server.ready()) << server.proc().Output();
+  auto spec = [&](const std::string& sleep) {
+    return AgentSpec{
+        .job = "finishing",
+        .nnodes = "2:3",
+        .nproc = 2,
+        .program = {BinPath("test_worker"), "--print-env", "--sleep=" + sleep}};
+  };
+  auto fast = StartAgent(server, spec("0.2"));
+  auto slow = StartAgent(server, spec("5"));
+  ASSERT_TRUE(
+      fast->WaitForOutput("workers of this node succeeded", kFormDeadline))
+      << AllOutput({fast.get(), slow.get()});
+  ASSERT_TRUE(slow->Running()) << slow->Output();
+  auto late = StartAgent(server, spec("0.2"));
+  std::vector<Subprocess*> all = {fast.get(), slow.get(), late.get()};
+  EXPECT_THAT(WaitAll(all, kJobDeadline), ElementsAre(0, 0, 0))
+      << AllOutput(all);
+  EXPECT_EQ(EnvBlocks(fast->Output()).size(), 2u)
+      << "finished workers ran again\n"
+      << AllOutput(all);
+  EXPECT_EQ(EnvBlocks(slow->Output()).size(), 2u) << AllOutput(all);
+  EXPECT_TRUE(EnvBlocks(late->Output()).empty()) << late->Output();
+  EXPECT_THAT(late->Output(), HasSubstr("as a spare"));
+}
+
 // 4. A worker fails with --max-restarts=1 in a 2-node job: every node restarts
 // (every rank of the second round sees TORCHELASTIC_RESTART_COUNT=1) and the
 // job succeeds on both agents.
@@ -468,8 +513,8 @@ TEST_F(ElasticE2eTest, WorkerFailureRestartsEveryNodeAndTheJobSucceeds) {
                  .program = {script}};
   auto a = StartAgent(server, spec);
   auto b = StartAgent(server, spec);
-  ASSERT_EQ(a->WaitOrKill(kJobDeadline), 0) << AllOutput({a.get(), b.get()});
-  ASSERT_EQ(b->WaitOrKill(kJobDeadline), 0) << AllOutput({a.get(), b.get()});
+  ASSERT_THAT(WaitAll({a.get(), b.get()}, kJobDeadline), ElementsAre(0, 0))
+      << AllOutput({a.get(), b.get()});
   std::set<int> ranks;
   for (Subprocess* p : {a.get(), b.get()}) {
     const std::string out = p->Output();
@@ -520,8 +565,8 @@ TEST_F(ElasticE2eTest,
   const absl::Time started = absl::Now();
   std::vector<pid_t> workers = PidsInDir(pa);
   for (pid_t p : PidsInDir(pb)) workers.push_back(p);
-  EXPECT_EQ(a->WaitOrKill(kExitDeadline), 1) << AllOutput(both);
-  EXPECT_EQ(b->WaitOrKill(kExitDeadline), 1) << AllOutput(both);
+  EXPECT_THAT(WaitAll(both, kExitDeadline), ElementsAre(1, 1))
+      << AllOutput(both);
   // The failing worker sleeps 1 s; the rest is propagation.
   EXPECT_LT(absl::Now() - started, absl::Seconds(15));
   EXPECT_TRUE(AllExited(workers, absl::Seconds(5)))
@@ -605,6 +650,56 @@ TEST_F(ElasticE2eTest, StoppedAgentIsLostOnMissedHeartbeats) {
   EXPECT_TRUE(TerminateAll(all)) << AllOutput(all);
 }
 
+// 6b. The same at max: the hung agent's place is taken by a spare, so when it
+// resumes it can only wait as a spare itself. Its workers of the old round
+// must stop then, not run on beside the round that replaced them.
+TEST_F(ElasticE2eTest, ResumedAgentThatBecomesASpareStopsItsOldWorkers) {
+  Musterd server;
+  ASSERT_TRUE(server.ready()) << server.proc().Output();
+  std::map<Subprocess*, std::string> pid_dir;
+  auto start = [&](const std::string& tag) {
+    const std::string dir = PidDir(tag);
+    auto p = StartAgent(
+        server,
+        AgentSpec{.job = "spare-stop",
+                  .nnodes = "2",
+                  .nproc = 1,
+                  .rdzv_conf = "last_call_timeout=1,keep_alive_interval=0.25,"
+                               "keep_alive_max_attempt=8",
+                  .program = {BinPath("test_worker"), "--print-env",
+                              "--sleep=120", "--pid-dir=" + dir}});
+    pid_dir[p.get()] = dir;
+    return p;
+  };
+  auto a = start("spare-a");
+  auto b = start("spare-b");
+  std::vector<Subprocess*> pair = {a.get(), b.get()};
+  ASSERT_GT(WaitForCommonRound(pair, 0, 1, 2, kFormDeadline), 0)
+      << AllOutput(pair);
+  auto c = start("spare-c");
+  ASSERT_TRUE(c->WaitForOutput("as a spare", kFormDeadline)) << c->Output();
+  const std::vector<pid_t> old_workers = PidsInDir(pid_dir[a.get()]);
+  ASSERT_EQ(old_workers.size(), 1u);
+
+  a->Signal(SIGSTOP);
+  const int next =
+      WaitForCommonRound({b.get(), c.get()}, 1, 1, 2, kFormDeadline);
+  a->Signal(SIGCONT);
+  ASSERT_GT(next, 0) << AllOutput({a.get(), b.get(), c.get()});
+  // Back, a finds the round full: it waits as a spare, without its workers.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return LinesWith(a->Output(), "as a spare").size() > 0 || !a->Running();
+      },
+      kFormDeadline))
+      << a->Output();
+  EXPECT_TRUE(AllExited(old_workers, absl::Seconds(15)))
+      << "the resumed agent's workers of round 1 still run beside round "
+      << next << "\n"
+      << a->Output();
+  EXPECT_TRUE(TerminateAll({a.get(), b.get(), c.get()}));
+}
+
 // 7. Fewer than MIN nodes when join_timeout passes: a clear failure naming the
 // shortfall, on every agent that did join.
 TEST_F(ElasticE2eTest, FewerThanMinNodesAfterJoinTimeoutFailsClearly) {
@@ -618,8 +713,8 @@ TEST_F(ElasticE2eTest, FewerThanMinNodesAfterJoinTimeoutFailsClearly) {
   const absl::Time start = absl::Now();
   auto a = StartAgent(server, spec);
   auto b = StartAgent(server, spec);
-  EXPECT_EQ(a->WaitOrKill(kJobDeadline), 1) << a->Output();
-  EXPECT_EQ(b->WaitOrKill(kJobDeadline), 1) << b->Output();
+  EXPECT_THAT(WaitAll({a.get(), b.get()}, kJobDeadline), ElementsAre(1, 1))
+      << AllOutput({a.get(), b.get()});
   const absl::Duration took = absl::Now() - start;
   EXPECT_GE(took, absl::Seconds(3));
   EXPECT_LT(took, absl::Seconds(30));
@@ -635,20 +730,21 @@ TEST_F(ElasticE2eTest, FewerThanMinNodesAfterJoinTimeoutFailsClearly) {
 
 // 8. musterd dies (SIGKILL) and comes back on the same port within the
 // reconnect window while the workers run: the agents reconnect and the job
-// completes.
+// completes. The order of the reconnects is forced to the one that keeps the
+// round's ranks (group rank 0 first): the new musterd then forms the very
+// round the workers run, and the first agent back hears Waiting before it.
 TEST_F(ElasticE2eTest, AgentsReconnectToARestartedMusterd) {
   const int port = FreePort();
   auto server = std::make_unique<Musterd>(port);
   ASSERT_TRUE(server->ready()) << server->proc().Output();
   const std::string pa = PidDir("reconnect-a"), pb = PidDir("reconnect-b");
-  // Heartbeat timeout (and so the reconnect window) 0.5 s x 10 = 5 s.
   auto spec = [&](const std::string& pids) {
     return AgentSpec{.job = "reconnect",
                      .nnodes = "2",
                      .nproc = 2,
                      .rdzv_conf =
                          "last_call_timeout=1,keep_alive_interval=0.5,"
-                         "keep_alive_max_attempt=10",
+                         "keep_alive_max_attempt=10,reconnect_timeout=20",
                      .program = {BinPath("test_worker"), "--print-env",
                                  "--sleep=8", "--pid-dir=" + pids}};
   };
@@ -656,26 +752,162 @@ TEST_F(ElasticE2eTest, AgentsReconnectToARestartedMusterd) {
   auto b = StartAgent(*server, spec(pb));
   std::vector<Subprocess*> both = {a.get(), b.get()};
   ASSERT_TRUE(WaitUntil(
-      [&] { return PidsInDir(pa).size() + PidsInDir(pb).size() == 4; },
+      [&] {
+        return RoundEnvs(a->Output(), 1).size() == 2 &&
+               RoundEnvs(b->Output(), 1).size() == 2;
+      },
       kFormDeadline))
       << AllOutput(both);
+  Subprocess* first =
+      RoundEnvs(a->Output(), 1)[0]["GROUP_RANK"] == "0" ? a.get() : b.get();
+  Subprocess* second = first == a.get() ? b.get() : a.get();
+  auto count = [](Subprocess* p, const std::string& text) {
+    return LinesWith(p->Output(), text).size();
+  };
+  const size_t waiting_before = count(first, "waiting for nodes");
 
+  second->Signal(SIGSTOP);
   const std::string first_server_log = server->proc().Output();
   server->proc().Kill();
   const absl::Time killed_at = absl::Now();
-  ASSERT_TRUE(server->Start()) << server->proc().Output();
+  const bool restarted = server->Start();
   std::cerr << "musterd back after "
             << absl::FormatDuration(absl::Now() - killed_at) << "\n";
-  EXPECT_EQ(a->WaitOrKill(kJobDeadline), 0)
+  // Group rank 0 is back (and has heard Waiting) before group rank 1.
+  const bool first_back = WaitUntil(
+      [&] { return count(first, "waiting for nodes") > waiting_before; },
+      absl::Seconds(15));
+  second->Signal(SIGCONT);
+  ASSERT_TRUE(restarted) << server->proc().Output();
+  EXPECT_TRUE(first_back) << first->Output();
+
+  EXPECT_THAT(WaitAll(both, kJobDeadline), ElementsAre(0, 0))
       << "(needs the agent's reconnect)" << AllOutput(both)
       << "\n----- first musterd -----\n"
       << first_server_log << "\n----- second musterd -----\n"
       << server->proc().Output();
-  EXPECT_EQ(b->WaitOrKill(kJobDeadline), 0) << AllOutput(both);
   for (Subprocess* p : both) {
-    EXPECT_EQ(LinesWith(p->Output(), "test_worker rank").size(), 2u)
-        << p->Output();
+    std::cerr << "agent " << (p == first ? "group 0" : "group 1") << ": "
+              << count(p, "env RANK=") / 2 << " attempt(s) of its workers\n";
   }
+}
+
+// 8b. The same while one node has already finished: its success, reported to
+// the musterd that died, reaches the new one and the job completes.
+TEST_F(ElasticE2eTest, ReportMadeBeforeMusterdDiedReachesTheRestartedOne) {
+  const int port = FreePort();
+  auto server = std::make_unique<Musterd>(port);
+  ASSERT_TRUE(server->ready()) << server->proc().Output();
+  auto spec = [&](const std::string& sleep) {
+    return AgentSpec{
+        .job = "reconnect-report",
+        .nnodes = "2",
+        .nproc = 1,
+        .rdzv_conf =
+            "last_call_timeout=1,keep_alive_interval=0.5,"
+            "keep_alive_max_attempt=10,reconnect_timeout=10",
+        .program = {BinPath("test_worker"), "--print-env", "--sleep=" + sleep,
+                    "--pid-dir=" + PidDir("reconnect-report")}};
+  };
+  auto fast = StartAgent(*server, spec("0.2"));
+  auto slow = StartAgent(*server, spec("6"));
+  std::vector<Subprocess*> both = {fast.get(), slow.get()};
+  ASSERT_TRUE(
+      fast->WaitForOutput("workers of this node succeeded", kFormDeadline))
+      << AllOutput(both);
+  const std::string first_server_log = server->proc().Output();
+  server->proc().Kill();
+  ASSERT_TRUE(server->Start()) << server->proc().Output();
+  EXPECT_THAT(WaitAll(both, kJobDeadline), ElementsAre(0, 0))
+      << "(needs the agent's reconnect)" << AllOutput(both)
+      << "\n----- first musterd -----\n"
+      << first_server_log << "\n----- second musterd -----\n"
+      << server->proc().Output();
+}
+
+// Runs a shell command; returns its stdout, and its exit status in *rc.
+std::string Shell(const std::string& cmd, int* rc) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) {
+    *rc = -1;
+    return out;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  const int status = pclose(f);
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+// Destroys (ss -K) the TCP connections that process `pid` holds to `port` on
+// 127.0.0.1, as a network fault would break them. Returns how many it found,
+// or -1 when ss cannot do it here (no ss, or a kernel without
+// CONFIG_INET_DIAG_DESTROY).
+int BreakConnections(pid_t pid, int port) {
+  int rc = 0;
+  const std::string list = Shell(
+      absl::StrCat("ss -tnpH state established dport = :", port, " 2>&1"), &rc);
+  if (rc != 0) return -1;
+  int broken = 0;
+  for (const std::string& line :
+       LinesWith(list, absl::StrCat("pid=", pid, ","))) {
+    // "0 0 [::ffff:127.0.0.1]:46532 [::ffff:127.0.0.1]:21771 users:(...)"
+    std::vector<std::string> cols =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    if (cols.size() < 4) continue;
+    const std::string local = cols[2];
+    const std::string local_port = local.substr(local.rfind(':') + 1);
+    Shell(absl::StrCat("ss -K state established dport = :", port,
+                       " sport = :", local_port, " >/dev/null 2>&1"),
+          &rc);
+    if (rc != 0) return -1;
+    ++broken;
+  }
+  return broken;
+}
+
+// 8c. A transient loss of one agent's connection while musterd stays up: the
+// agent reconnects with the same node id and the job completes (the round
+// carries on, or re-forms with both nodes).
+TEST_F(ElasticE2eTest, AgentReconnectsAfterItsConnectionBreaks) {
+  Musterd server;
+  ASSERT_TRUE(server.ready()) << server.proc().Output();
+  const int port =
+      std::stoi(server.endpoint().substr(server.endpoint().rfind(':') + 1));
+  AgentSpec spec{
+      .job = "blip",
+      .nnodes = "2",
+      .nproc = 1,
+      .rdzv_conf = std::string(kFastConf) + ",reconnect_timeout=20",
+      .program = {BinPath("test_worker"), "--print-env", "--sleep=4"}};
+  auto a = StartAgent(server, spec);
+  auto b = StartAgent(server, spec);
+  std::vector<Subprocess*> both = {a.get(), b.get()};
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return RoundEnvs(a->Output(), 1).size() == 1 &&
+               RoundEnvs(b->Output(), 1).size() == 1;
+      },
+      kFormDeadline))
+      << AllOutput(both);
+  const std::string node_id = NodeIdOf(*a);
+  const int broken = BreakConnections(a->pid(), port);
+  if (broken < 0) GTEST_SKIP() << "ss -K cannot destroy sockets here";
+  ASSERT_GT(broken, 0) << "no connection of the agent to musterd found";
+  EXPECT_TRUE(a->WaitForOutput("reconnected", kFormDeadline)) << a->Output();
+  EXPECT_THAT(WaitAll(both, kJobDeadline), ElementsAre(0, 0))
+      << AllOutput(both) << "\n----- musterd -----\n"
+      << server.proc().Output();
+  // The same node came back: musterd saw its id join again, no other id.
+  EXPECT_EQ(NodeIdOf(*a), node_id);
+  EXPECT_GE(LinesWith(server.proc().Output(), node_id).size(), 2u)
+      << server.proc().Output();
+  std::cerr << "after the break: "
+            << (LatestRound(a->Output()) == 1 ? "the round carried on"
+                                              : "the round re-formed")
+            << "\n";
 }
 
 // 9a. Two jobs on one musterd stay isolated: each sees only its own ranks,
@@ -701,10 +933,8 @@ TEST_F(ElasticE2eTest, TwoJobsOnOneMusterdStayIsolated) {
   auto ok2 = StartAgent(server, ok_spec);
   auto bad2 = StartAgent(server, bad_spec);
   std::vector<Subprocess*> all = {ok1.get(), ok2.get(), bad1.get(), bad2.get()};
-  EXPECT_EQ(bad1->WaitOrKill(kJobDeadline), 1) << AllOutput(all);
-  EXPECT_EQ(bad2->WaitOrKill(kJobDeadline), 1) << AllOutput(all);
-  EXPECT_EQ(ok1->WaitOrKill(kJobDeadline), 0) << AllOutput(all);
-  EXPECT_EQ(ok2->WaitOrKill(kJobDeadline), 0) << AllOutput(all);
+  EXPECT_THAT(WaitAll(all, kJobDeadline), ElementsAre(0, 0, 1, 1))
+      << AllOutput(all);
 
   std::set<int> ok_ranks, bad_ranks;
   for (Subprocess* p : {ok1.get(), ok2.get()}) {
@@ -758,8 +988,33 @@ TEST_F(ElasticE2eTest, JobIdReusedWithOtherSizesIsRefused) {
   EXPECT_TRUE(first->Running()) << first->Output();
 
   auto second = StartAgent(server, spec);
-  EXPECT_EQ(first->WaitOrKill(kJobDeadline), 0) << first->Output();
-  EXPECT_EQ(second->WaitOrKill(kJobDeadline), 0) << second->Output();
+  EXPECT_THAT(WaitAll({first.get(), second.get()}, kJobDeadline),
+              ElementsAre(0, 0))
+      << AllOutput({first.get(), second.get()});
+}
+
+// 9c. A long-lived musterd does not refuse a rerun: the same command, started
+// again as soon as the job ended, runs again (with fresh round numbers).
+TEST_F(ElasticE2eTest, FinishedJobIdCanBeRerunAtOnce) {
+  Musterd server;
+  ASSERT_TRUE(server.ready()) << server.proc().Output();
+  AgentSpec spec{.job = "rerun",
+                 .nnodes = "2",
+                 .nproc = 1,
+                 .program = {BinPath("test_worker"), "--print-env"}};
+  std::set<std::string> prefixes;
+  for (int run = 0; run < 3; ++run) {
+    auto a = StartAgent(server, spec);
+    auto b = StartAgent(server, spec);
+    std::vector<Subprocess*> both = {a.get(), b.get()};
+    ASSERT_THAT(WaitAll(both, kJobDeadline), ElementsAre(0, 0))
+        << "run " << run << AllOutput(both);
+    for (Subprocess* p : both) {
+      for (WorkerEnv& e : EnvBlocks(p->Output()))
+        prefixes.insert(e["MUSTER_STORE_PREFIX"]);
+    }
+  }
+  EXPECT_EQ(prefixes.size(), 3u) << "a rerun reused a store namespace";
 }
 
 }  // namespace

@@ -727,6 +727,37 @@ TEST_F(CoordinatorTest, NewcomerBelowMaxScalesUp) {
   EXPECT_EQ(c.ch->last().round_ready().restart_count(), 0);
 }
 
+// A round where some node has finished is not scaled up: that would make every
+// node run the finished work again. The newcomer waits and shares the verdict.
+TEST_F(CoordinatorTest, NewcomerWaitsAsASpareOnceAMemberHasSucceeded) {
+  Agent a = Joined(MakeJoin("j", "a", 2, 3));
+  Agent b = Joined(MakeJoin("j", "b", 2, 3));
+  clock_.Advance(absl::Seconds(30));
+  coord_.Tick();
+  ASSERT_ROUND_READY(b.ch->last());
+  Succeed(a, 1);
+
+  Agent c = Joined(MakeJoin("j", "c", 2, 3));
+  EXPECT_EQ(a.ch->count(Kind::kRestart), 0);
+  EXPECT_EQ(b.ch->count(Kind::kRestart), 0);
+  ASSERT_EQ(c.ch->last().kind_case(), Kind::kWaiting);
+  EXPECT_EQ(c.ch->last().waiting().round(), 2);
+  EXPECT_EQ(c.ch->last().waiting().deadline_unix_ms(), 0);
+  EXPECT_EQ(StateOf("j"), "RUNNING");
+  ASSERT_EQ(JobStatusOf("j").waiting_size(), 1);
+  EXPECT_EQ(JobStatusOf("j").waiting(0).node_id(), "c");
+  EXPECT_TRUE(ended_.empty());
+
+  Succeed(b, 1);
+  for (const Agent* x : {&a, &b, &c}) {
+    EXPECT_EQ(x->ch->last().kind_case(), Kind::kJobSucceeded);
+    ASSERT_TRUE(x->ch->closed().has_value());
+    EXPECT_TRUE(x->ch->closed()->ok());
+  }
+  EXPECT_EQ(StateOf("j"), "SUCCEEDED");
+  EXPECT_THAT(ended_, ElementsAre("j/1"));
+}
+
 TEST_F(CoordinatorTest, SpareAtMaxWaitsAndJoinsTheNextRound) {
   Agent a = Joined(MakeJoin("j", "a", 2, 2, 1, 1));
   Agent b = Joined(MakeJoin("j", "b", 2, 2, 1, 1));
@@ -834,12 +865,56 @@ TEST_F(CoordinatorTest, ReconnectWhileWaitingKeepsThePlace) {
 
 // ---------- rerun, retention
 
+// An agent whose session broke just as the job ended reconnects with its node
+// id: it hears the verdict it missed, whether or not the others are still
+// connected, and no rerun starts.
+TEST_F(CoordinatorTest, MemberThatMissedTheVerdictHearsItOnReconnect) {
+  Agent a = Joined(MakeJoin("j", "a", 2, 2));
+  Agent b = Joined(MakeJoin("j", "b", 2, 2));
+  ASSERT_ROUND_READY(b.ch->last());
+  Fail(b, 1, Failure("b", 1, 0, 7, 0, "ValueError: bad"));
+  ASSERT_EQ(StateOf("j"), "FAILED");
+  const std::string cause = a.ch->last().job_failed().root_cause();
+  EXPECT_THAT(cause, HasSubstr("exited with code 7"));
+
+  // a's stream broke before the verdict got through; b is still connected.
+  coord_.OnDisconnect(a.conn);
+  Agent a2 = Reconnect(a);
+  ASSERT_EQ(a2.ch->last().kind_case(), Kind::kJobFailed);
+  EXPECT_EQ(a2.ch->last().job_failed().root_cause(), cause);
+  EXPECT_EQ(a2.ch->last().job_failed().first_failure().exit_code(), 7);
+  ASSERT_TRUE(a2.ch->closed().has_value());
+  EXPECT_TRUE(a2.ch->closed()->ok());
+  EXPECT_EQ(a2.ch->count(Kind::kWaiting), 0);
+
+  // Once everyone is gone, it is still the verdict, not a lonely rerun.
+  coord_.OnDisconnect(a2.conn);
+  coord_.OnDisconnect(b.conn);
+  EXPECT_EQ(coord_.ConnectedAgents(), 0);
+  Agent a3 = Reconnect(a);
+  ASSERT_EQ(a3.ch->last().kind_case(), Kind::kJobFailed);
+  EXPECT_EQ(a3.ch->last().job_failed().root_cause(), cause);
+  EXPECT_EQ(StateOf("j"), "FAILED");
+  EXPECT_EQ(JobStatusOf("j").round(), 1);
+
+  // Likewise after a success.
+  Agent c = Joined(MakeJoin("k", "c", 1, 1));
+  Succeed(c, 1);
+  coord_.OnDisconnect(c.conn);
+  Agent c2 = Reconnect(c);
+  ASSERT_EQ(c2.ch->last().kind_case(), Kind::kJobSucceeded);
+  EXPECT_EQ(c2.ch->last().job_succeeded().round(), 1);
+  EXPECT_EQ(StateOf("k"), "SUCCEEDED");
+}
+
 TEST_F(CoordinatorTest, RerunAfterTheEndOnceEveryAgentHasGone) {
   Agent a = Joined(MakeJoin("j", "a", 1, 1));
   Succeed(a, 1);
   ASSERT_EQ(StateOf("j"), "SUCCEEDED");
 
-  Agent again = NewAgent(MakeJoin("j", "a", 1, 1));
+  // A rerun's agents have new node ids (a node of the ended job would get the
+  // verdict again: see MemberThatMissedTheVerdictHearsItOnReconnect).
+  Agent again = NewAgent(MakeJoin("j", "x", 1, 1));
   absl::Status s = Join(again);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("job j has just ended"));
@@ -850,9 +925,9 @@ TEST_F(CoordinatorTest, RerunAfterTheEndOnceEveryAgentHasGone) {
   coord_.OnDisconnect(a.conn);
   EXPECT_EQ(coord_.ConnectedAgents(), 0);
   // A rerun may even change sizes: it is a new run of the job.
-  Agent r1 = Joined(MakeJoin("j", "a", 2, 2, 1, 2));
+  Agent r1 = Joined(MakeJoin("j", "x", 2, 2, 1, 2));
   EXPECT_EQ(r1.ch->last().waiting().round(), 2);
-  Agent r2 = Joined(MakeJoin("j", "b", 2, 2, 1, 2));
+  Agent r2 = Joined(MakeJoin("j", "y", 2, 2, 1, 2));
   ASSERT_ROUND_READY(r2.ch->last());
   EXPECT_EQ(r2.ch->last().round_ready().store_prefix(), "j/2");
   EXPECT_EQ(r2.ch->last().round_ready().restart_count(), 0);

@@ -3,6 +3,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,9 +73,18 @@ Subprocess::Subprocess(std::vector<std::string> argv,
   for (auto& e : env_strings) cenv.push_back(e.data());
   cenv.push_back(nullptr);
 
+#ifdef __linux__
+  const pid_t parent = getpid();
+#endif
   pid_ = fork();
   if (pid_ == 0) {
     setpgid(0, 0);
+#ifdef __linux__
+    // A test binary that is killed (a ctest timeout) takes its children along;
+    // the agents' own workers follow them (their parent-death signal).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+#endif
     int fd = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND,
                   0644);
     int devnull = open("/dev/null", O_RDONLY);
@@ -133,6 +145,8 @@ void Subprocess::Kill() {
   exit_code_ = -1;
 }
 
+bool Subprocess::Running() { return !Wait(absl::ZeroDuration()).has_value(); }
+
 std::string Subprocess::Output() const {
   std::ifstream f(output_path_);
   std::stringstream ss;
@@ -167,6 +181,39 @@ bool ProcessAlive(pid_t pid) {
   size_t close = content.rfind(')');
   if (close == std::string::npos || close + 2 >= content.size()) return false;
   return content[close + 2] != 'Z';
+}
+
+bool WaitUntil(const std::function<bool()>& cond, absl::Duration timeout,
+               absl::Duration poll) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    absl::SleepFor(poll);
+  }
+  return cond();
+}
+
+std::vector<pid_t> PidsInDir(const std::string& dir) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".pid") continue;
+    std::ifstream f(entry.path());
+    int pid = 0;
+    if (f >> pid && pid > 0) pids.push_back(pid);
+  }
+  return pids;
+}
+
+bool AllExited(const std::vector<pid_t>& pids, absl::Duration timeout) {
+  return WaitUntil(
+      [&] {
+        for (pid_t p : pids) {
+          if (ProcessAlive(p)) return false;
+        }
+        return true;
+      },
+      timeout);
 }
 
 }  // namespace muster::testing

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -51,6 +52,8 @@ class Subprocess {
   void Signal(int sig);
   // Sends SIGKILL to the process group and reaps it.
   void Kill();
+  // Whether it has not been seen to exit yet (reaps it if it has exited).
+  bool Running();
 
   // Everything the child printed so far.
   std::string Output() const;
@@ -69,6 +72,18 @@ std::vector<std::string> LinesWith(const std::string& text,
 
 // Whether a process with this pid exists (and is not a zombie).
 bool ProcessAlive(pid_t pid);
+
+// Polls cond every `poll` until it holds or timeout passes; returns its last
+// value.
+bool WaitUntil(const std::function<bool()>& cond, absl::Duration timeout,
+               absl::Duration poll = absl::Milliseconds(20));
+
+// The pids in the DIR/<RANK>.pid files test_worker --pid-dir writes (not the
+// .tmp files of a write in progress).
+std::vector<pid_t> PidsInDir(const std::string& dir);
+
+// Waits until none of pids is alive; false if one still is after timeout.
+bool AllExited(const std::vector<pid_t>& pids, absl::Duration timeout);
 
 }  // namespace muster::testing
 

@@ -36,7 +36,13 @@
 // A worker failure costs one restart (restart_count + 1, reported to workers as
 // TORCHELASTIC_RESTART_COUNT); a lost agent or a newcomer costs none. With no
 // restarts left, or fewer than min_nodes when join_timeout passes, every agent
-// gets JobFailed with the root cause.
+// gets JobFailed with the root cause. A newcomer waits as a spare instead of
+// scaling up when the round is at max, or once a member has reported success
+// (the round is finishing: nothing reruns).
+//
+// An agent that reconnects with its node id keeps its place in the running
+// round (RoundReady is sent again); one that missed the job's verdict hears it
+// again. A preflight report of an unreachable peer fails the job at once.
 //
 // Once a job has ended and none of its agents is connected, a new Join with its
 // id starts the job afresh (a long-lived musterd does not refuse a rerun of the
