@@ -332,6 +332,12 @@ class Coordinator::Impl {
   // --- lookups and channel I/O
   // The connection's job and node, or nulls when conn is unknown or its job is
   // gone.
+  // The job and node behind a report from `conn` about `round`, when the report
+  // is current: the job RUNNING that round with the node among its members.
+  // Otherwise nulls, and a stale `what` is logged.
+  std::pair<Job*, Node*> CurrentMember(ConnectionId conn, int64_t round,
+                                       absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::pair<Job*, Node*> Find(ConnectionId conn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Any message is a heartbeat.
@@ -394,6 +400,23 @@ class Coordinator::Impl {
 };
 
 // ---------- helpers
+
+std::pair<Job*, Node*> Coordinator::Impl::CurrentMember(
+    ConnectionId conn, int64_t round, absl::string_view what) {
+  auto [job, node] = Find(conn);
+  if (job == nullptr || node == nullptr) return {nullptr, nullptr};
+  if (job->state != JobState::kRunning || round != job->round ||
+      node->status != NodeStatus::kMember) {
+    MUSTER_LOG(INFO) << "job " << job->id << ": ignoring a stale " << what
+                     << " of "
+                     << DescribeNode(node->join.hostname(),
+                                     node->join.node_id())
+                     << " for round " << round << " (now round " << job->round
+                     << ", " << JobStateName(job->state) << ")";
+    return {nullptr, nullptr};
+  }
+  return {job, node};
+}
 
 std::pair<Job*, Node*> Coordinator::Impl::Find(ConnectionId conn) {
   auto c = conns_.find(conn);
@@ -958,18 +981,8 @@ void Coordinator::Impl::OnWorkersFailed(ConnectionId conn,
                                         const v1::WorkersFailed& failed) {
   absl::MutexLock lock(&mu_);
   Touch(conn);
-  auto [job, node] = Find(conn);
-  if (job == nullptr || node == nullptr) return;
-  if (job->state != JobState::kRunning || failed.round() != job->round ||
-      node->status != NodeStatus::kMember) {
-    MUSTER_LOG(INFO) << "job " << job->id
-                     << ": ignoring a stale failure report of "
-                     << DescribeNode(node->join.hostname(),
-                                     node->join.node_id())
-                     << " for round " << failed.round() << " (now round "
-                     << job->round << ", " << JobStateName(job->state) << ")";
-    return;
-  }
+  auto [job, node] = CurrentMember(conn, failed.round(), "failure report");
+  if (job == nullptr) return;
   for (const v1::WorkerFailure& f : failed.failures())
     job->round_failures.push_back(f);
   std::string reason;
@@ -994,12 +1007,8 @@ void Coordinator::Impl::OnPreflightFailed(ConnectionId conn,
                                           const v1::PreflightFailed& failed) {
   absl::MutexLock lock(&mu_);
   Touch(conn);
-  auto [job, node] = Find(conn);
-  if (job == nullptr || node == nullptr) return;
-  if (job->state != JobState::kRunning || failed.round() != job->round ||
-      node->status != NodeStatus::kMember) {
-    return;  // stale: the round it probed for has ended
-  }
+  auto [job, node] = CurrentMember(conn, failed.round(), "preflight report");
+  if (job == nullptr) return;
   std::string cause =
       absl::StrCat("preflight of round ", failed.round(), ": ",
                    DescribeNode(node->join.hostname(), node->join.node_id()),
@@ -1014,16 +1023,8 @@ void Coordinator::Impl::OnWorkersSucceeded(
     ConnectionId conn, const v1::WorkersSucceeded& succeeded) {
   absl::MutexLock lock(&mu_);
   Touch(conn);
-  auto [job, node] = Find(conn);
-  if (job == nullptr || node == nullptr) return;
-  if (job->state != JobState::kRunning || succeeded.round() != job->round ||
-      node->status != NodeStatus::kMember) {
-    MUSTER_LOG(INFO) << "job " << job->id
-                     << ": ignoring a stale success report for round "
-                     << succeeded.round() << " (now round " << job->round
-                     << ", " << JobStateName(job->state) << ")";
-    return;
-  }
+  auto [job, node] = CurrentMember(conn, succeeded.round(), "success report");
+  if (job == nullptr) return;
   job->succeeded.insert(node->join.node_id());
   if (job->succeeded.size() == job->members.size()) SucceedJob(*job);
 }

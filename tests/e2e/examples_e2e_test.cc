@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 // The distinct values of a "checksum <hex>" field across the lines of the
 // output.
 std::set<std::string> Checksums(const std::string& output) {
-  static const std::regex kChecksum(R"((?:checksum|sha256) ((?:0x)?[0-9a-fA-F]+))");
+  static const std::regex kChecksum(
+      R"((?:checksum|sha256) ((?:0x)?[0-9a-fA-F]+))");
   std::set<std::string> out;
   for (absl::string_view line : absl::StrSplit(output, '\n')) {
     std::string s(line);
