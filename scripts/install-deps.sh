@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch
   iproute2 iptables procps psmisc hyperfine
+  gnuplot-nox
   # tests/deploy: systemd-analyze (the unit), dpkg-shlibdeps (the .deb), PyYAML (the Job simulation)
   systemd dpkg-dev python3-yaml
 )

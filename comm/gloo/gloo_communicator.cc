@@ -1,49 +1,103 @@
 #include "comm/gloo/gloo_communicator.h"
 
-#include <ifaddrs.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <limits>
+#include <list>
+#include <map>
 #include <mutex>
-#include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "comm/gloo/gloo_status.h"
+#include "comm/gloo/pair_sockets.h"
 #include "comm/gloo/reduce.h"
 #include "comm/store/gloo_store.h"
+#include "gloo/algorithm.h"
 #include "gloo/allgather.h"
+#include "gloo/allgatherv.h"
 #include "gloo/allreduce.h"
+#include "gloo/allreduce_bcube.h"
+#include "gloo/allreduce_halving_doubling.h"
+#include "gloo/allreduce_ring.h"
+#include "gloo/allreduce_ring_chunked.h"
+#include "gloo/alltoall.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
+#include "gloo/gather.h"
+#include "gloo/reduce.h"
 #include "gloo/rendezvous/context.h"
+#include "gloo/scatter.h"
+#include "gloo/transport/buffer.h"
+#include "gloo/transport/pair.h"
 #include "gloo/transport/tcp/address.h"
 #include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "gloo/types.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
 
 namespace muster::comm::internal {
+
+// ---- Algorithm selection ----
+//
+// Measured with muster-bench on the reference machine (2 cores, loopback, 2,
+// 3 and 4 ranks; docs/performance.md "Collectives" has the tables and the
+// commands):
+//   * 2 ranks: Gloo's AllreduceRing (one exchange of the whole message, kept
+//     built between calls) is the fastest up to 1 MB, by 2x over
+//     halving-doubling and bcube for small messages (~75 us vs ~155 us: one
+//     message per transfer, where the option-based algorithms first send a
+//     ready-to-receive notice); above 1 MB the option-based ring (no per-call
+//     buffers, two segments in flight) is fastest, 1.2-1.6x at 2-8 MB.
+//   * 3 and 4 ranks: halving-doubling (kept built) is as fast as the ring for
+//     small messages and 1.3-1.4x faster from 128 KB; above 1 MB the
+//     option-based bcube (recursive halving and doubling, any world size,
+//     nothing to build per call) leads.
+// Gloo's own AllreduceBcube is never chosen: it is wrong for world sizes that
+// are not powers of two and races with itself when run again.
+constexpr size_t kLargeMessageBytes = 1 << 20;
+
+AllReduceAlgorithm ChooseAllReduceAlgorithm(size_t bytes, int world_size) {
+  if (world_size <= 2) {
+    return bytes <= kLargeMessageBytes ? AllReduceAlgorithm::kRing
+                                       : AllReduceAlgorithm::kRingUnbound;
+  }
+  return bytes <= kLargeMessageBytes ? AllReduceAlgorithm::kHalvingDoubling
+                                     : AllReduceAlgorithm::kBcubeUnbound;
+}
+
 namespace {
 
 // Gloo multiplies its timeout by 5 in places and adds it to clock readings:
-// keep it far from overflow. Nobody waits 30 days for a collective.
+// keep it far from overflow.
 constexpr absl::Duration kMaxGlooTimeout = absl::Hours(24 * 30);
+// Slot prefix of Send/Recv: above Gloo's own (0x01..0x08), below nothing else.
+constexpr uint8_t kP2PSlotPrefix = 0x40;
+// Slot prefix of muster's ring reduce-scatter.
+constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
 
 std::chrono::milliseconds ToGlooTimeout(absl::Duration timeout) {
-  return absl::ToChronoMilliseconds(std::min(timeout, kMaxGlooTimeout));
+  return absl::ToChronoMilliseconds(
+      std::clamp(timeout, absl::Milliseconds(1), kMaxGlooTimeout));
+}
+
+std::chrono::milliseconds Remaining(absl::Time deadline) {
+  return ToGlooTimeout(deadline - absl::Now());
 }
 
 // Gloo writes to its sockets without MSG_NOSIGNAL, so a peer that dies
@@ -64,83 +118,119 @@ void IgnoreSigpipeUnlessHandled() {
   });
 }
 
-// Gloo 0.5.0 dereferences a null pointer (SIGSEGV) when asked for an interface
-// that does not exist or has no IP address, so the name is checked here first.
-absl::Status CheckInterface(const std::string& name) {
-  struct ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("getifaddrs: ", std::strerror(errno)));
-  }
-  std::set<std::string> with_ip;
-  bool exists = false;
-  for (struct ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
-    if (ifa->ifa_name == nullptr) continue;
-    const bool ip =
-        ifa->ifa_addr != nullptr && (ifa->ifa_addr->sa_family == AF_INET ||
-                                     ifa->ifa_addr->sa_family == AF_INET6);
-    if (ip) with_ip.insert(ifa->ifa_name);
-    if (name == ifa->ifa_name) exists = true;
-  }
-  freeifaddrs(list);
-  if (with_ip.count(name) > 0) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      exists ? "network interface '" : "there is no network interface '", name,
-      exists ? "' has no IP address" : "'",
-      " (interfaces with an address: ", absl::StrJoin(with_ip, ", "),
-      "); set MUSTER_SOCKET_IFNAME (or CommOptions.ifname) to one of them"));
-}
-
-// Gloo 0.5.0 reads an uninitialized pointer (SIGSEGV) when getaddrinfo fails
-// for its hostname, so the name is resolved here first.
-absl::Status CheckHostname(const std::string& hostname) {
-  struct addrinfo hints;
-  std::memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  struct addrinfo* result = nullptr;
-  const int rv = getaddrinfo(hostname.c_str(), nullptr, &hints, &result);
-  if (rv != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot resolve '", hostname, "' (", gai_strerror(rv),
-                     "); set CommOptions.hostname to an address of this "
-                     "machine, or MUSTER_SOCKET_IFNAME to an interface"));
-  }
-  freeaddrinfo(result);
-  return absl::OkStatus();
-}
-
-// Exposes Gloo's parsing of the address lists that connectFullMesh publishes in
-// the store.
+// Exposes what Gloo keeps protected: the address lists connectFullMesh
+// publishes, and the transport context (to abort it).
 class PeerContext : public ::gloo::rendezvous::Context {
  public:
   using ::gloo::rendezvous::Context::Context;
   using ::gloo::rendezvous::Context::extractAddress;
+  std::shared_ptr<::gloo::transport::Context> transport() {
+    return transportContext_;
+  }
+  // The counter nextSlot() hands slots out from.
+  int slot() const { return slot_; }
+  void set_slot(int slot) { slot_ = slot; }
 };
 
-// The listening address of each peer as Gloo prints it ("[10.0.0.2]:41234"),
-// indexed by rank; empty where unknown. Best effort: relies on
-// connectFullMesh's key layout (the key "<rank>" holds that rank's addresses
-// for each of its peers), and names nobody if it ever changes.
-std::vector<std::string> PeerAddresses(rendezvous::Store& store,
-                                       const std::string& key_prefix,
-                                       PeerContext& context) {
-  std::vector<std::string> peers(context.size);
+// Gloo sizes a pair's SO_SNDBUF to each message it sends from a bound buffer
+// (the algorithm classes), only ever up, starting from nothing. Setting it at
+// all turns off the kernel's autotuning, so the first small message pins the
+// send buffer near the kernel's minimum (a few KB), and then:
+//  - every later large transfer of an option-based collective on that pair
+//    crawls (option-based sends leave SO_SNDBUF alone): a ring allreduce of
+//    4 MB took 20x longer after one 8-byte AllreduceRing;
+//  - a bound message that just fits Gloo's idea of the buffer does not fit
+//    the kernel's (which counts its own overhead), and waits for an ACK:
+//    raw Gloo's ring takes milliseconds instead of ~100 us at some sizes
+//    between 4 and 64 KB (docs/performance.md).
+// So right after connecting, every rank sends each peer one bound message as
+// large as the kernel lets a send buffer be (net.core.wmem_max, at most
+// 4 MB): Gloo then sizes every pair's buffer to the maximum once, and never
+// again makes it smaller. Gloo's tcp::Pair, which holds the size, cannot be
+// reached from Debian's headers (see pair_sockets.h); this goes through
+// Gloo's public Buffer API instead.
+size_t SendBufferPinBytes() {
+  size_t wmem_max = 212992;  // Linux's default.
+  if (std::FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
+    unsigned long value = 0;
+    if (std::fscanf(f, "%lu", &value) == 1 && value > 0) wmem_max = value;
+    std::fclose(f);
+  }
+  return std::min<size_t>(wmem_max, 4 << 20);
+}
+
+// Throws what Gloo throws (a peer that dies meanwhile: IoException).
+void PinSendBuffers(PeerContext& context) {
+  if (context.size < 2) return;
+  const size_t bytes = SendBufferPinBytes();
+  const int slot = context.nextSlot();  // The same on every rank.
+  std::vector<char> out(bytes);
+  // One region for every peer's message: Gloo's single event-loop thread
+  // writes them one at a time, and nobody reads them.
+  std::vector<char> in(bytes);
+  std::vector<std::unique_ptr<::gloo::transport::Buffer>> sends;
+  std::vector<std::unique_ptr<::gloo::transport::Buffer>> recvs;
   for (int r = 0; r < context.size; ++r) {
     if (r == context.rank) continue;
+    auto& pair = context.getPair(r);
+    recvs.push_back(pair->createRecvBuffer(slot, in.data(), bytes));
+    sends.push_back(pair->createSendBuffer(slot, out.data(), bytes));
+  }
+  for (auto& send : sends) send->send();
+  for (auto& send : sends) send->waitSend();
+  for (auto& recv : recvs) recv->waitRecv();
+}
+
+// The listening addresses connectFullMesh published, indexed by rank (empty
+// or AF_UNSPEC where unknown). Best effort: relies on its key layout (the key
+// "<rank>" holds that rank's address for each of its peers, in rank order,
+// itself left out), and finds nothing if that ever changes.
+struct MeshAddresses {
+  // Each peer's address for its pair with this rank, as Gloo prints it
+  // ("[10.0.0.2]:41234"): what error messages name.
+  std::vector<std::string> peer_names;
+  // This rank's address for its pair with each peer, and each peer's for its
+  // pair with this rank: what PairSockets matches.
+  std::vector<sockaddr_storage> own;
+  std::vector<sockaddr_storage> theirs;
+};
+
+MeshAddresses ReadMeshAddresses(rendezvous::Store& store,
+                                const std::string& key_prefix,
+                                PeerContext& context) {
+  const int n = context.size;
+  MeshAddresses mesh;
+  mesh.peer_names.resize(n);
+  sockaddr_storage unknown{};
+  unknown.ss_family = AF_UNSPEC;
+  mesh.own.assign(n, unknown);
+  mesh.theirs.assign(n, unknown);
+  if (n < 2) return mesh;
+  for (int r = 0; r < n; ++r) {
     absl::StatusOr<std::string> value =
         store.Get(absl::StrCat(key_prefix, r), absl::ZeroDuration());
-    if (!value.ok() || value->empty()) continue;
+    if (!value.ok() || value->empty() || value->size() % (n - 1) != 0) {
+      continue;
+    }
     std::vector<char> all(value->begin(), value->end());
-    absl::Status parsed =
-        CallGloo(GlooStage::kConnect, "parsing a peer address", {}, [&] {
-          peers[r] =
-              ::gloo::transport::tcp::Address(context.extractAddress(all, r))
-                  .str();
-        });
-    if (!parsed.ok()) peers[r].clear();
+    const size_t each = all.size() / (n - 1);
+    (void)CallGloo(GlooStage::kConnect, "parsing a peer address", {}, [&] {
+      if (r == context.rank) {
+        for (int peer = 0; peer < n; ++peer) {
+          if (peer == r) continue;
+          const size_t index = peer < r ? peer : peer - 1;
+          std::vector<char> bytes(all.begin() + index * each,
+                                  all.begin() + (index + 1) * each);
+          mesh.own[peer] = ::gloo::transport::tcp::Address(bytes).getSockaddr();
+        }
+        return;
+      }
+      ::gloo::transport::tcp::Address address(context.extractAddress(all, r));
+      mesh.peer_names[r] = address.str();
+      mesh.theirs[r] = address.getSockaddr();
+    });
   }
-  return peers;
+  return mesh;
 }
 
 // After a join that timed out: which ranks never published their address.
@@ -170,243 +260,618 @@ absl::Status DescribeMissingPeers(const absl::Status& status,
       detail));
 }
 
-class GlooCommunicator final : public Communicator {
+// Gloo's templated algorithms take a ReductionFunction<T>; one static
+// instance per (T, op).
+template <typename T>
+const ::gloo::ReductionFunction<T>* LegacyFunction(ReduceOp op) {
+  static const auto* sum = new ::gloo::ReductionFunction<T>(
+      ::gloo::SUM, &InPlaceKernel<T, &Elem<T>::Add>);
+  static const auto* product = new ::gloo::ReductionFunction<T>(
+      ::gloo::PRODUCT, &InPlaceKernel<T, &Elem<T>::Multiply>);
+  static const auto* min = new ::gloo::ReductionFunction<T>(
+      ::gloo::MIN, &InPlaceKernel<T, &Elem<T>::Min>);
+  static const auto* max = new ::gloo::ReductionFunction<T>(
+      ::gloo::MAX, &InPlaceKernel<T, &Elem<T>::Max>);
+  switch (op) {
+    case ReduceOp::kProduct:
+      return product;
+    case ReduceOp::kMin:
+      return min;
+    case ReduceOp::kMax:
+      return max;
+    default:
+      return sum;
+  }
+}
+
+// Gloo's AllreduceRing exchanges through buffers of its own (inbox, outbox)
+// and only copies from and reduces into the caller's buffer: pointing it at
+// another buffer between runs is safe, so a cached ring needs no staging copy.
+template <typename T>
+class RebindableRing final : public ::gloo::AllreduceRing<T> {
  public:
-  GlooCommunicator(int rank, int world_size,
-                   std::shared_ptr<::gloo::rendezvous::Context> context,
-                   std::vector<std::string> peer_addresses)
-      : rank_(rank),
-        world_size_(world_size),
-        who_(absl::StrCat("rank ", rank, "/", world_size)),
-        peer_addresses_(std::move(peer_addresses)),
-        context_(std::move(context)) {}
+  using ::gloo::AllreduceRing<T>::AllreduceRing;
+  void Rebind(void* data) { this->ptrs_[0] = static_cast<T*>(data); }
+};
 
-  ~GlooCommunicator() override { Shutdown(); }
+class GlooP2P final : public PendingP2P {
+ public:
+  GlooP2P(std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, bool send,
+          std::vector<std::string> peers)
+      : buffer_(std::move(buffer)), send_(send), peers_(std::move(peers)) {}
 
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_size_; }
-
-  absl::Status AllReduce(void* data, size_t count, DataType dtype,
-                         ReduceOp op) override {
-    MUSTER_RETURN_IF_ERROR(
-        CheckBuffer("AllReduce", "data", data, count, dtype));
-    MUSTER_ASSIGN_OR_RETURN(ReduceFn reduce, ReduceFunction(dtype, op));
-    absl::MutexLock lock(&mu_);
-    MUSTER_RETURN_IF_ERROR(CheckUsable("AllReduce"));
-    if (count == 0 || world_size_ == 1) return absl::OkStatus();
-    return Run(
-        [&] {
-          return absl::StrCat("AllReduce(", count, " x ", DataTypeName(dtype),
-                              ", ", ReduceOpName(op), ")");
-        },
-        [&] {
-          return VisitDataType(dtype, [&](auto zero) {
-            using T = decltype(zero);
-            ::gloo::AllreduceOptions opts(context_);
-            opts.setOutput(static_cast<T*>(data), count);
-            opts.setReduceFunction(reduce);
-            // First cut: the bandwidth-optimal ring (reduce-scatter then
-            // allgather) for every size. Each element is reduced on one rank
-            // and then copied, so all ranks end with the same bits. Choosing by
-            // size (bcube for small messages) is a later tuning.
-            opts.setAlgorithm(::gloo::AllreduceOptions::Algorithm::RING);
-            ::gloo::allreduce(opts);
-            return absl::OkStatus();
-          });
-        });
-  }
-
-  absl::Status Broadcast(void* data, size_t count, DataType dtype,
-                         int root) override {
-    MUSTER_RETURN_IF_ERROR(
-        CheckBuffer("Broadcast", "data", data, count, dtype));
-    if (root < 0 || root >= world_size_) {
-      return absl::InvalidArgumentError(absl::StrCat(who_, ": Broadcast: root ",
-                                                     root, " is outside [0, ",
-                                                     world_size_, ")"));
-    }
-    absl::MutexLock lock(&mu_);
-    MUSTER_RETURN_IF_ERROR(CheckUsable("Broadcast"));
-    if (count == 0 || world_size_ == 1) return absl::OkStatus();
-    return Run(
-        [&] {
-          return absl::StrCat("Broadcast(", count, " x ", DataTypeName(dtype),
-                              ", root ", root, ")");
-        },
-        [&] {
-          return VisitDataType(dtype, [&](auto zero) {
-            using T = decltype(zero);
-            ::gloo::BroadcastOptions opts(context_);
-            // In place: the root's output buffer is also its input.
-            opts.setOutput(static_cast<T*>(data), count);
-            opts.setRoot(root);
-            ::gloo::broadcast(opts);
-            return absl::OkStatus();
-          });
-        });
-  }
-
-  absl::Status AllGather(const void* input, void* output, size_t count,
-                         DataType dtype) override {
-    MUSTER_RETURN_IF_ERROR(
-        CheckBuffer("AllGather", "input", input, count, dtype));
-    if (count >
-        std::numeric_limits<size_t>::max() / static_cast<size_t>(world_size_)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          who_, ": AllGather: count ", count, " x world size overflows"));
-    }
-    MUSTER_RETURN_IF_ERROR(
-        CheckBuffer("AllGather", "output", output, count * world_size_, dtype));
-    const size_t bytes = count * DataTypeSize(dtype);
-    const auto in = reinterpret_cast<uintptr_t>(input);
-    const auto out = reinterpret_cast<uintptr_t>(output);
-    const uintptr_t slot = out + static_cast<uintptr_t>(rank_) * bytes;
-    const bool in_place = bytes > 0 && in == slot;
-    if (bytes > 0 && !in_place && in < out + bytes * world_size_ &&
-        out < in + bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(who_,
-                       ": AllGather: input overlaps output other than at this "
-                       "rank's slot (output + ",
-                       rank_, " * count)"));
-    }
-    absl::MutexLock lock(&mu_);
-    MUSTER_RETURN_IF_ERROR(CheckUsable("AllGather"));
-    if (count == 0) return absl::OkStatus();
-    if (world_size_ == 1) {
-      if (!in_place) std::memcpy(output, input, bytes);
-      return absl::OkStatus();
-    }
-    return Run(
-        [&] {
-          return absl::StrCat("AllGather(", count, " x ", DataTypeName(dtype),
-                              ")");
-        },
-        [&] {
-          return VisitDataType(dtype, [&](auto zero) {
-            using T = decltype(zero);
-            ::gloo::AllgatherOptions opts(context_);
-            // Without an input Gloo gathers in place, from this rank's slot.
-            if (!in_place) {
-              // Gloo only reads the input; its API takes a non-const pointer.
-              opts.setInput(const_cast<T*>(static_cast<const T*>(input)),
-                            count);
-            }
-            opts.setOutput(static_cast<T*>(output), count * world_size_);
-            ::gloo::allgather(opts);
-            return absl::OkStatus();
-          });
-        });
-  }
-
-  absl::Status Barrier() override {
-    absl::MutexLock lock(&mu_);
-    MUSTER_RETURN_IF_ERROR(CheckUsable("Barrier"));
-    if (world_size_ == 1) return absl::OkStatus();
-    return Run([] { return std::string("Barrier"); },
-               [&] {
-                 ::gloo::BarrierOptions opts(context_);
-                 ::gloo::barrier(opts);
-                 return absl::OkStatus();
-               });
-  }
-
-  void Shutdown() override {
-    absl::MutexLock lock(&mu_);
-    if (shut_down_) return;
-    shut_down_ = true;
-    if (context_ == nullptr) return;
-    absl::Status closed =
-        CallGloo(GlooStage::kCollective, "closing connections", {},
-                 [&] { context_->closeConnections(); });
-    if (!closed.ok()) MUSTER_LOG(DEBUG) << who_ << ": " << closed;
-    context_.reset();
+  absl::Status Wait(absl::Time deadline) override {
+    if (buffer_ == nullptr) return absl::OkStatus();
+    return CallGloo(GlooStage::kCollective, "gloo", peers_, [&] {
+      if (send_) {
+        buffer_->waitSend(Remaining(deadline));
+      } else {
+        buffer_->waitRecv(Remaining(deadline));
+      }
+    });
   }
 
  private:
-  absl::Status CheckBuffer(absl::string_view op, absl::string_view name,
-                           const void* ptr, size_t count,
-                           DataType dtype) const {
-    const size_t size = DataTypeSize(dtype);
-    if (size == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          who_, ": ", op, ": unknown DataType ", static_cast<int>(dtype)));
-    }
-    if (ptr == nullptr && count > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          who_, ": ", op, ": ", name, " is null but count is ", count));
-    }
-    if (count > std::numeric_limits<size_t>::max() / size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(who_, ": ", op, ": count ", count, " is too large"));
-    }
-    return absl::OkStatus();
-  }
+  std::unique_ptr<::gloo::transport::UnboundBuffer> buffer_;
+  const bool send_;
+  const std::vector<std::string> peers_;
+};
 
-  absl::Status CheckUsable(absl::string_view op) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (shut_down_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(who_, ": ", op, " called after Shutdown()"));
-    }
-    if (!broken_.ok()) {
-      return absl::AbortedError(absl::StrCat(
-          who_, ": ", op,
-          ": the communicator is unusable after an earlier failure: ",
-          broken_.message()));
-    }
-    return absl::OkStatus();
-  }
+class GlooBackend final : public Backend {
+ public:
+  GlooBackend(int rank, int world_size, AllReduceAlgorithm algorithm,
+              std::shared_ptr<PeerContext> context,
+              std::vector<std::string> peer_addresses, PairSockets sockets)
+      : rank_(rank),
+        world_size_(world_size),
+        algorithm_(algorithm),
+        peer_addresses_(std::move(peer_addresses)),
+        context_(std::move(context)),
+        transport_(context_->transport()),
+        sockets_(std::move(sockets)) {}
 
-  // Runs one collective; any failure breaks the communicator (Gloo closes the
-  // pair it failed on, and the ranks no longer agree on where they are in the
-  // sequence of collectives). `describe` names the operation; it is only called
-  // on failure.
-  template <typename Describe, typename Fn>
-  absl::Status Run(Describe&& describe, Fn&& fn)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  ~GlooBackend() override { Close(); }
+
+  absl::string_view name() const override { return "gloo"; }
+
+  absl::Status Run(const Op& op, absl::Time deadline) override {
     absl::Status status;
-    try {
-      status = fn();
-    } catch (...) {
-      status = StatusFromCurrentException(GlooStage::kCollective,
-                                          absl::StrCat(who_, ": ", describe()),
-                                          peer_addresses_);
+    absl::Status thrown =
+        CallGloo(GlooStage::kCollective, "gloo", peer_addresses_,
+                 [&] { status = Dispatch(op, deadline); });
+    return thrown.ok() ? status : thrown;
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingP2P>> Post(const Op& op) override {
+    const size_t bytes = op.count * DataTypeSize(op.dtype);
+    if (bytes == 0) {
+      return std::unique_ptr<PendingP2P>(
+          new GlooP2P(nullptr, op.kind == OpKind::kSend, {}));
     }
-    if (!status.ok()) broken_ = status;
-    return status;
+    std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
+    const uint64_t slot = ::gloo::Slot::build(kP2PSlotPrefix, op.tag);
+    MUSTER_RETURN_IF_ERROR(
+        CallGloo(GlooStage::kCollective, "gloo", peer_addresses_, [&] {
+          if (op.kind == OpKind::kSend) {
+            buffer = context_->createUnboundBuffer(const_cast<void*>(op.input),
+                                                   bytes);
+            buffer->send(op.root, slot);
+          } else {
+            buffer = context_->createUnboundBuffer(op.output, bytes);
+            buffer->recv(op.root, slot);
+          }
+        }));
+    return std::unique_ptr<PendingP2P>(new GlooP2P(
+        std::move(buffer), op.kind == OpKind::kSend, peer_addresses_));
+  }
+
+  // Shuts the pairs' sockets down: Gloo fails whatever waits on them with an
+  // IoException (CommCore reports `why`, not Gloo's words), and the peers
+  // read EOF, so they stop too instead of waiting for this rank.
+  void Abort(const absl::Status& why) override {
+    absl::MutexLock lock(&abort_mu_);
+    if (aborted_ || context_ == nullptr) return;
+    aborted_ = true;
+    const int shut = sockets_.ShutdownAll();
+    MUSTER_LOG(DEBUG) << "rank " << rank_ << ": aborting Gloo (" << why
+                      << "): shut down " << shut << " of " << world_size_ - 1
+                      << " pair sockets";
+  }
+
+  void Close() override {
+    absl::MutexLock lock(&abort_mu_);
+    aborted_ = true;
+    // The algorithms hold buffers registered with the pairs.
+    big_.reset();
+    cache_.clear();
+    lru_.clear();
+    retired_.clear();
+    cached_bytes_ = 0;
+    transport_.reset();
+    context_.reset();  // Pairs close their sockets.
+  }
+
+ private:
+  char* Scratch(size_t bytes) {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return scratch_.data();
+  }
+
+  uint32_t NextTag() { return tag_++; }
+
+  absl::Status Dispatch(const Op& op, absl::Time deadline) {
+    const size_t esize = DataTypeSize(op.dtype);
+    const size_t bytes = op.count * esize;
+    switch (op.kind) {
+      case OpKind::kAllReduce:
+        return AllReduce(op, bytes, deadline);
+      case OpKind::kReduce:
+        return Reduce(op, bytes, deadline);
+      case OpKind::kBroadcast: {
+        if (bytes == 0 || world_size_ == 1) return absl::OkStatus();
+        ::gloo::BroadcastOptions opts(context_);
+        opts.setOutput(static_cast<uint8_t*>(op.output), bytes);
+        opts.setRoot(op.root);
+        opts.setTag(NextTag());
+        opts.setTimeout(Remaining(deadline));
+        ::gloo::broadcast(opts);
+        return absl::OkStatus();
+      }
+      case OpKind::kAllGather: {
+        if (bytes == 0) return absl::OkStatus();
+        char* out = static_cast<char*>(op.output);
+        const bool in_place = op.input == out + rank_ * bytes;
+        ::gloo::AllgatherOptions opts(context_);
+        if (!in_place) {
+          opts.setInput(
+              const_cast<uint8_t*>(static_cast<const uint8_t*>(op.input)),
+              bytes);
+        }
+        opts.setOutput(reinterpret_cast<uint8_t*>(out), bytes * world_size_);
+        opts.setTag(NextTag());
+        opts.setTimeout(Remaining(deadline));
+        ::gloo::allgather(opts);
+        return absl::OkStatus();
+      }
+      case OpKind::kAllGatherV: {
+        std::vector<size_t> counts;
+        size_t offset = 0;
+        size_t total = 0;
+        for (int r = 0; r < world_size_; ++r) {
+          if (r == rank_) offset = total;
+          counts.push_back(op.counts[r] * esize);
+          total += op.counts[r] * esize;
+        }
+        if (total == 0) return absl::OkStatus();
+        char* out = static_cast<char*>(op.output);
+        if (world_size_ == 1) {
+          if (op.input != out) std::memcpy(out, op.input, total);
+          return absl::OkStatus();
+        }
+        ::gloo::AllgathervOptions opts(context_);
+        if (op.input != out + offset) {
+          opts.setInput(
+              const_cast<uint8_t*>(static_cast<const uint8_t*>(op.input)),
+              counts[rank_]);
+        }
+        opts.setOutput(reinterpret_cast<uint8_t*>(out), counts);
+        opts.setTag(NextTag());
+        opts.setTimeout(Remaining(deadline));
+        ::gloo::allgatherv(opts);
+        return absl::OkStatus();
+      }
+      case OpKind::kGather: {
+        if (bytes == 0) return absl::OkStatus();
+        const void* input = op.input;
+        char* out = static_cast<char*>(op.output);
+        if (rank_ == op.root && input == out + rank_ * bytes) {
+          // Gloo copies the input into the root's slot with memcpy: give it a
+          // copy rather than the same bytes.
+          input = std::memcpy(Scratch(bytes), input, bytes);
+        }
+        ::gloo::GatherOptions opts(context_);
+        opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(input)),
+                      bytes);
+        if (rank_ == op.root) {
+          opts.setOutput(reinterpret_cast<uint8_t*>(out), bytes * world_size_);
+        }
+        opts.setRoot(op.root);
+        opts.setTag(NextTag());
+        opts.setTimeout(Remaining(deadline));
+        ::gloo::gather(opts);
+        return absl::OkStatus();
+      }
+      case OpKind::kScatter: {
+        if (bytes == 0) return absl::OkStatus();
+        ::gloo::ScatterOptions opts(context_);
+        if (rank_ == op.root) {
+          const char* in = static_cast<const char*>(op.input);
+          std::vector<uint8_t*> blocks;
+          for (int r = 0; r < world_size_; ++r) {
+            const char* block = in + r * bytes;
+            if (r == rank_ && block == op.output) {
+              block = static_cast<const char*>(
+                  std::memcpy(Scratch(bytes), block, bytes));
+            }
+            blocks.push_back(
+                reinterpret_cast<uint8_t*>(const_cast<char*>(block)));
+          }
+          opts.setInputs(blocks, bytes);
+        }
+        opts.setOutput(static_cast<uint8_t*>(op.output), bytes);
+        opts.setRoot(op.root);
+        opts.setTag(NextTag());
+        opts.setTimeout(Remaining(deadline));
+        ::gloo::scatter(opts);
+        return absl::OkStatus();
+      }
+      case OpKind::kReduceScatter:
+        return ReduceScatter(op, bytes, deadline);
+      case OpKind::kAllToAll: {
+        if (bytes == 0) return absl::OkStatus();
+        if (world_size_ == 1) {
+          std::memcpy(op.output, op.input, bytes);
+          return absl::OkStatus();
+        }
+        ::gloo::AlltoallOptions opts(context_);
+        opts.setInput(
+            const_cast<uint8_t*>(static_cast<const uint8_t*>(op.input)),
+            bytes * world_size_);
+        opts.setOutput(static_cast<uint8_t*>(op.output), bytes * world_size_);
+        opts.setTag(NextTag());
+        opts.setTimeout(Remaining(deadline));
+        ::gloo::alltoall(opts);
+        return absl::OkStatus();
+      }
+      case OpKind::kBarrier: {
+        if (world_size_ == 1) return absl::OkStatus();
+        ::gloo::BarrierOptions opts(context_);
+        opts.setTag(NextTag());
+        opts.setTimeout(Remaining(deadline));
+        ::gloo::barrier(opts);
+        return absl::OkStatus();
+      }
+      case OpKind::kSend:
+      case OpKind::kRecv:
+        break;
+    }
+    return absl::InternalError(
+        absl::StrCat("gloo backend: unexpected ", OpName(op.kind)));
+  }
+
+  absl::Status AllReduce(const Op& op, size_t bytes, absl::Time deadline) {
+    if (bytes == 0) return absl::OkStatus();
+    if (op.input != op.output) std::memcpy(op.output, op.input, bytes);
+    if (world_size_ == 1) return absl::OkStatus();
+    const AllReduceAlgorithm algorithm =
+        algorithm_ != AllReduceAlgorithm::kAuto
+            ? algorithm_
+            : ChooseAllReduceAlgorithm(bytes, world_size_);
+    MUSTER_RETURN_IF_ERROR(RunAllReduce(algorithm, op.output, op.count,
+                                        op.dtype, op.op, deadline));
+    if (op.op == ReduceOp::kAvg) {
+      DivideInPlace(op.output, op.count, op.dtype, world_size_);
+    }
+    return absl::OkStatus();
+  }
+
+  // In place on `data`; kAvg sums (the caller divides).
+  absl::Status RunAllReduce(AllReduceAlgorithm algorithm, void* data,
+                            size_t count, DataType dtype, ReduceOp op,
+                            absl::Time deadline) {
+    // Gloo's AllreduceBcube is wrong unless the world size is a power of two
+    // (with N = 3 most elements come out wrong), and it races with itself
+    // when run again (an instance run 300 times on 4 ranks returned wrong
+    // sums twice): muster builds it for each call, and uses the option-based
+    // bcube for other world sizes.
+    const bool power_of_two = (world_size_ & (world_size_ - 1)) == 0;
+    if (algorithm == AllReduceAlgorithm::kBcube && !power_of_two) {
+      algorithm = AllReduceAlgorithm::kBcubeUnbound;
+    }
+    if (algorithm == AllReduceAlgorithm::kRingUnbound ||
+        algorithm == AllReduceAlgorithm::kBcubeUnbound) {
+      MUSTER_ASSIGN_OR_RETURN(ReduceFn fn, ReduceFunction(dtype, op));
+      ::gloo::AllreduceOptions opts(context_);
+      return VisitDataType(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        opts.setOutput(static_cast<T*>(data), count);
+        opts.setReduceFunction(fn);
+        opts.setAlgorithm(algorithm == AllReduceAlgorithm::kRingUnbound
+                              ? ::gloo::AllreduceOptions::Algorithm::RING
+                              : ::gloo::AllreduceOptions::Algorithm::BCUBE);
+        opts.setTag(NextTag());
+        opts.setTimeout(Remaining(deadline));
+        ::gloo::allreduce(opts);
+        return absl::OkStatus();
+      });
+    }
+    if (count > static_cast<size_t>(std::numeric_limits<int>::max())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Gloo's ", AllReduceAlgorithmName(algorithm),
+          " takes at most 2^31-1 elements; use ring_unbound for more"));
+    }
+    const size_t bytes = count * DataTypeSize(dtype);
+    if (bytes <= kCacheMaxBytes && ranges_ > kCacheEntries + kRetired &&
+        algorithm != AllReduceAlgorithm::kBcube) {
+      MUSTER_ASSIGN_OR_RETURN(CacheEntry * entry,
+                              Cached(algorithm, count, dtype, op));
+      if (entry->rebind) {
+        entry->rebind(data);
+        entry->algo->run();
+        return absl::OkStatus();
+      }
+      std::memcpy(entry->staging.data(), data, bytes);
+      entry->algo->run();
+      std::memcpy(data, entry->staging.data(), bytes);
+      return absl::OkStatus();
+    }
+    // A large message (or bcube): built for this call, on the caller's
+    // buffer. It is kept until the next one is built (see below).
+    big_.reset();
+    MUSTER_ASSIGN_OR_RETURN(
+        big_, BuildAt(NextRange(), algorithm, data, count, dtype, op));
+    big_->run();
+    return absl::OkStatus();
+  }
+
+ private:
+  // ---- Gloo's algorithm classes, kept between calls ----
+  //
+  // Building one registers buffers with the pairs and takes slots from the
+  // context. Gloo's own benchmark builds once and runs many times; so does
+  // libmuster_comm for messages up to kCacheMaxBytes: it keeps the last
+  // kCacheEntries algorithms, keyed by shape (algorithm, dtype, op, count),
+  // each built on a staging buffer of its own (the caller's data is copied in
+  // and out: a few microseconds at most at these sizes). Keys leave the
+  // caller's address out, and every rank sees the same sequence of shapes, so
+  // every rank hits, misses and evicts alike and builds on the same slots
+  // (each build takes the next range of slots, never one still registered).
+  //
+  // An algorithm's last message (a notification) may still be leaving when
+  // run() returns; destroying it then would free a buffer the transport still
+  // writes from. Evicted algorithms therefore retire first and are destroyed
+  // kRetired evictions later (or at Close); a large message's algorithm lives
+  // until the next large one is built.
+  struct ShapeKey {
+    AllReduceAlgorithm algorithm;
+    DataType dtype;
+    ReduceOp op;
+    size_t count;
+    bool operator<(const ShapeKey& o) const {
+      return std::tie(algorithm, dtype, op, count) <
+             std::tie(o.algorithm, o.dtype, o.op, o.count);
+    }
+  };
+  struct CacheEntry {
+    std::vector<char> staging;
+    std::unique_ptr<::gloo::Algorithm> algo;
+    // Set for algorithms that can be pointed at the caller's buffer (the
+    // ring); the others run on `staging`.
+    std::function<void(void*)> rebind;
+    size_t bytes = 0;  // The message size (for the cache's budget).
+    std::list<ShapeKey>::iterator lru;
+  };
+  // Up to 1 MB per message and kCacheBudget bytes of messages in all (each
+  // algorithm holds about 3 copies: staging, inbox, outbox).
+  static constexpr size_t kCacheMaxBytes = 1 << 20;
+  static constexpr size_t kCacheBudget = 16 << 20;
+  static constexpr int64_t kCacheEntries = 32;
+  static constexpr int64_t kRetired = 32;
+  // Slots below this are Gloo's own (connectFullMesh takes a few); the
+  // option-based collectives use 64-bit slots above 2^56.
+  static constexpr int64_t kSlotBase = 1 << 16;
+
+  // Slots one algorithm may take: 2 N (N - 1) for halving-doubling and bcube,
+  // a few for the rings.
+  int64_t SlotStride() const {
+    return 2 * static_cast<int64_t>(world_size_) * (world_size_ - 1) + 8;
+  }
+
+  int64_t NextRange() { return next_range_++ % ranges_; }
+
+  absl::StatusOr<CacheEntry*> Cached(AllReduceAlgorithm algorithm, size_t count,
+                                     DataType dtype, ReduceOp op) {
+    const ShapeKey key{algorithm, dtype, op, count};
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      return &it->second;
+    }
+    const size_t bytes = count * DataTypeSize(dtype);
+    while (!cache_.empty() &&
+           (cache_.size() >= static_cast<size_t>(kCacheEntries) ||
+            cached_bytes_ + bytes > kCacheBudget)) {
+      auto victim = cache_.find(lru_.back());
+      cached_bytes_ -= victim->second.bytes;
+      retired_.push_back(std::move(victim->second));
+      cache_.erase(victim);
+      lru_.pop_back();
+      // Retired algorithms hold memory too: keep few of the large ones.
+      while (retired_.size() > static_cast<size_t>(kRetired) ||
+             (retired_.size() > 1 && retired_.front().bytes > (64 << 10))) {
+        retired_.pop_front();
+      }
+    }
+    cached_bytes_ += bytes;
+    CacheEntry entry;
+    entry.bytes = bytes;
+    entry.staging.resize(std::max<size_t>(count * DataTypeSize(dtype), 1));
+    MUSTER_ASSIGN_OR_RETURN(
+        entry.algo, BuildAt(NextRange(), algorithm, entry.staging.data(), count,
+                            dtype, op));
+    if (algorithm == AllReduceAlgorithm::kRing) {
+      ::gloo::Algorithm* algo = entry.algo.get();
+      (void)VisitDataType(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        entry.rebind = [algo](void* data) {
+          static_cast<RebindableRing<T>*>(algo)->Rebind(data);
+        };
+        return absl::OkStatus();
+      });
+      entry.staging.clear();  // Not needed.
+      entry.staging.shrink_to_fit();
+    }
+    lru_.push_front(key);
+    entry.lru = lru_.begin();
+    return &cache_.emplace(key, std::move(entry)).first->second;
+  }
+
+  // Builds on slot range `range`, leaving the context's own counter as it was.
+  absl::StatusOr<std::unique_ptr<::gloo::Algorithm>> BuildAt(
+      int64_t range, AllReduceAlgorithm algorithm, void* data, size_t count,
+      DataType dtype, ReduceOp op) {
+    const int saved = context_->slot();
+    context_->set_slot(static_cast<int>(kSlotBase + range * SlotStride()));
+    auto built = Build(algorithm, data, count, dtype, op);
+    context_->set_slot(saved);
+    return built;
+  }
+
+  absl::StatusOr<std::unique_ptr<::gloo::Algorithm>> Build(
+      AllReduceAlgorithm algorithm, void* data, size_t count, DataType dtype,
+      ReduceOp op) {
+    std::unique_ptr<::gloo::Algorithm> result;
+    MUSTER_RETURN_IF_ERROR(VisitDataType(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      const std::vector<T*> ptrs = {static_cast<T*>(data)};
+      const ::gloo::ReductionFunction<T>* fn = LegacyFunction<T>(op);
+      const int n = static_cast<int>(count);
+      switch (algorithm) {
+        case AllReduceAlgorithm::kRingChunked:
+          result = std::make_unique<::gloo::AllreduceRingChunked<T>>(
+              context_, ptrs, n, fn);
+          break;
+        case AllReduceAlgorithm::kHalvingDoubling:
+          result = std::make_unique<::gloo::AllreduceHalvingDoubling<T>>(
+              context_, ptrs, n, fn);
+          break;
+        case AllReduceAlgorithm::kBcube:
+          result = std::make_unique<::gloo::AllreduceBcube<T>>(context_, ptrs,
+                                                               n, fn);
+          break;
+        default:
+          result = std::make_unique<RebindableRing<T>>(context_, ptrs, n, fn);
+          break;
+      }
+      return absl::OkStatus();
+    }));
+    return result;
+  }
+
+  absl::Status Reduce(const Op& op, size_t bytes, absl::Time deadline) {
+    if (bytes == 0) return absl::OkStatus();
+    const bool root = rank_ == op.root;
+    if (world_size_ == 1) {
+      if (op.input != op.output) std::memcpy(op.output, op.input, bytes);
+      return absl::OkStatus();
+    }
+    // Gloo accumulates in the output on every rank: elsewhere than the root
+    // that is scratch, so the caller's buffers stay untouched.
+    void* out = root ? op.output : Scratch(bytes);
+    MUSTER_ASSIGN_OR_RETURN(ReduceFn fn, ReduceFunction(op.dtype, op.op));
+    ::gloo::ReduceOptions opts(context_);
+    return VisitDataType(op.dtype, [&](auto zero) {
+      using T = decltype(zero);
+      if (op.input != out) {
+        opts.setInput(const_cast<T*>(static_cast<const T*>(op.input)),
+                      op.count);
+      }
+      opts.setOutput(static_cast<T*>(out), op.count);
+      opts.setRoot(op.root);
+      opts.setReduceFunction(fn);
+      opts.setTag(NextTag());
+      opts.setTimeout(Remaining(deadline));
+      ::gloo::reduce(opts);
+      if (root && op.op == ReduceOp::kAvg) {
+        DivideInPlace(op.output, op.count, op.dtype, world_size_);
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  // A ring: in step s (0 <= s < N-1) rank r sends the partial sum of block
+  // (r - s - 1) mod N to rank r+1 and receives block (r - s - 2) mod N from
+  // rank r-1, adds its own input block to it, and sends that on in the next
+  // step. After N-1 steps rank r holds the full reduction of block r. Each
+  // rank moves (N-1)/N of the data, as NCCL's ring does.
+  absl::Status ReduceScatter(const Op& op, size_t bytes, absl::Time deadline) {
+    if (bytes == 0) return absl::OkStatus();
+    const int n = world_size_;
+    const char* in = static_cast<const char*>(op.input);
+    if (n == 1) {
+      if (op.input != op.output) std::memcpy(op.output, in, bytes);
+      if (op.op == ReduceOp::kAvg) {
+        DivideInPlace(op.output, op.count, op.dtype, n);
+      }
+      return absl::OkStatus();
+    }
+    MUSTER_ASSIGN_OR_RETURN(ReduceFn fn, ReduceFunction(op.dtype, op.op));
+    const int right = (rank_ + 1) % n;
+    const int left = (rank_ + n - 1) % n;
+    auto block = [&](int b) { return in + ((b % n + n) % n) * bytes; };
+    char* buf = Scratch(2 * bytes);
+    char* bufs[2] = {buf, buf + bytes};
+    const uint64_t slot =
+        ::gloo::Slot::build(kReduceScatterSlotPrefix, NextTag());
+    auto send_in = context_->createUnboundBuffer(
+        const_cast<char*>(block(rank_ - 1)), bytes);
+    std::unique_ptr<::gloo::transport::UnboundBuffer> ubufs[2] = {
+        context_->createUnboundBuffer(bufs[0], bytes),
+        context_->createUnboundBuffer(bufs[1], bytes)};
+    for (int s = 0; s < n - 1; ++s) {
+      ::gloo::transport::UnboundBuffer* send =
+          s == 0 ? send_in.get() : ubufs[(s - 1) % 2].get();
+      ::gloo::transport::UnboundBuffer* recv = ubufs[s % 2].get();
+      send->send(right, slot);
+      recv->recv(left, slot);
+      recv->waitRecv(Remaining(deadline));
+      send->waitSend(Remaining(deadline));
+      const int b = rank_ - s - 2;
+      char* dst = s == n - 2 ? static_cast<char*>(op.output) : bufs[s % 2];
+      fn(dst, bufs[s % 2], block(b), op.count);
+    }
+    if (op.op == ReduceOp::kAvg) {
+      DivideInPlace(op.output, op.count, op.dtype, n);
+    }
+    return absl::OkStatus();
   }
 
   const int rank_;
   const int world_size_;
-  const std::string who_;  // "rank 2/4", the prefix of every message.
+  const AllReduceAlgorithm algorithm_;
   const std::vector<std::string> peer_addresses_;
+  std::shared_ptr<PeerContext> context_;
+  std::shared_ptr<::gloo::transport::Context> transport_;
+  const PairSockets sockets_;
+  std::vector<char> scratch_;
+  uint32_t tag_ = 0;
+  std::map<ShapeKey, CacheEntry> cache_;
+  std::list<ShapeKey> lru_;  // Most recently used first.
+  std::deque<CacheEntry> retired_;
+  size_t cached_bytes_ = 0;  // Staging bytes of the cached algorithms.
+  std::unique_ptr<::gloo::Algorithm> big_;
+  // Slot ranges that fit in Gloo's int slots; the next one to use.
+  const int64_t ranges_ =
+      (std::numeric_limits<int>::max() - kSlotBase) / SlotStride() - 1;
+  int64_t next_range_ = 0;
 
-  // Serializes collectives and Shutdown (see the class comment in
-  // communicator.h: this keeps misuse memory-safe, it does not make concurrent
-  // collectives meaningful).
-  absl::Mutex mu_;
-  std::shared_ptr<::gloo::rendezvous::Context> context_ ABSL_GUARDED_BY(mu_);
-  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  // The first failure of a collective.
-  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex abort_mu_;
+  bool aborted_ ABSL_GUARDED_BY(abort_mu_) = false;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(
-    std::shared_ptr<rendezvous::Store> store, std::string key_prefix, int rank,
-    int world_size, const GlooConfig& config) {
-  const std::string who = absl::StrCat("rank ", rank, "/", world_size);
+absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
+                                                     absl::Time deadline) {
+  const std::string who =
+      absl::StrCat("rank ", config.rank, "/", config.world_size);
   IgnoreSigpipeUnlessHandled();
   ::gloo::transport::tcp::attr attr;
   std::string where;
   if (!config.iface.empty()) {
-    MUSTER_RETURN_IF_ERROR(Annotate(CheckInterface(config.iface), who));
     attr.iface = config.iface;
-    where = absl::StrCat("interface ", config.iface);
+    where = absl::StrCat("interface ", config.iface, " (", config.bind_ip, ")");
   } else {
-    MUSTER_RETURN_IF_ERROR(Annotate(CheckHostname(config.hostname), who));
     attr.hostname = config.hostname;
     where = absl::StrCat("address ", config.hostname);
   }
@@ -415,35 +880,42 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(
       CallGloo(GlooStage::kDevice,
                absl::StrCat(who, ": creating Gloo's TCP device on ", where), {},
                [&] { device = ::gloo::transport::tcp::CreateDevice(attr); }));
-  MUSTER_LOG(DEBUG) << who << ": Gloo binds " << where << " (" << config.reason
-                    << "): " << device->str();
+  MUSTER_LOG(DEBUG) << who << ": Gloo binds " << where << " ("
+                    << config.bind_reason << "): " << device->str();
 
-  auto context = std::make_shared<PeerContext>(rank, world_size);
-  context->setTimeout(ToGlooTimeout(config.timeout));
-  GlooStore gloo_store(store, key_prefix, config.timeout);
+  const absl::Duration timeout = config.options.timeout;
+  auto context = std::make_shared<PeerContext>(config.rank, config.world_size);
+  context->setTimeout(ToGlooTimeout(timeout));
+  GlooStore gloo_store(config.store, config.key_prefix,
+                       std::max(deadline - absl::Now(), absl::Milliseconds(1)));
   absl::Status connected = CallGloo(
       GlooStage::kConnect, absl::StrCat(who, ": connecting to its peers"), {},
       [&] { context->connectFullMesh(gloo_store, device); });
   if (!connected.ok()) {
     if (absl::IsDeadlineExceeded(connected)) {
-      return DescribeMissingPeers(connected, *store, key_prefix, rank,
-                                  world_size, config.timeout);
+      return DescribeMissingPeers(connected, *config.store, config.key_prefix,
+                                  config.rank, config.world_size, timeout);
     }
     return connected;
   }
-  std::vector<std::string> peers = PeerAddresses(*store, key_prefix, *context);
-  auto comm = std::make_unique<GlooCommunicator>(
-      rank, world_size, std::move(context), std::move(peers));
-  // connectFullMesh can return on one rank while a peer is still finishing its
-  // handshake; a rank that then closed at once would reset the peer's
-  // connection mid-connect. One barrier makes Create return only when every
-  // rank is connected.
-  absl::Status ready = comm->Barrier();
-  if (!ready.ok()) {
-    return Annotate(ready, "confirming that every rank is connected");
+  MeshAddresses mesh =
+      ReadMeshAddresses(*config.store, config.key_prefix, *context);
+  PairSockets sockets =
+      PairSockets::Find(std::move(mesh.own), std::move(mesh.theirs));
+  if (const size_t found = sockets.FoundPeers().size();
+      found + 1 != static_cast<size_t>(config.world_size)) {
+    // Collectives still work; only an abort falls back to Gloo's timeout.
+    MUSTER_LOG(WARNING) << who << ": found the sockets of " << found << " of "
+                        << config.world_size - 1
+                        << " Gloo pairs: a dead peer may be noticed only at "
+                           "the collective's timeout";
   }
-  MUSTER_LOG(DEBUG) << who << ": connected to " << world_size - 1 << " peers";
-  return std::unique_ptr<Communicator>(std::move(comm));
+  MUSTER_RETURN_IF_ERROR(CallGloo(
+      GlooStage::kConnect, absl::StrCat(who, ": sizing its send buffers"),
+      mesh.peer_names, [&] { PinSendBuffers(*context); }));
+  return std::unique_ptr<Backend>(new GlooBackend(
+      config.rank, config.world_size, config.options.allreduce_algorithm,
+      std::move(context), std::move(mesh.peer_names), std::move(sockets)));
 }
 
 }  // namespace muster::comm::internal

@@ -1,55 +1,6 @@
 #include "comm/gloo/reduce.h"
 
 namespace muster::comm::internal {
-namespace {
-
-template <typename T>
-T Add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <typename T>
-T Multiply(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
-template <typename T>
-T Min(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-  }
-  return b < a ? b : a;
-}
-
-template <typename T>
-T Max(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-  }
-  return a < b ? b : a;
-}
-
-template <typename T, T (*kOp)(T, T)>
-void Kernel(void* out, const void* a, const void* b, size_t n) {
-  T* c = static_cast<T*>(out);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) c[i] = kOp(x[i], y[i]);
-}
-
-}  // namespace
 
 absl::StatusOr<ReduceFn> ReduceFunction(DataType dtype, ReduceOp op) {
   ReduceFn fn;
@@ -57,16 +8,17 @@ absl::StatusOr<ReduceFn> ReduceFunction(DataType dtype, ReduceOp op) {
     using T = decltype(zero);
     switch (op) {
       case ReduceOp::kSum:
-        fn = &Kernel<T, &Add<T>>;
+      case ReduceOp::kAvg:
+        fn = &Kernel<T, &Elem<T>::Add>;
         return absl::OkStatus();
       case ReduceOp::kProduct:
-        fn = &Kernel<T, &Multiply<T>>;
+        fn = &Kernel<T, &Elem<T>::Multiply>;
         return absl::OkStatus();
       case ReduceOp::kMin:
-        fn = &Kernel<T, &Min<T>>;
+        fn = &Kernel<T, &Elem<T>::Min>;
         return absl::OkStatus();
       case ReduceOp::kMax:
-        fn = &Kernel<T, &Max<T>>;
+        fn = &Kernel<T, &Elem<T>::Max>;
         return absl::OkStatus();
     }
     return absl::InvalidArgumentError(
@@ -74,6 +26,15 @@ absl::StatusOr<ReduceFn> ReduceFunction(DataType dtype, ReduceOp op) {
   });
   if (!status.ok()) return status;
   return fn;
+}
+
+void DivideInPlace(void* data, size_t count, DataType dtype, int n) {
+  (void)VisitDataType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* x = static_cast<T*>(data);
+    for (size_t i = 0; i < count; ++i) x[i] = Elem<T>::Divide(x[i], n);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace muster::comm::internal

@@ -1,204 +1,325 @@
-// Communicator's factories: the environment contract with the launcher, option
-// defaults and validation, and the per-communicator key namespace. The backend
-// lives in comm/gloo/.
+// The public Communicator: argument packing into an Op, and the calls into
+// CommCore (comm/src/core.h), which does the work.
 #include "muster/comm/communicator.h"
 
-#include <cstdlib>
-#include <string>
+#include <algorithm>
+#include <set>
 #include <utility>
+#include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "comm/gloo/gloo_communicator.h"
-#include "muster/common/logging.h"
-#include "muster/common/net.h"
+#include "absl/strings/str_join.h"
+#include "comm/src/backend.h"
+#include "comm/src/core.h"
+#include "comm/src/init.h"
 #include "muster/common/status.h"
-#include "muster/rendezvous/grpc_store.h"
-#include "muster/rendezvous/in_memory_store.h"
-#include "muster/rendezvous/store.h"
 
 namespace muster::comm {
+
+using internal::Op;
+using internal::OpKind;
+
+// ---- Work ----
+
+Work::Work(std::shared_ptr<internal::WorkState> state)
+    : state_(std::move(state)) {}
+
+Work::~Work() = default;
+
+absl::Status Work::Wait(absl::Duration timeout) {
+  return state_->Wait(timeout);
+}
+
+bool Work::Done() const { return state_->Done(); }
+
+// ---- Communicator ----
+
+Communicator::Communicator(std::unique_ptr<internal::CommCore> core)
+    : core_(std::move(core)) {}
+
+Communicator::~Communicator() { Shutdown(); }
+
+int Communicator::rank() const { return core_->rank(); }
+int Communicator::world_size() const { return core_->world_size(); }
+absl::string_view Communicator::backend_name() const {
+  return core_->backend_name();
+}
+
+void Communicator::Shutdown() { core_->Shutdown(); }
+
+absl::Status Communicator::Run(Op& op) {
+  MUSTER_RETURN_IF_ERROR(core_->Validate(op));
+  return core_->RunBlocking(op);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Start(Op& op) {
+  MUSTER_RETURN_IF_ERROR(core_->Validate(op));
+  auto state = std::make_shared<internal::WorkState>();
+  MUSTER_RETURN_IF_ERROR(core_->RunAsync(std::move(op), state));
+  return std::make_unique<Work>(std::move(state));
+}
+
 namespace {
 
-// Every key of libmuster_comm in the round's store lives under this prefix.
-constexpr char kKeyRoot[] = "muster_comm/";
-
-// The value of environment variable `name`, or nullptr when unset or empty.
-const char* GetEnv(const char* name) {
-  const char* value = std::getenv(name);
-  return (value != nullptr && value[0] != '\0') ? value : nullptr;
-}
-
-absl::Status MissingVariable(absl::string_view name) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("environment variable ", name,
-                   " is not set: Communicator::FromEnvironment joins the job "
-                   "through the launcher's environment; run the program under "
-                   "muster (for example `muster --nproc-per-node=2 PROGRAM`), "
-                   "or call Communicator::Create with a store"));
-}
-
-absl::StatusOr<std::string> RequiredString(const char* name) {
-  const char* value = GetEnv(name);
-  if (value == nullptr) return MissingVariable(name);
-  return std::string(value);
-}
-
-absl::StatusOr<int> RequiredInt(const char* name) {
-  const char* value = GetEnv(name);
-  if (value == nullptr) return MissingVariable(name);
-  int result = 0;
-  if (!absl::SimpleAtoi(value, &result)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "environment variable ", name, "='", value, "' is not an integer"));
-  }
-  return result;
-}
-
-// Applies MUSTER_COMM_TIMEOUT and checks the timeout.
-absl::StatusOr<absl::Duration> ResolveTimeout(absl::Duration timeout) {
-  if (const char* text = GetEnv("MUSTER_COMM_TIMEOUT")) {
-    double seconds = 0;
-    if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("environment variable MUSTER_COMM_TIMEOUT='", text,
-                       "' is not a positive number of seconds"));
-    }
-    timeout = absl::Seconds(seconds);
-  }
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CommOptions.timeout must be positive, not ",
-                     absl::FormatDuration(timeout)));
-  }
-  return timeout;
-}
-
-// Where Gloo binds: an explicit interface, an explicit address, the interface
-// named in the environment, then loopback when every rank is on this node, else
-// this node's address.
-internal::GlooConfig ResolveAddress(const CommOptions& options,
-                                    bool all_local) {
-  internal::GlooConfig config;
-  if (!options.ifname.empty()) {
-    config.iface = options.ifname;
-    config.reason = "CommOptions.ifname";
-  } else if (!options.hostname.empty()) {
-    config.hostname = options.hostname;
-    config.reason = "CommOptions.hostname";
-  } else if (const char* muster_if = GetEnv("MUSTER_SOCKET_IFNAME")) {
-    config.iface = muster_if;
-    config.reason = "MUSTER_SOCKET_IFNAME";
-  } else if (const char* gloo_if = GetEnv("GLOO_SOCKET_IFNAME")) {
-    config.iface = gloo_if;
-    config.reason = "GLOO_SOCKET_IFNAME";
-  } else if (all_local) {
-    config.hostname = "127.0.0.1";
-    config.reason = "every rank is on this node";
-  } else {
-    config.hostname = DefaultAdvertisedAddress();
-    config.reason = "this node's advertised address";
-  }
-  return config;
-}
-
-// Whether the launcher says every rank of a `world_size` job runs on this node.
-bool EnvironmentSaysAllLocal(int world_size) {
-  const char* local = GetEnv("LOCAL_WORLD_SIZE");
-  const char* world = GetEnv("WORLD_SIZE");
-  int local_size = 0;
-  int env_world = 0;
-  return local != nullptr && world != nullptr &&
-         absl::SimpleAtoi(local, &local_size) &&
-         absl::SimpleAtoi(world, &env_world) && env_world == world_size &&
-         local_size == world_size;
-}
-
-absl::StatusOr<std::unique_ptr<Communicator>> CreateImpl(
-    std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
-    const CommOptions& options, bool all_local) {
-  if (store == nullptr) {
-    return absl::InvalidArgumentError("Communicator::Create: store is null");
-  }
-  if (world_size < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Communicator::Create: world_size ", world_size,
-                     " must be at least 1"));
-  }
-  if (rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Communicator::Create: rank ", rank, " is outside [0, ",
-                     world_size, ")"));
-  }
-  MUSTER_ASSIGN_OR_RETURN(absl::Duration timeout,
-                          ResolveTimeout(options.timeout));
-  internal::GlooConfig config = ResolveAddress(options, all_local);
-  config.timeout = timeout;
-
-  // The n-th communicator a rank creates on this store is communicator n: every
-  // rank counts its own creations, so that re-creating one in the same round
-  // never meets the keys of the last.
-  absl::StatusOr<int64_t> generation =
-      store->Add(absl::StrCat(kKeyRoot, "generation/rank", rank), 1);
-  if (!generation.ok()) {
-    return Annotate(generation.status(),
-                    absl::StrCat("rank ", rank, "/", world_size,
-                                 ": counting communicators in the store"));
-  }
-  std::string key_prefix = absl::StrCat(kKeyRoot, *generation, "/");
-  MUSTER_LOG(DEBUG) << "rank " << rank << "/" << world_size
-                    << ": joining communicator " << *generation << " (timeout "
-                    << absl::FormatDuration(timeout) << ")";
-  return internal::ConnectGloo(std::move(store), std::move(key_prefix), rank,
-                               world_size, config);
+Op MakeOp(OpKind kind, const void* input, void* output, size_t count,
+          DataType dtype, ReduceOp reduce, int root, const CallOptions& call) {
+  Op op;
+  op.kind = kind;
+  op.input = input;
+  op.output = output;
+  op.count = count;
+  op.dtype = dtype;
+  op.op = reduce;
+  op.root = root;
+  op.timeout = call.timeout;
+  return op;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
-    std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
-    CommOptions options) {
-  // Ranks that share an in-process store are threads of this process: loopback
-  // reaches them all.
-  const bool all_local =
-      dynamic_cast<rendezvous::InMemoryStore*>(store.get()) != nullptr ||
-      EnvironmentSaysAllLocal(world_size);
-  return CreateImpl(std::move(store), rank, world_size, options, all_local);
+absl::Status Communicator::AllReduce(const void* input, void* output,
+                                     size_t count, DataType dtype, ReduceOp op,
+                                     const CallOptions& call) {
+  Op o = MakeOp(OpKind::kAllReduce, input, output, count, dtype, op, 0, call);
+  return Run(o);
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment(
-    CommOptions options) {
-  MUSTER_ASSIGN_OR_RETURN(int rank, RequiredInt("RANK"));
-  MUSTER_ASSIGN_OR_RETURN(int world_size, RequiredInt("WORLD_SIZE"));
-  MUSTER_ASSIGN_OR_RETURN(int local_world_size,
-                          RequiredInt("LOCAL_WORLD_SIZE"));
-  MUSTER_ASSIGN_OR_RETURN(std::string endpoint,
-                          RequiredString("MUSTER_STORE_ENDPOINT"));
-  MUSTER_ASSIGN_OR_RETURN(std::string prefix,
-                          RequiredString("MUSTER_STORE_PREFIX"));
-  if (world_size < 1 || rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("environment: RANK=", rank,
-                     " is outside [0, WORLD_SIZE=", world_size, ")"));
-  }
-  if (local_world_size < 1 || local_world_size > world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("environment: LOCAL_WORLD_SIZE=", local_world_size,
-                     " is outside [1, WORLD_SIZE=", world_size, "]"));
-  }
-  rendezvous::GrpcStoreOptions store_options;
-  store_options.endpoint = endpoint;
-  store_options.prefix = prefix;
-  absl::StatusOr<std::unique_ptr<rendezvous::Store>> store =
-      rendezvous::NewGrpcStore(store_options);
-  if (!store.ok()) {
-    return Annotate(
-        store.status(),
-        absl::StrCat("connecting to the store at MUSTER_STORE_ENDPOINT=",
-                     endpoint));
-  }
-  return CreateImpl(std::shared_ptr<rendezvous::Store>(std::move(*store)), rank,
-                    world_size, options, local_world_size == world_size);
+absl::Status Communicator::Reduce(const void* input, void* output, size_t count,
+                                  DataType dtype, ReduceOp op, int root,
+                                  const CallOptions& call) {
+  Op o = MakeOp(OpKind::kReduce, input, output, count, dtype, op, root, call);
+  return Run(o);
 }
+
+absl::Status Communicator::Broadcast(void* data, size_t count, DataType dtype,
+                                     int root, const CallOptions& call) {
+  Op o = MakeOp(OpKind::kBroadcast, data, data, count, dtype, ReduceOp::kSum,
+                root, call);
+  return Run(o);
+}
+
+absl::Status Communicator::AllGather(const void* input, void* output,
+                                     size_t count, DataType dtype,
+                                     const CallOptions& call) {
+  Op o = MakeOp(OpKind::kAllGather, input, output, count, dtype, ReduceOp::kSum,
+                0, call);
+  return Run(o);
+}
+
+absl::Status Communicator::AllGatherV(const void* input, void* output,
+                                      absl::Span<const size_t> counts,
+                                      DataType dtype, const CallOptions& call) {
+  Op o = MakeOp(OpKind::kAllGatherV, input, output, 0, dtype, ReduceOp::kSum, 0,
+                call);
+  o.counts.assign(counts.begin(), counts.end());
+  return Run(o);
+}
+
+absl::Status Communicator::Gather(const void* input, void* output, size_t count,
+                                  DataType dtype, int root,
+                                  const CallOptions& call) {
+  Op o = MakeOp(OpKind::kGather, input, output, count, dtype, ReduceOp::kSum,
+                root, call);
+  return Run(o);
+}
+
+absl::Status Communicator::Scatter(const void* input, void* output,
+                                   size_t count, DataType dtype, int root,
+                                   const CallOptions& call) {
+  Op o = MakeOp(OpKind::kScatter, input, output, count, dtype, ReduceOp::kSum,
+                root, call);
+  return Run(o);
+}
+
+absl::Status Communicator::ReduceScatter(const void* input, void* output,
+                                         size_t count, DataType dtype,
+                                         ReduceOp op, const CallOptions& call) {
+  Op o =
+      MakeOp(OpKind::kReduceScatter, input, output, count, dtype, op, 0, call);
+  return Run(o);
+}
+
+absl::Status Communicator::AllToAll(const void* input, void* output,
+                                    size_t count, DataType dtype,
+                                    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kAllToAll, input, output, count, dtype, ReduceOp::kSum,
+                0, call);
+  return Run(o);
+}
+
+absl::Status Communicator::Barrier(const CallOptions& call) {
+  Op o = MakeOp(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kFloat32,
+                ReduceOp::kSum, 0, call);
+  return Run(o);
+}
+
+absl::Status Communicator::Send(const void* data, size_t count, DataType dtype,
+                                int peer, uint32_t tag,
+                                const CallOptions& call) {
+  Op o = MakeOp(OpKind::kSend, data, nullptr, count, dtype, ReduceOp::kSum,
+                peer, call);
+  o.tag = tag;
+  return Run(o);
+}
+
+absl::Status Communicator::Recv(void* data, size_t count, DataType dtype,
+                                int peer, uint32_t tag,
+                                const CallOptions& call) {
+  Op o = MakeOp(OpKind::kRecv, nullptr, data, count, dtype, ReduceOp::kSum,
+                peer, call);
+  o.tag = tag;
+  return Run(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartAllReduce(
+    const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
+    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kAllReduce, input, output, count, dtype, op, 0, call);
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartReduce(
+    const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
+    int root, const CallOptions& call) {
+  Op o = MakeOp(OpKind::kReduce, input, output, count, dtype, op, root, call);
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartBroadcast(
+    void* data, size_t count, DataType dtype, int root,
+    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kBroadcast, data, data, count, dtype, ReduceOp::kSum,
+                root, call);
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartAllGather(
+    const void* input, void* output, size_t count, DataType dtype,
+    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kAllGather, input, output, count, dtype, ReduceOp::kSum,
+                0, call);
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartAllGatherV(
+    const void* input, void* output, absl::Span<const size_t> counts,
+    DataType dtype, const CallOptions& call) {
+  Op o = MakeOp(OpKind::kAllGatherV, input, output, 0, dtype, ReduceOp::kSum, 0,
+                call);
+  o.counts.assign(counts.begin(), counts.end());
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartGather(
+    const void* input, void* output, size_t count, DataType dtype, int root,
+    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kGather, input, output, count, dtype, ReduceOp::kSum,
+                root, call);
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartScatter(
+    const void* input, void* output, size_t count, DataType dtype, int root,
+    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kScatter, input, output, count, dtype, ReduceOp::kSum,
+                root, call);
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartReduceScatter(
+    const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
+    const CallOptions& call) {
+  Op o =
+      MakeOp(OpKind::kReduceScatter, input, output, count, dtype, op, 0, call);
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartAllToAll(
+    const void* input, void* output, size_t count, DataType dtype,
+    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kAllToAll, input, output, count, dtype, ReduceOp::kSum,
+                0, call);
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartBarrier(
+    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kFloat32,
+                ReduceOp::kSum, 0, call);
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartSend(
+    const void* data, size_t count, DataType dtype, int peer, uint32_t tag,
+    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kSend, data, nullptr, count, dtype, ReduceOp::kSum,
+                peer, call);
+  o.tag = tag;
+  return Start(o);
+}
+
+absl::StatusOr<std::unique_ptr<Work>> Communicator::StartRecv(
+    void* data, size_t count, DataType dtype, int peer, uint32_t tag,
+    const CallOptions& call) {
+  Op o = MakeOp(OpKind::kRecv, nullptr, data, count, dtype, ReduceOp::kSum,
+                peer, call);
+  o.tag = tag;
+  return Start(o);
+}
+
+// ---- Subgroups ----
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::NewGroup(
+    absl::Span<const int> ranks) {
+  return NewGroup(ranks, core_->config().options);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::NewGroup(
+    absl::Span<const int> ranks, CommOptions options) {
+  const std::string who = core_->who();
+  if (ranks.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who, ": NewGroup: the list of ranks is empty"));
+  }
+  std::vector<int> sorted(ranks.begin(), ranks.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i] < 0 || sorted[i] >= world_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(who, ": NewGroup: rank ", sorted[i], " is outside [0, ",
+                       world_size(), ")"));
+    }
+    if (i > 0 && sorted[i] == sorted[i - 1]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          who, ": NewGroup: rank ", sorted[i], " is listed twice"));
+    }
+  }
+  const auto me = std::find(sorted.begin(), sorted.end(), rank());
+  if (me == sorted.end()) return std::unique_ptr<Communicator>();
+  if (core_->IsShutDown()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who, ": NewGroup called after Shutdown()"));
+  }
+  const std::string list = absl::StrJoin(sorted, ",");
+  const int serial = core_->NextGroupSerial(list);
+  const internal::CoreConfig& parent = core_->config();
+  const std::string key_root =
+      absl::StrCat(parent.key_prefix, "group/", list, "/", serial, "/");
+  absl::StatusOr<std::unique_ptr<Communicator>> group =
+      internal::CreateCommunicator(
+          parent.store, static_cast<int>(me - sorted.begin()),
+          static_cast<int>(sorted.size()), options, parent.all_local, key_root);
+  if (!group.ok()) {
+    return Annotate(group.status(),
+                    absl::StrCat(who, ": NewGroup({", list, "})"));
+  }
+  return group;
+}
+
+namespace internal {
+
+void CrashForTesting(Communicator& comm) { comm.core_->CrashForTesting(); }
+
+}  // namespace internal
 
 }  // namespace muster::comm

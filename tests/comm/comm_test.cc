@@ -77,8 +77,9 @@ T Combine(T a, T b, ReduceOp op) {
       return std::min(a, b);
     case ReduceOp::kMax:
       return std::max(a, b);
+    default:
+      return a;
   }
-  return a;
 }
 
 template <typename T>

@@ -1,54 +1,103 @@
-// libmuster_comm: collectives between the ranks of a muster job, for C++
-// workers.
+// libmuster_comm: collectives between the ranks of a job, for C++ workers.
 //
-//   auto comm = muster::comm::Communicator::FromEnvironment();  // under muster
+//   auto comm = muster::comm::Communicator::Init();  // env:// (under muster)
 //   if (!comm.ok()) { std::cerr << comm.status() << "\n"; return 1; }
 //   std::vector<float> grad = ...;
 //   absl::Status s = (*comm)->AllReduce(absl::MakeSpan(grad),
-//                                       muster::comm::ReduceOp::kSum);
+//                                       muster::comm::ReduceOp::kAvg);
 //
-// This first backend is Gloo over TCP, on host memory. Ranks find each other
-// through the round's key-value store (musterd's Store service, or an
-// InMemoryStore when the ranks are threads of one process, as in tests).
+// BACKENDS. Gloo (TCP) for host memory; NCCL for CUDA device memory when the
+// library was built with it and a GPU is present (CommOptions::backend).
 //
-// Errors are absl::Status; no exception leaves this API. Codes carry retry
+// INIT METHODS (Communicator::Init), as PyTorch names them:
+//   env://              the default. Under muster: the round's store from
+//                       MUSTER_STORE_ENDPOINT / MUSTER_STORE_PREFIX. Without
+//                       the launcher: MASTER_ADDR / MASTER_PORT, where rank 0
+//                       serves a store on MASTER_PORT and the others connect
+//                       to it. RANK and WORLD_SIZE give the rank and size
+//                       unless passed.
+//   tcp://HOST:PORT     rank 0 serves a store on PORT (all interfaces) and
+//                       every rank connects to HOST:PORT.
+//   file:///PATH        a store in a file shared by the ranks of one machine
+//                       (flock). A file left behind by a killed run is found
+//                       and cleared (its ranks' processes are gone) with a
+//                       warning; one still in use by live processes of another
+//                       run is refused with FAILED_PRECONDITION naming them.
+//                       The last rank to shut down removes the file.
+//
+// ERRORS are absl::Status; no exception leaves this API. Codes carry retry
 // meaning:
 //   INVALID_ARGUMENT     a bad argument (null buffer, root or rank out of
-//                        range, unknown dtype or op).
-//   FAILED_PRECONDITION  not run under muster (a launcher variable is
-//                        missing), a bad interface or address, or the
-//                        communicator was shut down.
-//   DEADLINE_EXCEEDED    a peer did not join, or a collective did not
-//                        finish, within the timeout.
-//   ABORTED              a peer was lost in a collective (its connection
-//                        closed or reset), or the round's store namespace
-//                        was dropped; rejoin the next round.
+//                        range, unknown dtype or op, overlapping buffers).
+//                        The communicator stays usable.
+//   FAILED_PRECONDITION  the configuration cannot work: not run under a
+//                        launcher (a variable is missing), a bad interface or
+//                        address, NCCL asked for where there is no GPU (the
+//                        message names the CUDA error), device memory without
+//                        NCCL, or the communicator was shut down.
+//   DEADLINE_EXCEEDED    a peer did not join, or a collective did not finish,
+//                        within its timeout.
+//   ABORTED              a peer was lost (the message names its rank: "peer
+//                        rank 2 was lost ..."), a peer's own collective failed
+//                        (named likewise), or the launcher ended the round
+//                        (its store namespace was dropped). Rejoin the next
+//                        round.
 //   UNAVAILABLE          a peer or the store could not be reached.
-// After any error from a collective other than INVALID_ARGUMENT the
-// communicator is broken (Gloo's pairs do not recover): later collectives
-// return ABORTED with the first error's message.
+// After any error from an operation other than INVALID_ARGUMENT the
+// communicator is broken (the ranks no longer agree on where they are in the
+// sequence of operations): later operations return ABORTED with the first
+// error's message. Create a new communicator (or, under muster, exit and let
+// the launcher restart the round).
 //
-// Signals: the first Create sets SIGPIPE to ignored if it still has its
-// default action (ending the process), as Python does at start-up: otherwise
-// a peer that dies mid-collective would kill this process silently instead of
-// failing the collective with ABORTED. A handler the program installed is
-// kept.
+// FAILURE DETECTION. A peer that dies mid-collective does not leave the others
+// waiting for the timeout. Each communicator of more than one rank runs a
+// small monitor (one thread):
+//   * It holds one extra TCP connection to every peer, which carries nothing
+//     but a goodbye at Shutdown. When a connection closes without a goodbye
+//     (the peer's process exited or was killed, so its kernel closed the
+//     socket), every rank learns it at once and aborts its operation in flight
+//     with ABORTED "peer rank N was lost". TCP keepalive (about 25 s) covers a
+//     peer whose machine vanished without closing anything.
+//   * When an operation fails on one rank (its timeout, a broken connection),
+//     that rank tells every peer over the same connections, and they abort
+//     theirs with ABORTED naming it and its reason.
+//   * It waits (a blocking Store Wait) on a key of the round's store that only
+//     Shutdown writes. When the launcher ends the round — musterd drops the
+//     round's namespace when a worker fails or a node is lost — the wait ends
+//     with ABORTED and the operation in flight is aborted with it.
+//   * It enforces each operation's timeout, for every algorithm alike.
+// A hung peer (alive, connection open, not progressing) is found by the
+// timeout, or by the launcher's watchdog reading the progress heartbeat
+// (muster/comm/progress.h).
 //
-// Thread-safety: a Communicator is NOT safe for concurrent collectives. Every
-// rank must issue the same collectives, with the same counts, dtypes, ops and
-// roots, in the same order; issue them from one thread at a time (calls from
-// several threads are serialized by a lock, but their order then differs
-// between ranks and the job deadlocks or fails). rank() and world_size() may
-// be called from any thread at any time.
+// SIGNALS: the first communicator sets SIGPIPE to ignored if it still has its
+// default action (ending the process), as Python does at start-up: otherwise a
+// peer that dies mid-collective would kill this process silently. A handler
+// the program installed is kept.
+//
+// THREAD-SAFETY: every method may be called from any thread, but every rank
+// must issue the same collectives (and NewGroup calls of the groups it is in),
+// with the same counts, dtypes, ops and roots, in the same order. Collectives
+// run one at a time, in the order they were issued on this rank (a blocking
+// call issued while asynchronous ones are pending runs after them). Send and
+// Recv are not ordered with collectives: they match each other by (peer, tag)
+// in the order they were posted. rank(), world_size(), backend_name() never
+// block.
+//
+// BUFFERS: pointers are host memory for Gloo, device memory for NCCL. Counts
+// are in elements of `dtype`. Out-of-place calls take an input and an output
+// that must not overlap, except where a function says it may be in place.
 #ifndef MUSTER_COMM_COMMUNICATOR_H_
 #define MUSTER_COMM_COMMUNICATOR_H_
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "muster/comm/types.h"
@@ -59,132 +108,360 @@ class Store;
 
 namespace muster::comm {
 
+class Communicator;
+namespace internal {
+class CommCore;
+class WorkState;
+struct Op;
+void CrashForTesting(Communicator& comm);
+}  // namespace internal
+
+enum class Backend : int {
+  // Gloo for host memory, plus NCCL for device memory when this build has
+  // NCCL and a GPU is present. NCCL that cannot start on a machine with a GPU
+  // leaves Gloo alone, with a warning naming why.
+  kAuto = 0,
+  kGloo = 1,
+  // Device memory only. FAILED_PRECONDITION at Create/Init when this build
+  // lacks NCCL, or when CUDA finds no usable GPU (the message names the CUDA
+  // error: 35 is "insufficient driver", i.e. no driver or no device).
+  kNccl = 2,
+};
+
+// Gloo's allreduce algorithms. kAuto picks by message size and rank count
+// (docs/performance.md "Collectives" has the measurements behind it). The
+// first four are Gloo's algorithm classes, which exchange through buffers
+// registered in advance (one message per transfer); libmuster_comm keeps them
+// built between calls of the same shape. The *_unbound ones are Gloo's
+// option-based gloo::allreduce (no set-up, but a ready-to-receive message
+// before each transfer).
+enum class AllReduceAlgorithm : int {
+  kAuto = 0,
+  kRing = 1,             // Gloo's AllreduceRing.
+  kRingChunked = 2,      // Gloo's AllreduceRingChunked.
+  kHalvingDoubling = 3,  // Gloo's AllreduceHalvingDoubling.
+  kBcube = 4,            // Gloo's AllreduceBcube (base 2).
+  kRingUnbound = 5,      // gloo::allreduce, RING: reduce-scatter + allgather.
+  kBcubeUnbound = 6,     // gloo::allreduce, BCUBE.
+};
+
+// "auto", "ring", "ring_chunked", "halving_doubling", "bcube", "ring_unbound",
+// "bcube_unbound"; "unknown" outside the enum.
+absl::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm);
+
 struct CommOptions {
-  // How long initialization waits for every peer, and how long each collective
-  // may take end to end. The environment variable MUSTER_COMM_TIMEOUT (seconds,
-  // may be fractional) overrides it.
+  // How long initialization waits for every peer, and the default timeout of
+  // each operation. The environment variable MUSTER_COMM_TIMEOUT (seconds, may
+  // be fractional) overrides it. Default 30 minutes, as PyTorch's.
   absl::Duration timeout = absl::Minutes(30);
 
   // The network interface Gloo binds and advertises (for example "eth0").
-  // Empty: the variable MUSTER_SOCKET_IFNAME, else GLOO_SOCKET_IFNAME, else see
-  // `hostname`.
+  // Empty: MUSTER_SOCKET_IFNAME, else GLOO_SOCKET_IFNAME, else see `hostname`.
+  // The variables accept NCCL's syntax: "eth0" (the first interface whose name
+  // starts with eth0), "=eth0" (exactly eth0), "^docker,lo" (the first
+  // interface with an IP address whose name starts with none of these), and
+  // lists "eth,ens". The choice is logged.
   std::string ifname;
 
   // The address or name Gloo binds and advertises, when no interface is named.
   // Empty: 127.0.0.1 when every rank runs on this machine (LOCAL_WORLD_SIZE ==
-  // WORLD_SIZE, or ranks that share an in-process store), else the first
-  // non-loopback IPv4 address of this machine (never the 127.0.1.1 that Debian
-  // maps the host name to).
+  // WORLD_SIZE, a file:// store, or ranks that share an in-process store),
+  // else the first non-loopback IPv4 address of an interface that is up —
+  // never the 127.0.1.1 that Debian maps the host name to.
   std::string hostname;
+
+  // Which backend; MUSTER_COMM_BACKEND=auto|gloo|nccl overrides kAuto.
+  Backend backend = Backend::kAuto;
+
+  // Gloo's allreduce algorithm; MUSTER_GLOO_ALGORITHM=<a name of
+  // AllReduceAlgorithmName> overrides kAuto. For measurements.
+  AllReduceAlgorithm allreduce_algorithm = AllReduceAlgorithm::kAuto;
+
+  // The CUDA device NCCL uses; -1: LOCAL_RANK modulo the number of devices.
+  int cuda_device = -1;
+
+  // Where collectives record progress (muster/comm/progress.h). Empty:
+  // MUSTER_PROGRESS_FILE; neither: nowhere.
+  std::string progress_file;
 };
 
-// One rank's endpoint of a communicator. See the file comment for errors and
-// thread-safety.
+// Options of one call.
+struct CallOptions {
+  // This operation's timeout, counted from when it starts running; zero or
+  // negative: the communicator's (CommOptions::timeout, which also bounds
+  // this one: the backends' own waits are set up with it).
+  absl::Duration timeout = absl::ZeroDuration();
+};
+
+// The handle of an asynchronous operation. Thread-safe. Destroying it does not
+// cancel the operation: its buffers must stay valid until it has finished
+// (Wait returned something other than the "still running" error, Done() is
+// true) or the communicator was shut down.
+class Work {
+ public:
+  ~Work();
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  // Blocks until the operation has finished or `timeout` passes. Returns the
+  // operation's status. When `timeout` passes first: DEADLINE_EXCEEDED with
+  // "still running" in the message, and the operation goes on (its own timeout
+  // still applies); Wait may be called again.
+  absl::Status Wait(absl::Duration timeout = absl::InfiniteDuration());
+
+  // Whether the operation has finished. Never blocks.
+  bool Done() const;
+
+  // For the library: use the Start* methods of Communicator.
+  explicit Work(std::shared_ptr<internal::WorkState> state);
+
+ private:
+  std::shared_ptr<internal::WorkState> state_;
+};
+
+// One rank's endpoint of a communicator. Opaque. See the file comment for
+// errors and thread-safety.
 class Communicator {
  public:
-  // Joins the job this process was launched into, from the launcher's
-  // environment: RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MUSTER_STORE_ENDPOINT and
-  // MUSTER_STORE_PREFIX. Blocks until every rank is connected, or
-  // options.timeout passes. Thread-safe. Errors: FAILED_PRECONDITION naming the
-  // first missing variable (run the program under muster); INVALID_ARGUMENT
-  // naming a variable that is not a valid number or a bad MUSTER_COMM_TIMEOUT;
-  // UNAVAILABLE when the store cannot be reached; and the errors of Create.
+  // Joins a communicator through `init_method` ("env://", "tcp://HOST:PORT",
+  // "file:///PATH"; empty means env://; see the file comment). rank and
+  // world_size < 0 read RANK and WORLD_SIZE. Blocks until every rank is
+  // connected, or options.timeout passes. Thread-safe. Errors:
+  // INVALID_ARGUMENT (an unknown scheme, a malformed address or variable);
+  // FAILED_PRECONDITION naming a missing variable, or a file store in use by
+  // another run; UNAVAILABLE when the store cannot be reached or served (rank
+  // 0 cannot listen on the port: the message names who holds it); and the
+  // errors of Create.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Init(
+      absl::string_view init_method = "env://", int rank = -1,
+      int world_size = -1, CommOptions options = {});
+
+  // Joins the job this process was launched into by muster: RANK, WORLD_SIZE,
+  // LOCAL_WORLD_SIZE, MUSTER_STORE_ENDPOINT and MUSTER_STORE_PREFIX. Blocks
+  // until every rank is connected, or options.timeout passes. Thread-safe.
+  // Errors: FAILED_PRECONDITION naming the first missing variable (run the
+  // program under muster); INVALID_ARGUMENT naming a variable that is not a
+  // valid number, or a bad MUSTER_COMM_TIMEOUT; UNAVAILABLE when the store
+  // cannot be reached; and the errors of Create.
   static absl::StatusOr<std::unique_ptr<Communicator>> FromEnvironment(
       CommOptions options = {});
 
   // Joins a communicator of `world_size` ranks as `rank`, bootstrapping through
-  // `store` (which every rank must see the same namespace of). Blocks until
-  // every rank is connected to every other, or options.timeout passes. Ranks
-  // may call Create several times on one store: the n-th call of each rank
-  // joins the n-th communicator (a per-rank counter in the store keeps them
-  // apart). Thread-safe (ranks may be threads of one process, each calling
-  // Create). Errors: INVALID_ARGUMENT (null store, world_size < 1, rank outside
-  // [0, world_size), timeout not positive, bad MUSTER_COMM_TIMEOUT);
-  // FAILED_PRECONDITION when the interface or address to bind does not exist or
-  // does not resolve; DEADLINE_EXCEEDED naming the ranks that did not join in
-  // time; UNAVAILABLE or ABORTED when a peer or the store cannot be reached or
-  // is lost while connecting.
+  // `store` (every rank must see the same namespace of it). Blocks until every
+  // rank is connected to every other, or options.timeout passes. Ranks may
+  // call Create several times on one store: the n-th call of each rank joins
+  // the n-th communicator. Thread-safe (ranks may be threads of one process).
+  // Errors: INVALID_ARGUMENT (null store, world_size < 1, rank outside [0,
+  // world_size), timeout not positive, a bad MUSTER_COMM_* variable);
+  // FAILED_PRECONDITION when the interface or address to bind does not exist,
+  // or the backend cannot run here (NCCL without a GPU); DEADLINE_EXCEEDED
+  // naming the ranks that did not join in time; UNAVAILABLE or ABORTED when a
+  // peer or the store cannot be reached or is lost while connecting.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
       std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
       CommOptions options = {});
 
-  // Closes the connections (Shutdown).
-  virtual ~Communicator() = default;
+  // Shuts down (see Shutdown) and frees the communicator.
+  ~Communicator();
 
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  // This process's rank in [0, world_size()), and the number of ranks. Never
-  // block.
-  virtual int rank() const = 0;
-  virtual int world_size() const = 0;
+  // This rank in [0, world_size()), the number of ranks, and the backend that
+  // serves host memory ("gloo") or device memory only ("nccl"). Never block.
+  int rank() const;
+  int world_size() const;
+  absl::string_view backend_name() const;
 
-  // Reduces `count` elements of `data` element-wise over all ranks with `op`,
-  // in place: afterwards every rank holds the same result, bit for bit.
-  // Floating-point sums are rounded in an order that does not depend on the
-  // rank (but may differ from a sequential sum). Integer overflow wraps. count
-  // == 0 returns OK at once without communicating. Blocks until every rank has
-  // taken part, or the timeout passes. Errors: INVALID_ARGUMENT (null data with
-  // count > 0, unknown dtype or op); those of the file comment.
-  virtual absl::Status AllReduce(void* data, size_t count, DataType dtype,
-                                 ReduceOp op) = 0;
+  // ---- Subgroups ----
 
-  // The same, typed: T is float, double, int32_t or int64_t.
-  template <typename T>
-  absl::Status AllReduce(absl::Span<T> data, ReduceOp op) {
-    return AllReduce(static_cast<void*>(data.data()), data.size(),
-                     DataTypeOf<T>(), op);
+  // A communicator over the parent ranks `ranks` (any order, no duplicates);
+  // a member's rank in it is its position in the sorted list. Every member
+  // must call NewGroup with the same list; non-members need not call it, and
+  // get nullptr when they do. Groups of the same list created one after
+  // another are distinct communicators (a per-list counter). The group shares
+  // nothing with its parent but the store: either may be used or shut down
+  // independently. `options` as for Create; by default the parent's. Blocks
+  // until every member is connected. Errors: INVALID_ARGUMENT (empty list, a
+  // rank out of range, a duplicate); FAILED_PRECONDITION after Shutdown; and
+  // the errors of Create.
+  absl::StatusOr<std::unique_ptr<Communicator>> NewGroup(
+      absl::Span<const int> ranks);
+  absl::StatusOr<std::unique_ptr<Communicator>> NewGroup(
+      absl::Span<const int> ranks, CommOptions options);
+
+  // ---- Collectives ----
+  // Each blocks until this rank's part is done (its output is complete and its
+  // input may be reused), or the timeout passes, and returns the errors of the
+  // file comment; INVALID_ARGUMENT for null buffers with count > 0, an unknown
+  // dtype or op, a root or peer outside [0, world_size), or buffers that
+  // overlap where they must not. count == 0 returns at once.
+
+  // Reduces `count` elements element-wise over all ranks with `op`: afterwards
+  // every rank's `output` holds the same result, bit for bit. input == output
+  // is in place; other overlap is INVALID_ARGUMENT. Floating-point sums are
+  // rounded in an order that does not depend on the rank. Integer overflow
+  // wraps.
+  absl::Status AllReduce(const void* input, void* output, size_t count,
+                         DataType dtype, ReduceOp op,
+                         const CallOptions& call = {});
+  // In place.
+  absl::Status AllReduce(void* data, size_t count, DataType dtype, ReduceOp op,
+                         const CallOptions& call = {}) {
+    return AllReduce(data, data, count, dtype, op, call);
   }
 
-  // Copies `count` elements of `data` on rank `root` into `data` on every other
-  // rank. Blocks until the data has arrived (the root: until it has been sent),
-  // or the timeout passes. Errors: INVALID_ARGUMENT (root outside [0,
-  // world_size), null data with count > 0, unknown dtype); those of the file
-  // comment.
-  virtual absl::Status Broadcast(void* data, size_t count, DataType dtype,
-                                 int root) = 0;
+  // Reduces `input` over all ranks into `output` on rank `root` only. On other
+  // ranks `output` is neither read nor written and may be null. input ==
+  // output is in place.
+  absl::Status Reduce(const void* input, void* output, size_t count,
+                      DataType dtype, ReduceOp op, int root,
+                      const CallOptions& call = {});
 
-  // The same, typed.
-  template <typename T>
-  absl::Status Broadcast(absl::Span<T> data, int root) {
-    return Broadcast(static_cast<void*>(data.data()), data.size(),
-                     DataTypeOf<T>(), root);
-  }
+  // Copies `count` elements of `data` on rank `root` into `data` on every
+  // other rank.
+  absl::Status Broadcast(void* data, size_t count, DataType dtype, int root,
+                         const CallOptions& call = {});
 
   // Gathers `count` elements of `input` from every rank into `output` on every
-  // rank, which holds world_size() * count elements: rank r's input lands at
-  // output + r * count. `input` may be exactly that slot of `output` (in
-  // place); any other overlap is INVALID_ARGUMENT. Blocks until every rank's
-  // data has arrived, or the timeout passes. Errors: INVALID_ARGUMENT (null
-  // input or output with count > 0, overlap, unknown dtype); those of the file
-  // comment.
-  virtual absl::Status AllGather(const void* input, void* output, size_t count,
-                                 DataType dtype) = 0;
+  // rank (world_size() * count elements): rank r's input lands at output +
+  // r * count. `input` may be exactly that slot of `output` (in place).
+  absl::Status AllGather(const void* input, void* output, size_t count,
+                         DataType dtype, const CallOptions& call = {});
 
-  // The same, typed; INVALID_ARGUMENT unless output.size() is
-  // world_size() * input.size().
+  // As AllGather, with a count per rank: rank r contributes counts[r]
+  // elements (its `input`), and they land one after another in rank order in
+  // `output`, which holds the sum of counts. counts.size() must be
+  // world_size() and equal on every rank. In place when input is this rank's
+  // slot of output.
+  absl::Status AllGatherV(const void* input, void* output,
+                          absl::Span<const size_t> counts, DataType dtype,
+                          const CallOptions& call = {});
+
+  // Gathers `count` elements from every rank into `output` on `root`
+  // (world_size() * count elements, in rank order). Elsewhere `output` is
+  // neither read nor written and may be null.
+  absl::Status Gather(const void* input, void* output, size_t count,
+                      DataType dtype, int root, const CallOptions& call = {});
+
+  // Sends block r (`count` elements at input + r * count) of `input` on `root`
+  // to rank r's `output`. Elsewhere `input` is not read and may be null.
+  absl::Status Scatter(const void* input, void* output, size_t count,
+                       DataType dtype, int root, const CallOptions& call = {});
+
+  // Reduces world_size() * count elements of `input` element-wise over the
+  // ranks and leaves block r of the result (`count` elements) in rank r's
+  // `output`. In place when output is this rank's block of input.
+  absl::Status ReduceScatter(const void* input, void* output, size_t count,
+                             DataType dtype, ReduceOp op,
+                             const CallOptions& call = {});
+
+  // Block j (`count` elements) of this rank's input goes to rank j, which
+  // stores it as block (this rank) of its output. Both hold world_size() *
+  // count elements and must not overlap.
+  absl::Status AllToAll(const void* input, void* output, size_t count,
+                        DataType dtype, const CallOptions& call = {});
+
+  // Returns once every rank has called Barrier.
+  absl::Status Barrier(const CallOptions& call = {});
+
+  // ---- Point to point ----
+  // Send blocks until `peer` has posted the matching Recv (same tag) and the
+  // data has left this process; Recv until the data has arrived. Matching is
+  // in posting order per (peer, tag). INVALID_ARGUMENT for peer == rank().
+  absl::Status Send(const void* data, size_t count, DataType dtype, int peer,
+                    uint32_t tag = 0, const CallOptions& call = {});
+  absl::Status Recv(void* data, size_t count, DataType dtype, int peer,
+                    uint32_t tag = 0, const CallOptions& call = {});
+
+  // ---- Asynchronous variants ----
+  // Each validates its arguments at once (an error is returned right away and
+  // nothing runs), then queues the operation and returns its Work; errors of
+  // the operation itself come from Work::Wait. Collectives run in issue
+  // order; StartSend/StartRecv post at once, so that two ranks may each
+  // StartSend and then StartRecv without deadlock. Never block for long.
+  absl::StatusOr<std::unique_ptr<Work>> StartAllReduce(
+      const void* input, void* output, size_t count, DataType dtype,
+      ReduceOp op, const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartReduce(
+      const void* input, void* output, size_t count, DataType dtype,
+      ReduceOp op, int root, const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartBroadcast(
+      void* data, size_t count, DataType dtype, int root,
+      const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartAllGather(
+      const void* input, void* output, size_t count, DataType dtype,
+      const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartAllGatherV(
+      const void* input, void* output, absl::Span<const size_t> counts,
+      DataType dtype, const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartGather(
+      const void* input, void* output, size_t count, DataType dtype, int root,
+      const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartScatter(
+      const void* input, void* output, size_t count, DataType dtype, int root,
+      const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartReduceScatter(
+      const void* input, void* output, size_t count, DataType dtype,
+      ReduceOp op, const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartAllToAll(
+      const void* input, void* output, size_t count, DataType dtype,
+      const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartBarrier(
+      const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartSend(const void* data,
+                                                  size_t count, DataType dtype,
+                                                  int peer, uint32_t tag = 0,
+                                                  const CallOptions& call = {});
+  absl::StatusOr<std::unique_ptr<Work>> StartRecv(void* data, size_t count,
+                                                  DataType dtype, int peer,
+                                                  uint32_t tag = 0,
+                                                  const CallOptions& call = {});
+
+  // ---- Typed conveniences (T: see DataTypeOf) ----
   template <typename T>
-  absl::Status AllGather(absl::Span<const T> input, absl::Span<T> output) {
+  absl::Status AllReduce(absl::Span<T> data, ReduceOp op,
+                         const CallOptions& call = {}) {
+    return AllReduce(data.data(), data.data(), data.size(), DataTypeOf<T>(), op,
+                     call);
+  }
+  template <typename T>
+  absl::Status Broadcast(absl::Span<T> data, int root,
+                         const CallOptions& call = {}) {
+    return Broadcast(data.data(), data.size(), DataTypeOf<T>(), root, call);
+  }
+  // INVALID_ARGUMENT unless output.size() is world_size() * input.size().
+  template <typename T>
+  absl::Status AllGather(absl::Span<const T> input, absl::Span<T> output,
+                         const CallOptions& call = {}) {
     if (output.size() != input.size() * static_cast<size_t>(world_size())) {
       return absl::InvalidArgumentError(
           "AllGather: output must hold world_size() * input.size() elements");
     }
-    return AllGather(input.data(), output.data(), input.size(),
-                     DataTypeOf<T>());
+    return AllGather(input.data(), output.data(), input.size(), DataTypeOf<T>(),
+                     call);
   }
 
-  // Returns once every rank has called Barrier, or when the timeout passes.
-  // Errors: those of the file comment.
-  virtual absl::Status Barrier() = 0;
+  // ---- Lifecycle ----
 
-  // Closes the connections to every peer; peers still in a collective with this
-  // rank get ABORTED. Later collectives return FAILED_PRECONDITION. Idempotent.
-  // Not to be called while a collective of this communicator is in progress on
-  // another thread.
-  virtual void Shutdown() = 0;
+  // Waits (up to the timeout) for queued asynchronous operations, tells the
+  // peers goodbye, and closes every connection; peers still in an operation
+  // with this rank get ABORTED naming it. Later operations return
+  // FAILED_PRECONDITION. Idempotent and thread-safe; blocks at most about the
+  // operation timeout (normally milliseconds).
+  void Shutdown();
 
- protected:
-  Communicator() = default;
+  // For the library's factories.
+  explicit Communicator(std::unique_ptr<internal::CommCore> core);
+
+ private:
+  friend void internal::CrashForTesting(Communicator& comm);
+
+  // Validates op and runs it on this thread / queues it.
+  absl::Status Run(internal::Op& op);
+  absl::StatusOr<std::unique_ptr<Work>> Start(internal::Op& op);
+
+  std::unique_ptr<internal::CommCore> core_;
 };
 
 }  // namespace muster::comm

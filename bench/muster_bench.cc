@@ -1,0 +1,453 @@
+// muster-bench: collective bandwidth in the manner of nccl-tests, for
+// libmuster_comm against Gloo's own allreduce algorithms, in one run.
+//
+//   muster --standalone --nproc-per-node=2 --no-python build/bin/muster-bench
+//       [--min=8] [--max=256M] [--factor=2] [--impls=LIST] [--op=allreduce]
+//       [--dtype=float32] [--seconds=0.2] [--batches=5] [--csv=FILE]
+//       [--progress]
+//
+// Implementations (--impls, comma-separated; default all allreduce ones):
+//   muster               libmuster_comm, its automatic algorithm choice
+//   muster:ALGO          libmuster_comm with MUSTER_GLOO_ALGORITHM=ALGO
+//   gloo:ring            raw Gloo AllreduceRing<T>           (constructed once
+//   gloo:ring_chunked    raw Gloo AllreduceRingChunked<T>     per size, run
+//   gloo:halving_doubling raw Gloo AllreduceHalvingDoubling<T> many times, as
+//   gloo:bcube           raw Gloo AllreduceBcube<T>           Gloo's benchmark)
+//   gloo:opt_ring        raw gloo::allreduce(), RING          (options per
+//   call) gloo:opt_bcube       raw gloo::allreduce(), BCUBE
+// --op selects allreduce (all implementations), or allgather, reduce_scatter,
+// broadcast (muster only).
+//
+// Output per implementation, as nccl-tests prints it: size in bytes, element
+// count, type, op, time per operation in microseconds (the slowest rank's
+// mean), algbw = size / time, busbw = algbw x the collective's factor:
+// allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n, broadcast 1. For
+// allgather the size is the whole output, for reduce_scatter the whole input
+// (nccl-tests' convention). Every operation is in place on zeros. This
+// machine is shared and noisy, so each size runs --batches batches per
+// implementation, round-robin, each batch taking about --seconds / --batches
+// (after one warm-up run); the time reported is the best batch's mean. --csv
+// appends "impl,op,ranks,bytes,count,time_us,algbw_gbs,busbw_gbs" lines (rank
+// 0); --progress prints each result to stderr as it comes.
+//
+// Raw Gloo runs on its own context, bootstrapped through the same store
+// (MUSTER_STORE_ENDPOINT/PREFIX), bound where libmuster_comm binds.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "comm/gloo/reduce.h"
+#include "comm/store/gloo_store.h"
+#include "gloo/allreduce.h"
+#include "gloo/allreduce_bcube.h"
+#include "gloo/allreduce_halving_doubling.h"
+#include "gloo/allreduce_ring.h"
+#include "gloo/allreduce_ring_chunked.h"
+#include "gloo/barrier.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "muster/comm/communicator.h"
+#include "muster/common/net.h"
+#include "muster/rendezvous/grpc_store.h"
+
+namespace {
+
+using muster::comm::AllReduceAlgorithm;
+using muster::comm::CommOptions;
+using muster::comm::Communicator;
+using muster::comm::DataType;
+using muster::comm::ReduceOp;
+
+struct Flags {
+  size_t min_bytes = 8;
+  size_t max_bytes = 256u << 20;
+  size_t factor = 2;
+  std::vector<std::string> impls = {"muster",
+                                    "gloo:ring",
+                                    "gloo:ring_chunked",
+                                    "gloo:halving_doubling",
+                                    "gloo:bcube",
+                                    "gloo:opt_ring",
+                                    "gloo:opt_bcube"};
+  std::string op = "allreduce";
+  DataType dtype = DataType::kFloat32;
+  double seconds = 0.2;
+  int batches = 5;
+  bool progress = false;
+  std::string csv;
+};
+
+bool ParseSize(absl::string_view text, size_t* out) {
+  std::string t = absl::AsciiStrToUpper(text);
+  size_t mult = 1;
+  if (!t.empty() && (t.back() == 'K' || t.back() == 'M' || t.back() == 'G')) {
+    mult = t.back() == 'K' ? 1u << 10 : t.back() == 'M' ? 1u << 20 : 1u << 30;
+    t.pop_back();
+  }
+  size_t v = 0;
+  if (!absl::SimpleAtoi(t, &v)) return false;
+  *out = v * mult;
+  return true;
+}
+
+bool Parse(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const size_t eq = a.find('=');
+    const std::string key = a.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    bool ok = true;
+    if (key == "--min") {
+      ok = ParseSize(value, &f->min_bytes);
+    } else if (key == "--max") {
+      ok = ParseSize(value, &f->max_bytes);
+    } else if (key == "--factor") {
+      ok = absl::SimpleAtoi(value, &f->factor) && f->factor >= 2;
+    } else if (key == "--impls") {
+      f->impls = absl::StrSplit(value, ',', absl::SkipEmpty());
+    } else if (key == "--op") {
+      f->op = value;
+    } else if (key == "--dtype") {
+      ok = false;
+      for (int d = 0; d <= 7; ++d) {
+        if (muster::comm::DataTypeName(static_cast<DataType>(d)) == value) {
+          f->dtype = static_cast<DataType>(d);
+          ok = true;
+        }
+      }
+    } else if (key == "--seconds") {
+      ok = absl::SimpleAtod(value, &f->seconds) && f->seconds > 0;
+    } else if (key == "--batches") {
+      ok = absl::SimpleAtoi(value, &f->batches) && f->batches > 0;
+    } else if (key == "--progress") {
+      f->progress = true;
+    } else if (key == "--csv") {
+      f->csv = value;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::cerr << "muster-bench: bad flag " << a << "\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+// One implementation at one size: prepare() once, then run() many times.
+struct Runner {
+  std::function<absl::Status()> run;
+};
+
+// Raw Gloo on its own context.
+class RawGloo {
+ public:
+  static absl::StatusOr<std::unique_ptr<RawGloo>> Connect(
+      std::shared_ptr<muster::rendezvous::Store> store, int rank, int size,
+      const std::string& host) {
+    auto raw = std::unique_ptr<RawGloo>(new RawGloo());
+    try {
+      ::gloo::transport::tcp::attr attr;
+      attr.hostname = host;
+      auto device = ::gloo::transport::tcp::CreateDevice(attr);
+      raw->context_ = std::make_shared<::gloo::rendezvous::Context>(rank, size);
+      raw->context_->setTimeout(std::chrono::minutes(10));
+      muster::comm::internal::GlooStore gloo_store(store, "bench/raw/",
+                                                   absl::Minutes(5));
+      raw->context_->connectFullMesh(gloo_store, device);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat("raw gloo: ", e.what()));
+    }
+    return raw;
+  }
+
+  // A runner for `impl` ("gloo:ring", ...) on data[0..count).
+  absl::StatusOr<Runner> Make(const std::string& impl, float* data,
+                              size_t count) {
+    const int n = static_cast<int>(count);
+    std::vector<float*> ptrs = {data};
+    auto fn = ::gloo::ReductionFunction<float>::sum;
+    std::shared_ptr<::gloo::Algorithm> algo;
+    if (impl == "gloo:ring") {
+      algo =
+          std::make_shared<::gloo::AllreduceRing<float>>(context_, ptrs, n, fn);
+    } else if (impl == "gloo:ring_chunked") {
+      algo = std::make_shared<::gloo::AllreduceRingChunked<float>>(context_,
+                                                                   ptrs, n, fn);
+    } else if (impl == "gloo:halving_doubling") {
+      algo = std::make_shared<::gloo::AllreduceHalvingDoubling<float>>(
+          context_, ptrs, n, fn);
+    } else if (impl == "gloo:bcube") {
+      algo = std::make_shared<::gloo::AllreduceBcube<float>>(context_, ptrs, n,
+                                                             fn);
+    } else if (impl == "gloo:opt_ring" || impl == "gloo:opt_bcube") {
+      const auto algorithm = impl == "gloo:opt_ring"
+                                 ? ::gloo::AllreduceOptions::Algorithm::RING
+                                 : ::gloo::AllreduceOptions::Algorithm::BCUBE;
+      auto ctx = context_;
+      return Runner{[ctx, data, count, algorithm]() {
+        ::gloo::AllreduceOptions opts(ctx);
+        opts.setOutput(data, count);
+        opts.setAlgorithm(algorithm);
+        opts.setReduceFunction(
+            [](void* c, const void* a, const void* b, size_t k) {
+              float* z = static_cast<float*>(c);
+              const float* x = static_cast<const float*>(a);
+              const float* y = static_cast<const float*>(b);
+              for (size_t i = 0; i < k; ++i) z[i] = x[i] + y[i];
+            });
+        ::gloo::allreduce(opts);
+        return absl::OkStatus();
+      }};
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown impl ", impl));
+    }
+    return Runner{[algo]() {
+      algo->run();
+      return absl::OkStatus();
+    }};
+  }
+
+  void Barrier() {
+    ::gloo::BarrierOptions opts(context_);
+    ::gloo::barrier(opts);
+  }
+
+ private:
+  std::shared_ptr<::gloo::rendezvous::Context> context_;
+};
+
+double BusFactor(const std::string& op, int n) {
+  if (op == "allreduce") return 2.0 * (n - 1) / n;
+  if (op == "allgather" || op == "reduce_scatter") return (n - 1.0) / n;
+  return 1.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (!Parse(argc, argv, &flags)) return 2;
+  auto created = Communicator::FromEnvironment();
+  if (!created.ok()) {
+    std::cerr << "muster-bench: " << created.status() << "\n";
+    return 2;
+  }
+  std::unique_ptr<Communicator> comm = std::move(*created);
+  const int rank = comm->rank();
+  const int n = comm->world_size();
+  const size_t esize = muster::comm::DataTypeSize(flags.dtype);
+
+  // Raw Gloo's context (only for allreduce of float32).
+  std::unique_ptr<RawGloo> raw;
+  bool need_raw = false;
+  for (const std::string& impl : flags.impls) {
+    need_raw = need_raw || absl::StartsWith(impl, "gloo:");
+  }
+  if (need_raw) {
+    if (flags.op != "allreduce" || flags.dtype != DataType::kFloat32) {
+      std::cerr << "muster-bench: gloo:* implementations run allreduce of "
+                   "float32 only\n";
+      return 2;
+    }
+    muster::rendezvous::GrpcStoreOptions so;
+    so.endpoint = std::getenv("MUSTER_STORE_ENDPOINT");
+    so.prefix = std::getenv("MUSTER_STORE_PREFIX");
+    auto store = muster::rendezvous::NewGrpcStore(so);
+    if (!store.ok()) {
+      std::cerr << "muster-bench: " << store.status() << "\n";
+      return 2;
+    }
+    const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+    const bool local = lws != nullptr && std::atoi(lws) == n;
+    auto connected = RawGloo::Connect(
+        std::shared_ptr<muster::rendezvous::Store>(std::move(*store)), rank, n,
+        local ? std::string("127.0.0.1") : muster::DefaultAdvertisedAddress());
+    if (!connected.ok()) {
+      std::cerr << "muster-bench: " << connected.status() << "\n";
+      return 2;
+    }
+    raw = std::move(*connected);
+  }
+
+  // Communicators with forced algorithms, created in the same order on every
+  // rank.
+  std::map<std::string, std::unique_ptr<Communicator>> forced;
+  for (const std::string& impl : flags.impls) {
+    if (!absl::StartsWith(impl, "muster:")) continue;
+    auto algo = impl.substr(7);
+    CommOptions options;
+    bool found = false;
+    for (int a = 1; a <= 6; ++a) {
+      if (muster::comm::AllReduceAlgorithmName(
+              static_cast<AllReduceAlgorithm>(a)) == algo) {
+        options.allreduce_algorithm = static_cast<AllReduceAlgorithm>(a);
+        found = true;
+      }
+    }
+    if (!found) {
+      std::cerr << "muster-bench: unknown algorithm in " << impl << "\n";
+      return 2;
+    }
+    std::vector<int> all(n);
+    for (int r = 0; r < n; ++r) all[r] = r;
+    auto group = comm->NewGroup(all, options);
+    if (!group.ok()) {
+      std::cerr << "muster-bench: " << group.status() << "\n";
+      return 2;
+    }
+    forced[impl] = std::move(*group);
+  }
+
+  std::ofstream csv;
+  if (rank == 0 && !flags.csv.empty()) csv.open(flags.csv, std::ios::app);
+  std::vector<char> buffer(std::max<size_t>(flags.max_bytes, esize) * n + 64);
+  // results[impl] = one formatted line per size (rank 0).
+  std::map<std::string, std::vector<std::string>> results;
+
+  for (size_t bytes = flags.min_bytes; bytes <= flags.max_bytes;
+       bytes *= flags.factor) {
+    // Per-rank element count, as nccl-tests sizes each collective.
+    size_t count = std::max<size_t>(bytes / esize, 1);
+    if (flags.op == "allgather" || flags.op == "reduce_scatter") {
+      count = std::max<size_t>(count / n, 1);
+    }
+    char* data = buffer.data();
+    // Zeros stay zeros under every reduction: no denormals, no overflow.
+    std::fill(buffer.begin(),
+              buffer.begin() + std::min(buffer.size(), count * esize * n), 0);
+    std::vector<Runner> runners;
+    std::vector<int> iters;
+    for (const std::string& impl : flags.impls) {
+      Runner runner;
+      Communicator* c = comm.get();
+      if (auto it = forced.find(impl); it != forced.end()) c = it->second.get();
+      if (absl::StartsWith(impl, "gloo:")) {
+        auto made = raw->Make(impl, reinterpret_cast<float*>(data), count);
+        if (!made.ok()) {
+          std::cerr << "muster-bench: " << made.status() << "\n";
+          return 2;
+        }
+        runner = *made;
+      } else if (flags.op == "allreduce") {
+        runner.run = [c, data, count, &flags] {
+          return c->AllReduce(data, count, flags.dtype, ReduceOp::kSum);
+        };
+      } else if (flags.op == "allgather") {
+        runner.run = [c, data, count, &flags, rank, esize] {
+          return c->AllGather(data + rank * count * esize, data, count,
+                              flags.dtype);
+        };
+      } else if (flags.op == "reduce_scatter") {
+        runner.run = [c, data, count, &flags, rank, esize] {
+          return c->ReduceScatter(data, data + rank * count * esize, count,
+                                  flags.dtype, ReduceOp::kSum);
+        };
+      } else if (flags.op == "broadcast") {
+        runner.run = [c, data, count, &flags] {
+          return c->Broadcast(data, count, flags.dtype, 0);
+        };
+      } else {
+        std::cerr << "muster-bench: unknown --op " << flags.op << "\n";
+        return 2;
+      }
+      // Warm up once, then time one more run; the slowest rank decides the
+      // iteration count of each batch.
+      absl::Status s = runner.run();
+      const absl::Time w0 = absl::Now();
+      if (s.ok()) s = runner.run();
+      double warm = absl::ToDoubleSeconds(absl::Now() - w0);
+      if (s.ok()) {
+        s = comm->AllReduce(&warm, 1, DataType::kFloat64, ReduceOp::kMax);
+      }
+      if (!s.ok()) {
+        std::cerr << "muster-bench: rank " << rank << ": " << impl << ": " << s
+                  << "\n";
+        return 1;
+      }
+      const double per_batch = flags.seconds / flags.batches;
+      iters.push_back(static_cast<int>(
+          std::clamp(per_batch / std::max(warm, 1e-7), 1.0, 20000.0)));
+      runners.push_back(std::move(runner));
+    }
+    // Batches round-robin over the implementations, so that a busy moment of
+    // the machine hits them all alike; each keeps its best batch.
+    std::vector<double> best(runners.size(), 1e30);
+    for (int b = 0; b < flags.batches; ++b) {
+      for (size_t j = 0; j < runners.size(); ++j) {
+        // Odd batches go in reverse order: no implementation always runs
+        // first (or last) after the barriers.
+        const size_t k = b % 2 == 0 ? j : runners.size() - 1 - j;
+        if (raw != nullptr) raw->Barrier();
+        absl::Status s = comm->Barrier();
+        const absl::Time t0 = absl::Now();
+        for (int i = 0; i < iters[k] && s.ok(); ++i) s = runners[k].run();
+        double per_op = absl::ToDoubleSeconds(absl::Now() - t0) / iters[k];
+        if (s.ok()) {
+          s = comm->AllReduce(&per_op, 1, DataType::kFloat64, ReduceOp::kMax);
+        }
+        if (!s.ok()) {
+          std::cerr << "muster-bench: rank " << rank << ": " << flags.impls[k]
+                    << ": " << s << "\n";
+          return 1;
+        }
+        best[k] = std::min(best[k], per_op);
+      }
+    }
+    size_t reported = count * esize;
+    if (flags.op == "allgather" || flags.op == "reduce_scatter") {
+      reported *= n;
+    }
+    for (size_t k = 0; k < runners.size() && rank == 0; ++k) {
+      const double per_op = best[k];
+      const double algbw = reported / per_op / 1e9;
+      const double busbw = algbw * BusFactor(flags.op, n);
+      const std::string line = absl::StrFormat(
+          " %12d %12d %8s %6s %12.2f %10.3f %10.3f", reported, count,
+          muster::comm::DataTypeName(flags.dtype),
+          flags.op == "allreduce" || flags.op == "reduce_scatter" ? "sum" : "-",
+          per_op * 1e6, algbw, busbw);
+      results[flags.impls[k]].push_back(line);
+      if (flags.progress) {
+        std::cerr << flags.impls[k] << line << std::endl;
+      }
+      if (csv.is_open()) {
+        csv << absl::StrFormat("%s,%s,%d,%d,%d,%.3f,%.4f,%.4f\n",
+                               flags.impls[k], flags.op, n, reported, count,
+                               per_op * 1e6, algbw, busbw)
+            << std::flush;
+      }
+    }
+  }
+  if (rank == 0) {
+    for (const std::string& impl : flags.impls) {
+      std::cout << absl::StrFormat(
+          "# muster-bench %s %s, %d ranks (best of %d batches)\n"
+          "#%12s %12s %8s %6s %12s %10s %10s\n",
+          impl, flags.op, n, flags.batches, "size(B)", "count", "type", "redop",
+          "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+      for (const std::string& line : results[impl]) std::cout << line << "\n";
+    }
+    std::cout << std::flush;
+  }
+  forced.clear();
+  comm->Shutdown();
+  return 0;
+}

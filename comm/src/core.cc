@@ -1,0 +1,666 @@
+#include "comm/src/core.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "comm/gloo/gloo_communicator.h"
+#include "comm/nccl/nccl_backend.h"
+#include "muster/common/logging.h"
+#include "muster/common/status.h"
+
+namespace muster::comm::internal {
+namespace {
+
+// How long a failed operation waits for the monitor's verdict, which names the
+// peer that caused it. A peer's death reaches the monitor's connection at the
+// same moment it reaches Gloo's, so this is only a bound.
+constexpr absl::Duration kVerdictGrace = absl::Milliseconds(300);
+
+// Whether [a, a + n) and [b, b + m) overlap.
+bool Overlap(const void* a, size_t n, const void* b, size_t m) {
+  const auto x = reinterpret_cast<uintptr_t>(a);
+  const auto y = reinterpret_cast<uintptr_t>(b);
+  return n > 0 && m > 0 && x < y + m && y < x + n;
+}
+
+}  // namespace
+
+absl::string_view OpName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce:
+      return "AllReduce";
+    case OpKind::kReduce:
+      return "Reduce";
+    case OpKind::kBroadcast:
+      return "Broadcast";
+    case OpKind::kAllGather:
+      return "AllGather";
+    case OpKind::kAllGatherV:
+      return "AllGatherV";
+    case OpKind::kGather:
+      return "Gather";
+    case OpKind::kScatter:
+      return "Scatter";
+    case OpKind::kReduceScatter:
+      return "ReduceScatter";
+    case OpKind::kAllToAll:
+      return "AllToAll";
+    case OpKind::kBarrier:
+      return "Barrier";
+    case OpKind::kSend:
+      return "Send";
+    case OpKind::kRecv:
+      return "Recv";
+  }
+  return "unknown";
+}
+
+std::string DescribeOp(const Op& op) {
+  if (op.kind == OpKind::kBarrier) return "Barrier()";
+  std::string out = absl::StrCat(OpName(op.kind), "(");
+  if (op.kind == OpKind::kAllGatherV) {
+    size_t total = 0;
+    for (size_t c : op.counts) total += c;
+    absl::StrAppend(&out, total);
+  } else {
+    absl::StrAppend(&out, op.count);
+  }
+  absl::StrAppend(&out, " x ", DataTypeName(op.dtype));
+  switch (op.kind) {
+    case OpKind::kAllReduce:
+    case OpKind::kReduceScatter:
+      absl::StrAppend(&out, ", ", ReduceOpName(op.op));
+      break;
+    case OpKind::kReduce:
+      absl::StrAppend(&out, ", ", ReduceOpName(op.op), ", root ", op.root);
+      break;
+    case OpKind::kBroadcast:
+    case OpKind::kGather:
+    case OpKind::kScatter:
+      absl::StrAppend(&out, ", root ", op.root);
+      break;
+    case OpKind::kSend:
+      absl::StrAppend(&out, " to rank ", op.root, ", tag ", op.tag);
+      break;
+    case OpKind::kRecv:
+      absl::StrAppend(&out, " from rank ", op.root, ", tag ", op.tag);
+      break;
+    default:
+      break;
+  }
+  return out + ")";
+}
+
+// ---- WorkState ----
+
+void WorkState::Finish(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  done_ = true;
+  status_ = std::move(status);
+}
+
+absl::Status WorkState::Wait(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("Work::Wait: the operation is still running after ",
+                     absl::FormatDuration(timeout)));
+  }
+  return status_;
+}
+
+bool WorkState::Done() const {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
+// ---- CommCore ----
+
+CommCore::CommCore(CoreConfig config)
+    : config_(std::move(config)),
+      who_(absl::StrCat("rank ", config_.rank, "/", config_.world_size)),
+      progress_(ProgressFile::ForOptions(config_.options.progress_file)) {}
+
+CommCore::~CommCore() { Shutdown(); }
+
+absl::string_view CommCore::backend_name() const {
+  return host_ != nullptr ? host_->name() : device_->name();
+}
+
+absl::StatusOr<std::unique_ptr<CommCore>> CommCore::Connect(CoreConfig config) {
+  std::unique_ptr<CommCore> core(new CommCore(std::move(config)));
+  absl::Status status = core->ConnectImpl();
+  if (!status.ok()) return status;
+  return core;
+}
+
+absl::Status CommCore::ConnectImpl() {
+  const absl::Time deadline = absl::Now() + config_.options.timeout;
+  switch (config_.options.backend) {
+    case comm::Backend::kGloo: {
+      MUSTER_ASSIGN_OR_RETURN(host_, ConnectGloo(config_, deadline));
+      break;
+    }
+    case comm::Backend::kNccl: {
+      MUSTER_ASSIGN_OR_RETURN(device_, ConnectNccl(config_, deadline));
+      break;
+    }
+    case comm::Backend::kAuto: {
+      MUSTER_ASSIGN_OR_RETURN(host_, ConnectGloo(config_, deadline));
+      // NCCL joins only when every rank can run it; rank 0 decides from every
+      // rank's answer, so no rank waits in NCCL for one that never comes.
+      std::string why_not;
+      const bool can = NcclUsable(&why_not);
+      absl::StatusOr<bool> all =
+          AgreeOnNccl(*config_.store, config_.key_prefix, config_.rank,
+                      config_.world_size, can, deadline);
+      if (!all.ok()) return Annotate(all.status(), who_);
+      if (*all) {
+        absl::StatusOr<std::unique_ptr<Backend>> nccl =
+            ConnectNccl(config_, deadline);
+        if (nccl.ok()) {
+          device_ = std::move(*nccl);
+        } else {
+          MUSTER_LOG(WARNING)
+              << who_ << ": NCCL could not start (" << nccl.status()
+              << "): falling back to Gloo; device buffers "
+                 "will be refused";
+        }
+      } else if (can) {
+        MUSTER_LOG(WARNING) << who_
+                            << ": NCCL is usable here but not on every rank: "
+                               "falling back to Gloo";
+      } else {
+        MUSTER_LOG(DEBUG) << who_ << ": backend auto: Gloo only (" << why_not
+                          << ")";
+      }
+      break;
+    }
+  }
+  if (config_.world_size > 1 && !config_.without_monitor) {
+    PeerMonitorOptions m;
+    m.rank = config_.rank;
+    m.world_size = config_.world_size;
+    m.bind_ip = config_.bind_ip;
+    m.store = config_.store;
+    m.key_prefix = config_.key_prefix;
+    m.deadline = deadline;
+    m.on_abort = [this](const absl::Status& why) { OnAbort(why); };
+    absl::StatusOr<std::unique_ptr<PeerMonitor>> monitor =
+        PeerMonitor::Start(std::move(m));
+    if (!monitor.ok()) return monitor.status();
+    monitor_ = std::move(*monitor);
+  }
+  // Gloo's connectFullMesh can return on one rank while a peer is still
+  // finishing its handshake; a rank that then closed at once would reset the
+  // peer's connection mid-connect. One barrier makes Connect return only when
+  // every rank is connected.
+  Op barrier;
+  barrier.kind = OpKind::kBarrier;
+  barrier.timeout = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+  absl::Status ready = Execute(barrier);
+  if (!ready.ok()) {
+    return Annotate(ready, "confirming that every rank is connected");
+  }
+  MUSTER_LOG(DEBUG) << who_ << ": connected (" << backend_name()
+                    << (device_ != nullptr && host_ != nullptr ? " + nccl" : "")
+                    << ")";
+  return absl::OkStatus();
+}
+
+absl::Status CommCore::Validate(Op& op) const {
+  absl::Status status = ValidateArguments(op);
+  if (status.ok()) return status;
+  // The prefix is built only on failure: validation runs on every call.
+  return absl::InvalidArgumentError(
+      absl::StrCat(who_, ": ", OpName(op.kind), ": ", status.message()));
+}
+
+absl::Status CommCore::ValidateArguments(Op& op) const {
+  const int n = config_.world_size;
+  constexpr absl::string_view what = "";
+  const size_t size = DataTypeSize(op.dtype);
+  if (op.kind != OpKind::kBarrier) {
+    if (size == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "unknown DataType ", static_cast<int>(op.dtype)));
+    }
+    if (op.count > std::numeric_limits<size_t>::max() / size / n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "count ", op.count, " is too large"));
+    }
+  }
+  const bool reduces = op.kind == OpKind::kAllReduce ||
+                       op.kind == OpKind::kReduce ||
+                       op.kind == OpKind::kReduceScatter;
+  if (reduces && (static_cast<int>(op.op) < 0 ||
+                  static_cast<int>(op.op) > static_cast<int>(ReduceOp::kAvg))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, "unknown ReduceOp ", static_cast<int>(op.op)));
+  }
+  const bool rooted = op.kind == OpKind::kReduce ||
+                      op.kind == OpKind::kBroadcast ||
+                      op.kind == OpKind::kGather || op.kind == OpKind::kScatter;
+  if (rooted && (op.root < 0 || op.root >= n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, "root ", op.root, " is outside [0, ", n, ")"));
+  }
+  if (op.IsPointToPoint() &&
+      (op.root < 0 || op.root >= n || op.root == config_.rank)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, "peer ", op.root,
+        op.root == config_.rank ? " is this rank"
+                                : absl::StrCat(" is outside [0, ", n, ")")));
+  }
+  const size_t bytes = op.count * size;
+  const size_t all_bytes = bytes * n;
+  const bool is_root = op.root == config_.rank;
+  auto need = [&](const void* p, const char* name,
+                  bool needed) -> absl::Status {
+    if (needed && p == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, name, " is null but count is ", op.count));
+    }
+    return absl::OkStatus();
+  };
+  // `in` may be exactly `slot`, else must not overlap [out, out + out_bytes).
+  auto disjoint_or_slot = [&](const void* in, size_t in_bytes, const void* out,
+                              size_t out_bytes,
+                              const void* slot) -> absl::Status {
+    if (in == slot) return absl::OkStatus();
+    if (Overlap(in, in_bytes, out, out_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "input and output overlap (input must be ",
+          slot == nullptr ? "disjoint from the output"
+                          : "this rank's slot of the output, or disjoint from "
+                            "it",
+          ")"));
+    }
+    return absl::OkStatus();
+  };
+  // This rank's block of `buffer` (null when the buffer is).
+  auto own_block = [&](const void* buffer, size_t offset) -> const void* {
+    return buffer == nullptr ? nullptr
+                             : static_cast<const char*>(buffer) + offset;
+  };
+  const bool any = op.count > 0;
+  switch (op.kind) {
+    case OpKind::kAllReduce:
+      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
+      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
+      MUSTER_RETURN_IF_ERROR(
+          disjoint_or_slot(op.input, bytes, op.output, bytes, op.output));
+      break;
+    case OpKind::kReduce:
+      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
+      if (is_root) {
+        MUSTER_RETURN_IF_ERROR(need(op.output, "output on the root", any));
+        MUSTER_RETURN_IF_ERROR(
+            disjoint_or_slot(op.input, bytes, op.output, bytes, op.output));
+      }
+      break;
+    case OpKind::kBroadcast:
+      MUSTER_RETURN_IF_ERROR(need(op.output, "data", any));
+      break;
+    case OpKind::kAllGather:
+      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
+      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
+      MUSTER_RETURN_IF_ERROR(
+          disjoint_or_slot(op.input, bytes, op.output, all_bytes,
+                           own_block(op.output, config_.rank * bytes)));
+      break;
+    case OpKind::kAllGatherV: {
+      if (op.counts.size() != static_cast<size_t>(n)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, "counts has ", op.counts.size(), " entries, not ", n));
+      }
+      size_t total = 0;
+      size_t offset = 0;
+      for (int r = 0; r < n; ++r) {
+        if (op.counts[r] > std::numeric_limits<size_t>::max() / size - total) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(what, "counts are too large"));
+        }
+        if (r == config_.rank) offset = total;
+        total += op.counts[r];
+      }
+      op.count = op.counts[config_.rank];
+      const size_t mine = op.count * size;
+      MUSTER_RETURN_IF_ERROR(need(op.input, "input", mine > 0));
+      MUSTER_RETURN_IF_ERROR(need(op.output, "output", total > 0));
+      MUSTER_RETURN_IF_ERROR(
+          disjoint_or_slot(op.input, mine, op.output, total * size,
+                           own_block(op.output, offset * size)));
+      break;
+    }
+    case OpKind::kGather:
+      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
+      if (is_root) {
+        MUSTER_RETURN_IF_ERROR(need(op.output, "output on the root", any));
+        MUSTER_RETURN_IF_ERROR(
+            disjoint_or_slot(op.input, bytes, op.output, all_bytes,
+                             own_block(op.output, config_.rank * bytes)));
+      }
+      break;
+    case OpKind::kScatter:
+      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
+      if (is_root) {
+        MUSTER_RETURN_IF_ERROR(need(op.input, "input on the root", any));
+        MUSTER_RETURN_IF_ERROR(
+            disjoint_or_slot(op.output, bytes, op.input, all_bytes,
+                             own_block(op.input, config_.rank * bytes)));
+      }
+      break;
+    case OpKind::kReduceScatter:
+      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
+      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
+      MUSTER_RETURN_IF_ERROR(
+          disjoint_or_slot(op.output, bytes, op.input, all_bytes,
+                           own_block(op.input, config_.rank * bytes)));
+      break;
+    case OpKind::kAllToAll:
+      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
+      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
+      MUSTER_RETURN_IF_ERROR(
+          disjoint_or_slot(op.input, all_bytes, op.output, all_bytes, nullptr));
+      break;
+    case OpKind::kBarrier:
+      break;
+    case OpKind::kSend:
+      MUSTER_RETURN_IF_ERROR(need(op.input, "data", any));
+      break;
+    case OpKind::kRecv:
+      MUSTER_RETURN_IF_ERROR(need(op.output, "data", any));
+      break;
+  }
+  // The call's timeout, bounded by the communicator's (which bounds the
+  // backend's own waits).
+  const absl::Duration limit = config_.options.timeout;
+  op.timeout =
+      op.timeout > absl::ZeroDuration() ? std::min(op.timeout, limit) : limit;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Backend*> CommCore::Pick(const Op& op) {
+  if (device_ == nullptr) {
+    if (host_ != nullptr &&
+        (IsDevicePointer(op.input) || IsDevicePointer(op.output))) {
+      return absl::FailedPreconditionError(
+          "device memory needs the NCCL backend, which this communicator "
+          "does not have (CommOptions::backend, and the warning at start-up)");
+    }
+    return host_.get();
+  }
+  if (host_ == nullptr) return device_.get();
+  // Both: the memory decides.
+  if (IsDevicePointer(op.output) || IsDevicePointer(op.input)) {
+    return device_.get();
+  }
+  return host_.get();
+}
+
+absl::Status CommCore::CheckUsable(const Op& op) {
+  absl::MutexLock lock(&mu_);
+  return CheckUsableLocked(op);
+}
+
+absl::Status CommCore::CheckUsableLocked(const Op& op) {
+  if (shut_down_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who_, ": ", OpName(op.kind), " called after Shutdown()"));
+  }
+  if (broken_.ok() && !abort_reason_.ok()) {
+    // The monitor's verdict arrived while no operation was in flight.
+    broken_ = absl::Status(abort_reason_.code(),
+                           absl::StrCat(who_, ": ", abort_reason_.message()));
+  }
+  if (!broken_.ok()) {
+    return absl::AbortedError(absl::StrCat(
+        who_, ": ", OpName(op.kind),
+        ": the communicator is unusable after an earlier failure: ",
+        broken_.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommCore::Execute(const Op& op, bool checked) {
+  if (!checked) MUSTER_RETURN_IF_ERROR(CheckUsable(op));
+  MUSTER_ASSIGN_OR_RETURN(Backend * backend, Pick(op));
+  if (progress_ != nullptr) progress_->Begin(OpName(op.kind));
+  const absl::Time deadline = absl::Now() + op.timeout;
+  if (monitor_ != nullptr) monitor_->SetDeadline(deadline);
+  absl::Status status = backend->Run(op, deadline);
+  if (monitor_ != nullptr) monitor_->SetDeadline(absl::InfiniteFuture());
+  if (progress_ != nullptr) progress_->End();
+  if (status.ok()) return status;
+  return Fail(op, std::move(status));
+}
+
+absl::StatusOr<std::unique_ptr<PendingP2P>> CommCore::Post(const Op& op) {
+  MUSTER_RETURN_IF_ERROR(CheckUsable(op));
+  MUSTER_ASSIGN_OR_RETURN(Backend * backend, Pick(op));
+  absl::StatusOr<std::unique_ptr<PendingP2P>> pending;
+  {
+    // Under the lock: Shutdown cannot close the backend meanwhile. Posting
+    // never blocks.
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          who_, ": ", OpName(op.kind), " called after Shutdown()"));
+    }
+    pending = backend->Post(op);
+  }
+  if (!pending.ok()) return Fail(op, pending.status());
+  return pending;
+}
+
+absl::Status CommCore::FinishP2P(const Op& op, PendingP2P& pending) {
+  if (progress_ != nullptr) progress_->Begin(OpName(op.kind));
+  absl::Status status = pending.Wait(absl::Now() + op.timeout);
+  if (progress_ != nullptr) progress_->End();
+  if (status.ok()) return status;
+  return Fail(op, std::move(status));
+}
+
+void CommCore::OnAbort(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!abort_reason_.ok()) return;
+    abort_reason_ = why;
+  }
+  if (host_ != nullptr) host_->Abort(why);
+  if (device_ != nullptr) device_->Abort(why);
+}
+
+absl::Status CommCore::Fail(const Op& op, absl::Status status) {
+  const std::string what = absl::StrCat(who_, ": ", DescribeOp(op), ": ");
+  if (absl::IsInvalidArgument(status)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, status.message()));
+  }
+  absl::Status result;
+  bool started_here = true;
+  {
+    absl::MutexLock lock(&mu_);
+    // A peer's death reaches Gloo and the monitor at the same moment; the
+    // monitor's verdict names the peer, Gloo's error often does not.
+    if (monitor_ != nullptr && abort_reason_.ok() &&
+        !absl::IsDeadlineExceeded(status)) {
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](absl::Status* s) { return !s->ok(); }, &abort_reason_),
+          kVerdictGrace);
+    }
+    if (!abort_reason_.ok()) {
+      if (absl::IsDeadlineExceeded(abort_reason_)) {
+        result = absl::DeadlineExceededError(absl::StrCat(
+            what, "did not finish within ", absl::FormatDuration(op.timeout),
+            " (the call's timeout: CallOptions::timeout, MUSTER_COMM_TIMEOUT "
+            "or CommOptions::timeout)"));
+      } else {
+        result = absl::Status(abort_reason_.code(),
+                              absl::StrCat(what, abort_reason_.message()));
+        started_here = false;
+      }
+    } else {
+      std::string text = absl::StrCat(what, status.message());
+      if (monitor_ != nullptr) {
+        std::vector<int> gone;
+        for (int r = 0; r < config_.world_size; ++r) {
+          if (monitor_->PeerShutDown(r)) gone.push_back(r);
+        }
+        if (!gone.empty()) {
+          absl::StrAppend(&text, " (", gone.size() == 1 ? "rank " : "ranks ",
+                          absl::StrJoin(gone, ", "),
+                          gone.size() == 1 ? " has" : " have",
+                          " shut down its communicator)");
+        }
+      }
+      result = absl::Status(status.code(), text);
+    }
+    if (broken_.ok()) broken_ = result;
+  }
+  if (started_here) {
+    MUSTER_LOG(DEBUG) << result;
+    if (monitor_ != nullptr) monitor_->TellPeers(result);
+    if (host_ != nullptr) host_->Abort(result);
+    if (device_ != nullptr) device_->Abort(result);
+  }
+  return result;
+}
+
+absl::Status CommCore::RunBlocking(const Op& op) {
+  if (op.IsPointToPoint()) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++sync_p2p_;
+    }
+    absl::Status status;
+    absl::StatusOr<std::unique_ptr<PendingP2P>> pending = Post(op);
+    status = pending.ok() ? FinishP2P(op, **pending) : pending.status();
+    absl::MutexLock lock(&mu_);
+    --sync_p2p_;
+    return status;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!queue_.empty() || running_) {
+      mu_.Await(absl::Condition(
+          +[](CommCore* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+            return c->queue_.empty() && !c->running_;
+          },
+          this));
+    }
+    MUSTER_RETURN_IF_ERROR(CheckUsableLocked(op));
+    running_ = true;
+  }
+  absl::Status status = Execute(op, /*checked=*/true);
+  absl::MutexLock lock(&mu_);
+  running_ = false;
+  return status;
+}
+
+absl::Status CommCore::RunAsync(Op op, std::shared_ptr<WorkState> state) {
+  if (op.IsPointToPoint()) {
+    MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<PendingP2P> pending, Post(op));
+    absl::MutexLock lock(&mu_);
+    p2p_queue_.push_back(
+        Task{std::move(op), std::move(state), std::move(pending)});
+    if (!completion_.joinable()) {
+      completion_ = std::thread([this] { CompletionLoop(); });
+    }
+    return absl::OkStatus();
+  }
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(who_, ": ", OpName(op.kind), " called after Shutdown()"));
+  }
+  queue_.push_back(Task{std::move(op), std::move(state), nullptr});
+  if (!executor_.joinable()) {
+    executor_ = std::thread([this] { ExecutorLoop(); });
+  }
+  return absl::OkStatus();
+}
+
+void CommCore::ExecutorLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](CommCore* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+          return c->stop_threads_ || (!c->queue_.empty() && !c->running_);
+        },
+        this));
+    if (queue_.empty() || running_) return;  // stop_threads_
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    mu_.Unlock();
+    absl::Status status = Execute(task.op);
+    task.state->Finish(std::move(status));
+    mu_.Lock();
+    running_ = false;
+  }
+}
+
+void CommCore::CompletionLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](CommCore* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+          return c->stop_threads_ || !c->p2p_queue_.empty();
+        },
+        this));
+    if (p2p_queue_.empty()) return;
+    Task& task = p2p_queue_.front();
+    mu_.Unlock();
+    absl::Status status = FinishP2P(task.op, *task.pending);
+    task.pending.reset();
+    task.state->Finish(std::move(status));
+    mu_.Lock();
+    p2p_queue_.pop_front();  // Only now: Shutdown waits for an empty queue.
+  }
+}
+
+int CommCore::NextGroupSerial(const std::string& list) {
+  absl::MutexLock lock(&mu_);
+  return group_serials_[list]++;
+}
+
+void CommCore::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    // Queued operations finish first (each bounded by its timeout).
+    mu_.Await(absl::Condition(
+        +[](CommCore* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+          return c->queue_.empty() && !c->running_ && c->p2p_queue_.empty() &&
+                 c->sync_p2p_ == 0;
+        },
+        this));
+    shut_down_ = true;
+    stop_threads_ = true;
+  }
+  if (executor_.joinable()) executor_.join();
+  if (completion_.joinable()) completion_.join();
+  if (monitor_ != nullptr) monitor_->Stop();
+  if (host_ != nullptr) host_->Close();
+  if (device_ != nullptr) device_->Close();
+}
+
+void CommCore::CrashForTesting() {
+  if (monitor_ != nullptr) monitor_->CrashForTesting();
+  const absl::Status crash = absl::AbortedError("crashed (test)");
+  {
+    absl::MutexLock lock(&mu_);
+    if (broken_.ok()) broken_ = crash;
+  }
+  if (host_ != nullptr) host_->Abort(crash);
+  if (device_ != nullptr) device_->Abort(crash);
+}
+
+}  // namespace muster::comm::internal

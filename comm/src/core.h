@@ -1,0 +1,166 @@
+// CommCore: what every communicator does whatever its backend — ordering of
+// operations (blocking and asynchronous), timeouts, the failure state, the
+// peer monitor's verdicts, progress, subgroups and shutdown. Backends
+// (comm/src/backend.h) only move bytes.
+//
+// Execution model:
+//   * Collectives run one at a time in issue order. A blocking call runs on
+//     the caller's thread once every earlier asynchronous collective has run
+//     (no thread hop on the common path); asynchronous ones run on one
+//     executor thread, started on first use.
+//   * Send/Recv are posted on the caller's thread at once; a blocking one then
+//     waits there, an asynchronous one is waited for by a completion thread
+//     (started on first use) in posting order.
+//   * The first failure of any operation (other than INVALID_ARGUMENT) breaks
+//     the communicator: the backend is aborted, the peers are told, and every
+//     later operation returns ABORTED with that first error.
+#ifndef MUSTER_COMM_SRC_CORE_H_
+#define MUSTER_COMM_SRC_CORE_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "comm/src/backend.h"
+#include "comm/src/peer_monitor.h"
+#include "comm/src/progress_file.h"
+#include "muster/comm/communicator.h"
+#include "muster/rendezvous/store.h"
+
+namespace muster::comm::internal {
+
+// The shared state behind a Work handle.
+class WorkState {
+ public:
+  void Finish(absl::Status status);
+  absl::Status Wait(absl::Duration timeout);
+  bool Done() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+// Everything the factories resolved (src/init.cc): options after the
+// environment, and where Gloo binds.
+struct CoreConfig {
+  int rank = 0;
+  int world_size = 1;
+  std::shared_ptr<rendezvous::Store> store;
+  // This communicator's namespace in the store ("muster_comm/3/").
+  std::string key_prefix;
+  CommOptions options;  // timeout, backend and algorithm resolved.
+  // Where Gloo (and the peer monitor) bind: an interface name or an address,
+  // and the IP address it comes to.
+  std::string iface;
+  std::string hostname;
+  std::string bind_ip;
+  std::string bind_reason;
+  bool all_local = false;
+  // Tests only: no peer monitor (to see what the backend alone reports).
+  bool without_monitor = false;
+};
+
+class CommCore {
+ public:
+  // Connects the backend(s) and the peer monitor, then confirms with a
+  // barrier. Blocks until done or the timeout.
+  static absl::StatusOr<std::unique_ptr<CommCore>> Connect(CoreConfig config);
+
+  ~CommCore();
+
+  int rank() const { return config_.rank; }
+  int world_size() const { return config_.world_size; }
+  const std::string& who() const { return who_; }
+  absl::string_view backend_name() const;
+  const CoreConfig& config() const { return config_; }
+
+  // Checks op's arguments (INVALID_ARGUMENT naming the problem) and resolves
+  // its timeout.
+  absl::Status Validate(Op& op) const;
+  absl::Status ValidateArguments(Op& op) const;
+
+  // Runs a validated op on this thread (after earlier async collectives).
+  absl::Status RunBlocking(const Op& op);
+  // Queues a validated op; its result arrives in `state`.
+  absl::Status RunAsync(Op op, std::shared_ptr<WorkState> state);
+
+  bool IsShutDown() {
+    absl::MutexLock lock(&mu_);
+    return shut_down_;
+  }
+
+  // Per-list counter for NewGroup keys.
+  int NextGroupSerial(const std::string& list);
+
+  void Shutdown();
+
+  // Tests only: behave as a crashed process would (close everything without
+  // a goodbye), then break.
+  void CrashForTesting();
+
+ private:
+  struct Task {
+    Op op;
+    std::shared_ptr<WorkState> state;
+    std::unique_ptr<PendingP2P> pending;  // Send/Recv only.
+  };
+
+  explicit CommCore(CoreConfig config);
+  absl::Status ConnectImpl();
+
+  // The backend for op's memory; FAILED_PRECONDITION when there is none.
+  absl::StatusOr<Backend*> Pick(const Op& op);
+  // Runs a collective on this thread: progress, deadline, failure handling.
+  // `checked`: the caller has already run CheckUsableLocked.
+  absl::Status Execute(const Op& op, bool checked = false);
+  // Posts a Send/Recv.
+  absl::StatusOr<std::unique_ptr<PendingP2P>> Post(const Op& op);
+  absl::Status FinishP2P(const Op& op, PendingP2P& pending);
+  // Turns a failed op's status into the one reported, breaks the
+  // communicator, tells the peers when the failure started here.
+  absl::Status Fail(const Op& op, absl::Status status);
+  // From the monitor thread.
+  void OnAbort(const absl::Status& why);
+  absl::Status CheckUsable(const Op& op);
+  absl::Status CheckUsableLocked(const Op& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExecutorLoop();
+  void CompletionLoop();
+
+  const CoreConfig config_;
+  const std::string who_;  // "rank 2/4"
+  ProgressFile* const progress_;
+
+  std::unique_ptr<Backend> host_;    // Gloo, or null for NCCL only.
+  std::unique_ptr<Backend> device_;  // NCCL, or null.
+  std::unique_ptr<PeerMonitor> monitor_;
+
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  // The monitor's verdict (a lost peer, a peer's failure, the round's end, a
+  // timeout), if any.
+  absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  int sync_p2p_ ABSL_GUARDED_BY(mu_) = 0;  // Blocking Send/Recv in flight.
+  bool stop_threads_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Task> p2p_queue_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> group_serials_ ABSL_GUARDED_BY(mu_);
+  std::thread executor_;
+  std::thread completion_;
+};
+
+}  // namespace muster::comm::internal
+
+#endif  // MUSTER_COMM_SRC_CORE_H_

@@ -1,0 +1,182 @@
+// Init methods without the launcher, as separate processes (comm_worker):
+// tcp://HOST:PORT and env:// with MASTER_ADDR/MASTER_PORT (rank 0 serves the
+// store), file:///PATH (including a stale file left by a killed run, and a file
+// still in use by another run), and the errors of bad init methods.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "muster/comm/communicator.h"
+#include "tests/testing/subprocess.h"
+
+namespace muster::comm {
+namespace {
+
+using ::muster::testing::BinPath;
+using ::muster::testing::FreePort;
+using ::muster::testing::MakeTempDir;
+using ::muster::testing::Subprocess;
+using ::testing::HasSubstr;
+
+// The variables a test must not inherit from a launcher that runs ctest.
+std::map<std::string, std::string> CleanEnv() {
+  return {{"MUSTER_STORE_ENDPOINT", ""},
+          {"MUSTER_STORE_PREFIX", ""},
+          {"RANK", ""},
+          {"WORLD_SIZE", ""},
+          {"LOCAL_WORLD_SIZE", ""},
+          {"MASTER_ADDR", ""},
+          {"MASTER_PORT", ""},
+          {"MUSTER_SOCKET_IFNAME", ""},
+          {"GLOO_SOCKET_IFNAME", ""}};
+}
+
+std::vector<std::unique_ptr<Subprocess>> StartRanks(
+    int n, const std::string& init, const std::string& mode,
+    std::map<std::string, std::string> extra_env = {}) {
+  std::vector<std::unique_ptr<Subprocess>> procs;
+  for (int r = 0; r < n; ++r) {
+    std::map<std::string, std::string> env = CleanEnv();
+    for (const auto& [k, v] : extra_env) env[k] = v;
+    procs.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{BinPath("comm_worker"), "--init=" + init,
+                                 absl::StrCat("--rank=", r),
+                                 absl::StrCat("--world-size=", n),
+                                 "--mode=" + mode, "--timeout=60"},
+        env));
+  }
+  return procs;
+}
+
+TEST(InitTest, TcpEveryCollectiveAcrossThreeProcesses) {
+  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
+  auto procs = StartRanks(3, init, "check");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(procs[r]->WaitOrKill(absl::Seconds(240)), 0)
+        << procs[r]->Output();
+    EXPECT_THAT(procs[r]->Output(),
+                HasSubstr(absl::StrCat("rank ", r, "/3: all collectives OK")));
+  }
+}
+
+TEST(InitTest, EnvWithoutTheLauncherUsesMasterAddrAndPort) {
+  std::map<std::string, std::string> env = {
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", absl::StrCat(FreePort())},
+      {"WORLD_SIZE", "2"}};
+  std::vector<std::unique_ptr<Subprocess>> procs;
+  for (int r = 0; r < 2; ++r) {
+    std::map<std::string, std::string> e = CleanEnv();
+    for (const auto& [k, v] : env) e[k] = v;
+    e["RANK"] = absl::StrCat(r);
+    procs.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{BinPath("comm_worker"), "--init=env://",
+                                 "--mode=init"},
+        e));
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(procs[r]->WaitOrKill(absl::Seconds(60)), 0) << procs[r]->Output();
+    EXPECT_THAT(procs[r]->Output(),
+                HasSubstr(absl::StrCat("rank ", r, "/2: up")));
+  }
+}
+
+TEST(InitTest, FileEveryCollectiveAndTheFileIsRemovedAfterwards) {
+  const std::string path = MakeTempDir("filestore") + "/store";
+  auto procs = StartRanks(3, "file://" + path, "check");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(procs[r]->WaitOrKill(absl::Seconds(240)), 0)
+        << procs[r]->Output();
+  }
+  EXPECT_FALSE(std::filesystem::exists(path))
+      << "the last rank removes the store file";
+}
+
+TEST(InitTest, AStaleFileFromAKilledRunIsClearedWithAWarning) {
+  const std::string path = MakeTempDir("stale") + "/store";
+  {
+    // A run of 2 whose rank 0 is killed while it waits for rank 1: the file
+    // stays behind with rank 0 registered and its keys written.
+    Subprocess killed({BinPath("comm_worker"), "--init=file://" + path,
+                       "--rank=0", "--world-size=2", "--mode=init"},
+                      CleanEnv());
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (!std::filesystem::exists(path) && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    absl::SleepFor(absl::Milliseconds(300));
+    killed.Kill();
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  auto procs = StartRanks(2, "file://" + path, "init");
+  std::string all;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(procs[r]->WaitOrKill(absl::Seconds(60)), 0) << procs[r]->Output();
+    all += procs[r]->Output();
+  }
+  EXPECT_THAT(all, HasSubstr("was left behind by an earlier run whose ranks "
+                             "are gone (rank 0 (pid"));
+  EXPECT_THAT(all, HasSubstr("clearing it"));
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(InitTest, AFileInUseByAnotherRunIsRefusedNamingTheProcess) {
+  const std::string path = MakeTempDir("busy") + "/store";
+  // A run of 2 whose rank 0 is alive and waiting for its rank 1.
+  Subprocess first({BinPath("comm_worker"), "--init=file://" + path, "--rank=0",
+                    "--world-size=2", "--mode=init", "--timeout=60"},
+                   CleanEnv());
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!std::filesystem::exists(path) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  // Another job's rank 0 with the same path.
+  Subprocess second({BinPath("comm_worker"), "--init=file://" + path,
+                     "--rank=0", "--world-size=2", "--mode=init"},
+                    CleanEnv());
+  EXPECT_EQ(second.WaitOrKill(absl::Seconds(30)), 2) << second.Output();
+  EXPECT_THAT(second.Output(), HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(second.Output(),
+              HasSubstr(absl::StrCat("is in use: rank 0 (pid ", first.pid(),
+                                     ") is still running")));
+  first.Kill();
+}
+
+TEST(InitTest, BadInitMethodsSayWhatIsExpected) {
+  auto bad = Communicator::Init("nfs://x", 0, 1);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("use env://, tcp://HOST:PORT or file:///PATH"));
+  auto relative = Communicator::Init("file://relative/path", 0, 1);
+  EXPECT_EQ(relative.status().code(), absl::StatusCode::kInvalidArgument);
+  auto no_port = Communicator::Init("tcp://localhost", 0, 1);
+  EXPECT_EQ(no_port.status().code(), absl::StatusCode::kInvalidArgument);
+  unsetenv("RANK");
+  auto no_rank = Communicator::Init("tcp://127.0.0.1:1");
+  EXPECT_EQ(no_rank.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_rank.status().message(), HasSubstr("RANK is not set"));
+}
+
+TEST(InitTest, FileInitWithOneRankInProcess) {
+  const std::string path = MakeTempDir("single") + "/store";
+  {
+    auto comm = Communicator::Init("file://" + path, 0, 1);
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    double x = 2.5;
+    ASSERT_TRUE(
+        (*comm)->AllReduce(&x, 1, DataType::kFloat64, ReduceOp::kAvg).ok());
+    EXPECT_EQ(x, 2.5);
+    EXPECT_TRUE(std::filesystem::exists(path));
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+}  // namespace
+}  // namespace muster::comm

@@ -1,0 +1,105 @@
+// libmuster_comm as processes: under muster (env://, the launcher's store)
+// every collective x dtype x op, and a rank SIGKILLed in the middle of an
+// AllReduce, with and without the launcher; the survivors must name the dead
+// rank within 10 s.
+#include <map>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+
+namespace muster {
+namespace {
+
+using ::muster::testing::BinPath;
+using ::muster::testing::FreePort;
+using ::muster::testing::Subprocess;
+using ::testing::HasSubstr;
+
+std::map<std::string, std::string> CleanEnv() {
+  return {{"MUSTER_STORE_ENDPOINT", ""},
+          {"MUSTER_STORE_PREFIX", ""},
+          {"RANK", ""},
+          {"WORLD_SIZE", ""},
+          {"LOCAL_WORLD_SIZE", ""},
+          {"MUSTER_SOCKET_IFNAME", ""},
+          {"GLOO_SOCKET_IFNAME", ""}};
+}
+
+// The "AllReduce failed after N ms" of rank r's report, or -1.
+int FailedAfterMs(const std::string& output, int rank) {
+  const std::regex re(
+      absl::StrCat("rank ", rank, R"(/\d+: AllReduce failed after (\d+) ms)"));
+  std::smatch m;
+  int ms = -1;
+  if (std::regex_search(output, m, re)) (void)absl::SimpleAtoi(m[1].str(), &ms);
+  return ms;
+}
+
+TEST(ProcessTest, EveryCollectiveUnderMusterAcrossThreeRanks) {
+  Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=3",
+                "--no-python", BinPath("comm_worker"), "--mode=check"},
+               CleanEnv());
+  ASSERT_EQ(p.WaitOrKill(absl::Seconds(300)), 0) << p.Output();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(p.Output(), HasSubstr(absl::StrCat("[rank", r, "]:rank ", r,
+                                                   "/3: all collectives OK")))
+        << p.Output();
+  }
+}
+
+TEST(ProcessTest, ARankKilledMidAllReduceIsNamedUnderMuster) {
+  const absl::Time start = absl::Now();
+  Subprocess p(
+      {BinPath("muster"), "--standalone", "--nproc-per-node=3", "--no-python",
+       BinPath("comm_worker"), "--mode=kill", "--victim=1"},
+      CleanEnv());
+  const int rc = p.WaitOrKill(absl::Seconds(120));
+  const std::string out = p.Output();
+  EXPECT_NE(rc, 0) << "a worker was killed: the job fails\n" << out;
+  EXPECT_THAT(out, HasSubstr("victim: SIGKILL now"));
+  for (int r : {0, 2}) {
+    const int ms = FailedAfterMs(out, r);
+    EXPECT_GE(ms, 0) << "rank " << r << " did not report\n" << out;
+    EXPECT_LT(ms, 10000) << out;
+  }
+  // The survivors name the dead rank, whichever told them first: their own
+  // connection to it, or (if the launcher was quicker) the round's end.
+  EXPECT_THAT(out, HasSubstr("peer rank 1")) << out;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
+}
+
+TEST(ProcessTest, ARankKilledMidAllReduceIsNamedWithoutALauncher) {
+  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
+  std::vector<std::unique_ptr<Subprocess>> procs;
+  for (int r = 0; r < 4; ++r) {
+    procs.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{BinPath("comm_worker"), "--init=" + init,
+                                 absl::StrCat("--rank=", r), "--world-size=4",
+                                 "--mode=kill", "--victim=2"},
+        CleanEnv()));
+  }
+  EXPECT_EQ(procs[2]->WaitOrKill(absl::Seconds(60)), 128 + 9)
+      << procs[2]->Output();
+  for (int r : {0, 1, 3}) {
+    // Exit 0: the error named "peer rank 2" within 10 s (comm_worker checks).
+    EXPECT_EQ(procs[r]->WaitOrKill(absl::Seconds(60)), 0) << procs[r]->Output();
+    const std::string out = procs[r]->Output();
+    EXPECT_THAT(out, HasSubstr("ABORTED"));
+    EXPECT_THAT(out, HasSubstr("peer rank 2"));
+    EXPECT_THAT(out, HasSubstr("was lost"));
+    const int ms = FailedAfterMs(out, r);
+    EXPECT_GE(ms, 0) << out;
+    EXPECT_LT(ms, 10000) << out;
+  }
+}
+
+}  // namespace
+}  // namespace muster

@@ -1,0 +1,166 @@
+// The worker of libmuster_comm's process tests.
+//
+//   comm_worker [--init=METHOD] [--rank=R --world-size=N] [--mode=MODE]
+//               [--victim=K] [--timeout=SECONDS]
+//
+// METHOD is env:// (default: under muster), tcp://HOST:PORT or file:///PATH.
+// Modes:
+//   check   every collective x dtype x op against the reference
+//           (collective_checks.h), then subgroups; prints "rank R/N: all
+//           collectives OK" and exits 0, or the first mismatch and exits 1.
+//   kill    every rank loops on a 4 MB AllReduce; rank K (--victim) SIGKILLs
+//           itself 300 ms into the loop, in the middle of one. The others
+//           print "rank R/N: AllReduce failed after T ms: STATUS" and exit 0
+//           when the error names "peer rank K" (else 1). SIGTERM is blocked
+//           so that a launcher stopping the group cannot cut the report short.
+//   init    only initialize, barrier and shut down (prints "rank R/N: up").
+// Exit 2: initialization failed (the status is printed).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "muster/comm/communicator.h"
+#include "tests/comm/collective_checks.h"
+
+namespace {
+
+using muster::comm::Communicator;
+
+struct Flags {
+  std::string init = "env://";
+  int rank = -1;
+  int world_size = -1;
+  std::string mode = "check";
+  int victim = 1;
+  double timeout_s = 60;
+};
+
+bool Parse(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const size_t eq = a.find('=');
+    const std::string key = a.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    bool ok = true;
+    if (key == "--init") {
+      f->init = value;
+    } else if (key == "--rank") {
+      ok = absl::SimpleAtoi(value, &f->rank);
+    } else if (key == "--world-size") {
+      ok = absl::SimpleAtoi(value, &f->world_size);
+    } else if (key == "--mode") {
+      f->mode = value;
+    } else if (key == "--victim") {
+      ok = absl::SimpleAtoi(value, &f->victim);
+    } else if (key == "--timeout") {
+      ok = absl::SimpleAtod(value, &f->timeout_s);
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::cerr << "comm_worker: bad flag " << a << "\n";
+      return false;
+    }
+  }
+  return true;
+}
+
+int Check(Communicator& comm, const std::string& who) {
+  absl::Status s = muster::comm::testing::CheckEverything(comm);
+  if (s.ok()) {
+    // A subgroup of the even ranks runs the reduce-scatter battery too.
+    std::vector<int> even;
+    for (int r = 0; r < comm.world_size(); r += 2) even.push_back(r);
+    auto group = comm.NewGroup(even);
+    if (!group.ok()) {
+      s = group.status();
+    } else if (*group != nullptr) {
+      s = muster::comm::testing::CheckReduceScatterAndAllToAll(**group);
+    }
+  }
+  if (s.ok()) s = comm.Barrier();
+  if (!s.ok()) {
+    std::cout << who << ": FAILED: " << s << std::endl;
+    return 1;
+  }
+  std::cout << who << ": all collectives OK" << std::endl;
+  return 0;
+}
+
+int Kill(Communicator& comm, const std::string& who, int victim) {
+  std::vector<float> data(1 << 20, 1.0f);  // 4 MB
+  const bool me = comm.rank() == victim;
+  if (me) {
+    std::thread([] {
+      absl::SleepFor(absl::Milliseconds(300));
+      std::cout << "victim: SIGKILL now" << std::endl;
+      kill(getpid(), SIGKILL);
+    }).detach();
+  }
+  const absl::Time loop_start = absl::Now();
+  while (absl::Now() - loop_start < absl::Seconds(60)) {
+    const absl::Time start = absl::Now();
+    absl::Status s =
+        comm.AllReduce(absl::MakeSpan(data), muster::comm::ReduceOp::kAvg);
+    if (s.ok()) continue;
+    const int64_t ms = absl::ToInt64Milliseconds(absl::Now() - start);
+    std::cout << who << ": AllReduce failed after " << ms << " ms: " << s
+              << std::endl;
+    const bool named =
+        absl::StrContains(s.message(), absl::StrCat("peer rank ", victim));
+    return named && ms < 10000 ? 0 : 1;
+  }
+  std::cout << who << ": no failure within 60 s" << std::endl;
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (!Parse(argc, argv, &flags)) return 2;
+  if (flags.mode == "kill") {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  }
+  muster::comm::CommOptions options;
+  options.timeout = absl::Seconds(flags.timeout_s);
+  auto comm =
+      Communicator::Init(flags.init, flags.rank, flags.world_size, options);
+  if (!comm.ok()) {
+    std::cout << "comm_worker: init " << flags.init
+              << " failed: " << comm.status() << std::endl;
+    return 2;
+  }
+  const std::string who =
+      absl::StrCat("rank ", (*comm)->rank(), "/", (*comm)->world_size());
+  int rc = 0;
+  if (flags.mode == "check") {
+    rc = Check(**comm, who);
+  } else if (flags.mode == "kill") {
+    rc = Kill(**comm, who, flags.victim);
+  } else if (flags.mode == "init") {
+    absl::Status s = (*comm)->Barrier();
+    std::cout << who << (s.ok() ? ": up" : absl::StrCat(": ", s.ToString()))
+              << std::endl;
+    rc = s.ok() ? 0 : 1;
+  } else {
+    std::cerr << "comm_worker: unknown mode " << flags.mode << "\n";
+    return 2;
+  }
+  (*comm)->Shutdown();
+  return rc;
+}
