@@ -59,11 +59,12 @@ namespace muster::comm::internal {
 // 3 and 4 ranks; docs/performance.md "Collectives" has the tables and the
 // commands):
 //   * 2 ranks: Gloo's AllreduceRing (one exchange of the whole message, kept
-//     built between calls) is the fastest up to 1 MB, by 2x over
+//     built between calls) is the fastest below 1 MB, by 2x over
 //     halving-doubling and bcube for small messages (~75 us vs ~155 us: one
 //     message per transfer, where the option-based algorithms first send a
-//     ready-to-receive notice); above 1 MB the option-based ring (no per-call
-//     buffers, two segments in flight) is fastest, 1.2-1.6x at 2-8 MB.
+//     ready-to-receive notice); from 1 MB the option-based ring (no per-call
+//     buffers, two segments in flight) is fastest: 1.3-1.5x at 1 MB (three
+//     runs of muster-bench --min=1M --max=1M), 1.2-1.6x at 2-8 MB.
 //   * 3 and 4 ranks: halving-doubling (kept built) is as fast as the ring for
 //     small messages and 1.3-1.4x faster from 128 KB; above 1 MB the
 //     option-based bcube (recursive halving and doubling, any world size,
@@ -74,8 +75,8 @@ constexpr size_t kLargeMessageBytes = 1 << 20;
 
 AllReduceAlgorithm ChooseAllReduceAlgorithm(size_t bytes, int world_size) {
   if (world_size <= 2) {
-    return bytes <= kLargeMessageBytes ? AllReduceAlgorithm::kRing
-                                       : AllReduceAlgorithm::kRingUnbound;
+    return bytes < kLargeMessageBytes ? AllReduceAlgorithm::kRing
+                                      : AllReduceAlgorithm::kRingUnbound;
   }
   return bytes <= kLargeMessageBytes ? AllReduceAlgorithm::kHalvingDoubling
                                      : AllReduceAlgorithm::kBcubeUnbound;

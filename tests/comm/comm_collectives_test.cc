@@ -104,8 +104,9 @@ TEST(AlgorithmChoiceTest, ByMessageSizeAndRankCount) {
   using internal::ChooseAllReduceAlgorithm;
   EXPECT_EQ(ChooseAllReduceAlgorithm(8, 2), AllReduceAlgorithm::kRing);
   EXPECT_EQ(ChooseAllReduceAlgorithm(512 << 10, 2), AllReduceAlgorithm::kRing);
-  EXPECT_EQ(ChooseAllReduceAlgorithm(1 << 20, 2), AllReduceAlgorithm::kRing);
-  EXPECT_EQ(ChooseAllReduceAlgorithm(2 << 20, 2),
+  EXPECT_EQ(ChooseAllReduceAlgorithm((1 << 20) - 4, 2),
+            AllReduceAlgorithm::kRing);
+  EXPECT_EQ(ChooseAllReduceAlgorithm(1 << 20, 2),
             AllReduceAlgorithm::kRingUnbound);
   EXPECT_EQ(ChooseAllReduceAlgorithm(8, 4),
             AllReduceAlgorithm::kHalvingDoubling);
