@@ -3,17 +3,12 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "muster/common/probe.h"
 
 namespace muster::rendezvous {
 
@@ -53,121 +48,71 @@ std::shared_ptr<grpc::Channel> NewMusterChannel(const HostPort& target) {
 
 namespace {
 
-enum class Reach { kAccepts, kRefused, kNoAnswer, kUnresolvable, kError };
-
-struct Probe {
-  Reach reach = Reach::kError;
-  std::string detail;
-};
-
-// One TCP connect attempt to each address of host:port, all within `timeout`;
-// the best outcome.
-Probe ProbeTcp(const std::string& host, int port, absl::Duration timeout) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* addrs = nullptr;
-  const std::string port_text = std::to_string(port);
-  int rc = getaddrinfo(host.c_str(), port_text.c_str(), &hints, &addrs);
-  if (rc != 0) return {Reach::kUnresolvable, gai_strerror(rc)};
-  const absl::Time deadline = absl::Now() + timeout;
-  Probe best{Reach::kError, "no address to try"};
-  auto rank = [](Reach r) {
-    switch (r) {
-      case Reach::kAccepts:
-        return 0;
-      case Reach::kRefused:
-        return 1;
-      case Reach::kNoAnswer:
-        return 2;
-      default:
-        return 3;
-    }
-  };
-  for (addrinfo* a = addrs; a != nullptr && best.reach != Reach::kAccepts;
-       a = a->ai_next) {
-    Probe probe;
-    int fd =
-        socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) continue;
-    int err = 0;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        pollfd p{fd, POLLOUT, 0};
-        int ms = static_cast<int>(std::max<int64_t>(
-            0, absl::ToInt64Milliseconds(deadline - absl::Now())));
-        if (poll(&p, 1, ms) == 1) {
-          socklen_t len = sizeof(err);
-          getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        } else {
-          err = ETIMEDOUT;
-        }
-      }
-    }
-    close(fd);
-    if (err == 0) {
-      probe = {Reach::kAccepts, ""};
-    } else if (err == ECONNREFUSED) {
-      probe = {Reach::kRefused, ""};
-    } else if (err == ETIMEDOUT) {
-      probe = {Reach::kNoAnswer, ""};
-    } else {
-      probe = {Reach::kError, std::strerror(err)};
-    }
-    if (rank(probe.reach) < rank(best.reach)) best = probe;
+// Why a TCP probe of the target failed, and what to do, for an UNAVAILABLE
+// message; empty when the port accepts connections.
+std::string DescribeProbe(const ProbeResult& probe, const HostPort& target) {
+  switch (probe.outcome) {
+    case ProbeOutcome::kOpen:
+      return "";
+    case ProbeOutcome::kRefused:
+      return "nothing is listening there (connection refused) — start musterd "
+             "there, or check --rdzv-endpoint";
+    case ProbeOutcome::kFiltered:
+      return "no answer (the host is down, or a firewall drops the packets) — "
+             "check the host and its firewall; `muster doctor` names the cause";
+    case ProbeOutcome::kDnsFailure:
+      return absl::StrCat("the host name '", target.host,
+                          "' does not resolve (", probe.detail,
+                          ") — check --rdzv-endpoint");
+    case ProbeOutcome::kRejected:
+    case ProbeOutcome::kUnreachable:
+      return absl::StrCat(probe.Explain(), " — ", probe.Fix());
+    case ProbeOutcome::kError:
+      break;
   }
-  freeaddrinfo(addrs);
-  return best;
+  return absl::StrCat(probe.detail, " — check --rdzv-endpoint and the network");
+}
+
+absl::Status Unreachable(const HostPort& target, absl::string_view what,
+                         absl::string_view when, absl::string_view cause) {
+  return absl::UnavailableError(absl::StrCat(
+      "cannot reach the ", what, " at ", target.ToString(), when, ": ", cause));
 }
 
 }  // namespace
 
 absl::Status WaitForChannel(grpc::Channel& channel, const HostPort& target,
-                            absl::string_view what, absl::Duration timeout) {
+                            absl::string_view what, absl::Duration timeout,
+                            ChannelWait wait) {
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + timeout;
+  if (wait == ChannelWait::kFailFast) {
+    // A one-shot command: a port that answers with a reset, a name that does
+    // not resolve or a REJECT will not change while it waits.
+    const ProbeResult probe =
+        ProbeTcp(target.host, target.port, std::min(timeout, absl::Seconds(2)));
+    if (probe.outcome != ProbeOutcome::kOpen &&
+        probe.outcome != ProbeOutcome::kFiltered) {
+      return Unreachable(target, what, "", DescribeProbe(probe, target));
+    }
+  }
   // Keep a little of the budget for the probe that names the cause.
   const absl::Duration probe_budget = std::min(timeout / 5, absl::Seconds(1));
   if (channel.WaitForConnected(absl::ToChronoTime(deadline - probe_budget))) {
     return absl::OkStatus();
   }
-  Probe probe =
+  const ProbeResult probe =
       ProbeTcp(target.host, target.port,
-               std::max(absl::ZeroDuration(), deadline - absl::Now()));
-  std::string cause;
-  switch (probe.reach) {
-    case Reach::kRefused:
-      cause =
-          "nothing is listening there (connection refused) — start musterd "
-          "there, or check "
-          "--rdzv-endpoint";
-      break;
-    case Reach::kNoAnswer:
-      cause =
-          "no answer (the host is down, or a firewall drops the packets) — "
-          "check the host and "
-          "its firewall; `muster doctor` names the cause";
-      break;
-    case Reach::kUnresolvable:
-      cause =
-          absl::StrCat("the host name '", target.host, "' does not resolve (",
-                       probe.detail, ") — check --rdzv-endpoint");
-      break;
-    case Reach::kAccepts:
-      cause =
-          "the port accepts TCP connections but no gRPC server answered there "
-          "(is it "
-          "musterd?) — check --rdzv-endpoint";
-      break;
-    case Reach::kError:
-      cause = absl::StrCat(probe.detail,
-                           " — check --rdzv-endpoint and the network");
-      break;
+               std::max(absl::Milliseconds(1), deadline - absl::Now()));
+  std::string cause = DescribeProbe(probe, target);
+  if (cause.empty()) {
+    cause =
+        "the port accepts TCP connections but no gRPC server answered there "
+        "(is it musterd?) — check --rdzv-endpoint";
   }
-  return absl::UnavailableError(
-      absl::StrCat("cannot reach the ", what, " at ", target.ToString(),
-                   " within ", absl::FormatDuration(timeout), ": ", cause));
+  return Unreachable(target, what,
+                     absl::StrCat(" within ", absl::FormatDuration(timeout)),
+                     cause);
 }
 
 }  // namespace muster::rendezvous

@@ -31,12 +31,24 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // stream instead of leaving it hanging. Never null.
 std::shared_ptr<grpc::Channel> NewMusterChannel(const HostPort& target);
 
+enum class ChannelWait {
+  // The server may come up later (an agent started before musterd): keep
+  // trying for the whole timeout.
+  kPatient,
+  // A one-shot command (`muster status`): fail at once when a TCP probe says
+  // the server is not there (refused, rejected, unreachable, unresolvable);
+  // wait only through silence, which may be a slow network.
+  kFailFast,
+};
+
 // Waits until `channel` is connected, for at most `timeout`. Errors:
 // UNAVAILABLE "cannot reach the <what> at H:P within 10s: <cause> — <fix>",
 // where the cause comes from a TCP probe at the end of the wait (nothing
-// listening / no answer / unresolvable / not gRPC). Blocks up to `timeout`.
+// listening / no answer / unresolvable / rejected / not gRPC). Blocks up to
+// `timeout`.
 absl::Status WaitForChannel(grpc::Channel& channel, const HostPort& target,
-                            absl::string_view what, absl::Duration timeout);
+                            absl::string_view what, absl::Duration timeout,
+                            ChannelWait wait = ChannelWait::kPatient);
 
 }  // namespace muster::rendezvous
 

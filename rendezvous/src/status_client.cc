@@ -15,8 +15,8 @@ absl::StatusOr<v1::GetStatusResponse> QueryStatus(const std::string& endpoint,
                                                   absl::Duration timeout) {
   MUSTER_ASSIGN_OR_RETURN(HostPort target, ParseHostPort(endpoint, 29400));
   auto channel = NewMusterChannel(target);
-  MUSTER_RETURN_IF_ERROR(
-      WaitForChannel(*channel, target, "rendezvous server", timeout));
+  MUSTER_RETURN_IF_ERROR(WaitForChannel(*channel, target, "rendezvous server",
+                                        timeout, ChannelWait::kFailFast));
   auto stub = v1::Rendezvous::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
