@@ -85,10 +85,10 @@ class ElasticAgent::Impl {
   int Shutdown(int exit_code);
   int StopForSignal(int sig);
   absl::Status Rejoin();
-  // After a lost session: reconnects with backoff within
-  // config_.reconnect_timeout, keeping the node id (and so its place in a
-  // running round). False when the window passed or a stop signal came.
-  bool Reconnect();
+  // After a lost session: reconnects with backoff until `deadline`, keeping
+  // the node id (and so its place in a running round). False when the window
+  // passed or a stop signal came.
+  bool Reconnect(absl::Time deadline);
   // Whether `ready` describes the round this agent's workers already run (or
   // ran): the same round, ranks, master and store namespace. A RoundReady
   // resent after a reconnect is.
@@ -133,6 +133,16 @@ class ElasticAgent::Impl {
   std::string run_dir_;
   bool temp_run_dir_ = false;
   int last_waiting_joined_ = -1;
+  // A server that accepts each session and then ends it UNAVAILABLE at once
+  // (it refuses a rerun of a job whose previous agents are still leaving) is
+  // retried for reconnect_timeout in all, with backoff, not forever: these
+  // are the start of the current run of such quick endings (InfiniteFuture
+  // when there is none), the current backoff, and when the current session
+  // started.
+  absl::Time unavailable_since_ = absl::InfiniteFuture();
+  absl::Duration unavailable_backoff_;
+  absl::Time session_started_;
+  bool session_got_message_ = false;
   // The last WorkersSucceeded/WorkersFailed sent, for the current round.
   std::optional<v1::AgentMessage> last_report_;
 };
@@ -313,6 +323,7 @@ int ElasticAgent::Impl::Setup() {
     MUSTER_LOG(ERROR) << s.message();
     return kExitUnavailable;
   }
+  session_started_ = absl::Now();
   MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at " << endpoint_
                    << " as node " << join_.node_id() << " ("
                    << config_.nproc_per_node << " workers, nnodes "
@@ -552,13 +563,14 @@ bool ElasticAgent::Impl::SameRound(const v1::RoundReady& ready) const {
          ready.store_prefix() == round_.store_prefix();
 }
 
-bool ElasticAgent::Impl::Reconnect() {
-  const absl::Time deadline = absl::Now() + config_.reconnect_timeout;
-  MUSTER_LOG(WARNING) << "reconnecting to the rendezvous server at "
-                      << endpoint_ << " for up to "
-                      << absl::FormatDuration(config_.reconnect_timeout)
-                      << (group_ != nullptr ? "; the workers keep running"
-                                            : "");
+bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
+  MUSTER_LOG(WARNING)
+      << "reconnecting to the rendezvous server at " << endpoint_
+      << " for up to "
+      << absl::FormatDuration(
+             absl::Ceil(std::max(absl::ZeroDuration(), deadline - absl::Now()),
+                        absl::Seconds(1)))
+      << (group_ != nullptr ? "; the workers keep running" : "");
   client_->Close("");
   client_.reset();
   absl::Duration backoff = absl::Milliseconds(50);
@@ -587,7 +599,7 @@ bool ElasticAgent::Impl::Reconnect() {
         backoff, std::max(absl::ZeroDuration(), deadline - absl::Now())));
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
-  MUSTER_LOG(ERROR) << "could not reconnect to the rendezvous server at "
+  MUSTER_LOG(ERROR) << "could not rejoin through the rendezvous server at "
                     << endpoint_ << " within "
                     << absl::FormatDuration(config_.reconnect_timeout) << " ("
                     << attempts << " attempts)";
@@ -710,13 +722,38 @@ int ElasticAgent::Impl::Run() {
             : std::min(config_.monitor_interval, absl::Milliseconds(100));
     absl::StatusOr<v1::ServerMessage> msg = client_->Next(wait);
     if (msg.ok()) {
+      session_got_message_ = true;
       if (int rc = Handle(*msg); rc >= 0) return Shutdown(rc);
       continue;
     }
     if (msg.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
     if (msg.status().code() == absl::StatusCode::kUnavailable) {
       MUSTER_LOG(WARNING) << msg.status().message();
-      if (Reconnect()) continue;
+      // A session that got a message or lasted a while ended for a new
+      // reason (the server went away): a fresh reconnect window.
+      constexpr absl::Duration kQuickEnd = absl::Seconds(2);
+      if (session_got_message_ || absl::Now() - session_started_ > kQuickEnd) {
+        unavailable_since_ = absl::InfiniteFuture();
+      }
+      if (unavailable_since_ == absl::InfiniteFuture()) {
+        unavailable_since_ = absl::Now();
+        unavailable_backoff_ = absl::Milliseconds(100);
+      } else {
+        // The last reconnect worked and the server ended the session again:
+        // back off here too, or the two would loop as fast as they can.
+        absl::SleepFor(std::min(
+            unavailable_backoff_,
+            std::max(
+                absl::ZeroDuration(),
+                unavailable_since_ + config_.reconnect_timeout - absl::Now())));
+        unavailable_backoff_ =
+            std::min(unavailable_backoff_ * 2, absl::Seconds(1));
+      }
+      if (Reconnect(unavailable_since_ + config_.reconnect_timeout)) {
+        session_started_ = absl::Now();
+        session_got_message_ = false;
+        continue;
+      }
       if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
       return Shutdown(kExitUnavailable);
     }

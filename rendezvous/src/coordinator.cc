@@ -854,10 +854,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   }
   const bool rerun = !created && job.ended();
   if (rerun && !job.nodes.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    // Transient: the ended run's agents leave within a heartbeat timeout.
+    // UNAVAILABLE makes the agent retry (Reconnect), as for a server restart.
+    return absl::UnavailableError(absl::StrCat(
         "job ", job.id, " has just ended (", JobStateName(job.state),
-        "); its agents are still "
-        "disconnecting — retry, or use another --rdzv-id"));
+        "); its agents are still disconnecting — this node joins again "
+        "shortly (or use another --rdzv-id)"));
   }
   if (!created && !rerun &&
       (job.min_nodes != join.min_nodes() || job.max_nodes != join.max_nodes() ||
