@@ -40,7 +40,17 @@
 extern "C" {
 #endif
 
-typedef enum muster_status {
+/* The enums are int-sized in both languages. C++ gets `int` as their fixed
+ * underlying type, so a value a C caller made up (an unknown dtype, say) is
+ * still a valid value there, and is refused with MUSTER_INVALID_ARGUMENT
+ * instead of being undefined behaviour. */
+#ifdef __cplusplus
+#define MUSTER_C_ENUM(name) enum name : int
+#else
+#define MUSTER_C_ENUM(name) enum name
+#endif
+
+typedef MUSTER_C_ENUM(muster_status) {
   MUSTER_OK = 0,
   MUSTER_CANCELLED = 1,
   MUSTER_UNKNOWN = 2,
@@ -63,7 +73,7 @@ typedef enum muster_status {
 } muster_status_t;
 
 /* As muster::comm::DataType. */
-typedef enum muster_dtype {
+typedef MUSTER_C_ENUM(muster_dtype) {
   MUSTER_FLOAT32 = 0,
   MUSTER_FLOAT64 = 1,
   MUSTER_INT32 = 2,
@@ -75,7 +85,7 @@ typedef enum muster_dtype {
 } muster_dtype_t;
 
 /* As muster::comm::ReduceOp. */
-typedef enum muster_op {
+typedef MUSTER_C_ENUM(muster_op) {
   MUSTER_SUM = 0,
   MUSTER_PRODUCT = 1,
   MUSTER_MIN = 2,
@@ -84,7 +94,7 @@ typedef enum muster_op {
 } muster_op_t;
 
 /* As muster::comm::Backend. */
-typedef enum muster_backend {
+typedef MUSTER_C_ENUM(muster_backend) {
   MUSTER_BACKEND_AUTO = 0,
   MUSTER_BACKEND_GLOO = 1,
   MUSTER_BACKEND_NCCL = 2
