@@ -170,6 +170,10 @@ absl::Status ElasticAgent::Impl::MaybeEmbedServer() {
   if (!embed) return absl::OkStatus();
   rendezvous::ServerOptions options;
   options.listen = listen;
+  if (config_.max_nodes == 1) {
+    // Only this node will ever join: its own lines say all the server's would.
+    options.coordinator.event_log_level = LogLevel::kDebug;
+  }
   auto server = rendezvous::RendezvousServer::Start(options);
   if (!server.ok()) {
     if (!config_.embed_server) {

@@ -407,12 +407,11 @@ std::pair<Job*, Node*> Coordinator::Impl::CurrentMember(
   if (job == nullptr || node == nullptr) return {nullptr, nullptr};
   if (job->state != JobState::kRunning || round != job->round ||
       node->status != NodeStatus::kMember) {
-    MUSTER_LOG(INFO) << "job " << job->id << ": ignoring a stale " << what
-                     << " of "
-                     << DescribeNode(node->join.hostname(),
-                                     node->join.node_id())
-                     << " for round " << round << " (now round " << job->round
-                     << ", " << JobStateName(job->state) << ")";
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job->id << ": ignoring a stale " << what << " of "
+        << DescribeNode(node->join.hostname(), node->join.node_id())
+        << " for round " << round << " (now round " << job->round << ", "
+        << JobStateName(job->state) << ")";
     return {nullptr, nullptr};
   }
   return {job, node};
@@ -553,10 +552,10 @@ void Coordinator::Impl::OpenRound(Job& job) {
   job.succeeded.clear();
   job.join_deadline = clock_->Now() + job.join_timeout;
   job.last_call_deadline = absl::InfiniteFuture();
-  MUSTER_LOG(INFO) << "job " << job.id << ": round " << job.round << " open ("
-                   << NNodesFlag(job.min_nodes, job.max_nodes) << ", "
-                   << job.WaitingCount() << " waiting, join_timeout "
-                   << FormatSeconds(job.join_timeout) << ")";
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": round " << job.round << " open ("
+      << NNodesFlag(job.min_nodes, job.max_nodes) << ", " << job.WaitingCount()
+      << " waiting, join_timeout " << FormatSeconds(job.join_timeout) << ")";
   CheckCount(job);
 }
 
@@ -575,10 +574,11 @@ void Coordinator::Impl::CheckCount(Job& job) {
   if (waiting >= job.min_nodes) {
     if (job.last_call_deadline == absl::InfiniteFuture()) {
       job.last_call_deadline = clock_->Now() + job.last_call_timeout;
-      MUSTER_LOG(INFO) << "job " << job.id << ": round " << job.round << " has "
-                       << waiting << " of " << job.min_nodes << ".."
-                       << job.max_nodes << " nodes; last call ends in "
-                       << FormatSeconds(job.last_call_timeout);
+      MUSTER_LOG_AT(options_.event_log_level)
+          << "job " << job.id << ": round " << job.round << " has " << waiting
+          << " of " << job.min_nodes << ".." << job.max_nodes
+          << " nodes; last call ends in "
+          << FormatSeconds(job.last_call_timeout);
     }
   } else {
     job.last_call_deadline = absl::InfiniteFuture();
@@ -642,11 +642,11 @@ void Coordinator::Impl::CloseRound(Job& job) {
                                  .advertised_addr = node.join.advertised_addr(),
                                  .master_port = node.join.master_port()});
   }
-  MUSTER_LOG(INFO) << "job " << job.id << ": round " << job.round
-                   << " ready: " << job.members.size() << " nodes, "
-                   << world_size << " ranks, master "
-                   << job.members.front().advertised_addr << ":"
-                   << job.members.front().master_port;
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": round " << job.round
+      << " ready: " << job.members.size() << " nodes, " << world_size
+      << " ranks, master " << job.members.front().advertised_addr << ":"
+      << job.members.front().master_port;
   for (const Member& m : job.members) {
     Send(job.nodes.at(m.rank.node_id).conn,
          MakeRoundReady(job, m.rank.node_id));
@@ -663,21 +663,21 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
       std::string cause = job.first_failure.has_value()
                               ? DescribeFailure(*job.first_failure)
                               : reason;
-      MUSTER_LOG(INFO) << "job " << job.id << ": " << reason
-                       << "; no restarts left (" << job.restart_count << " of "
-                       << job.max_restarts << " used)";
+      MUSTER_LOG_AT(options_.event_log_level)
+          << "job " << job.id << ": " << reason << "; no restarts left ("
+          << job.restart_count << " of " << job.max_restarts << " used)";
       FailJob(job, cause);
       return;
     }
     ++job.restart_count;
   }
-  MUSTER_LOG(INFO) << "job " << job.id << ": " << reason
-                   << "; restarting round " << job.round
-                   << (worker_failure
-                           ? absl::StrCat(" (restart ", job.restart_count,
-                                          " of ", job.max_restarts, ")")
-                           : std::string(
-                                 " (membership change, no restart used)"));
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": " << reason << "; restarting round "
+      << job.round
+      << (worker_failure
+              ? absl::StrCat(" (restart ", job.restart_count, " of ",
+                             job.max_restarts, ")")
+              : std::string(" (membership change, no restart used)"));
   v1::ServerMessage msg;
   v1::Restart* restart = msg.mutable_restart();
   restart->set_round(job.round);
@@ -699,8 +699,9 @@ void Coordinator::Impl::FailJob(Job& job, const std::string& root_cause) {
   job.last_failure = root_cause;
   job.join_deadline = absl::InfiniteFuture();
   job.last_call_deadline = absl::InfiniteFuture();
-  MUSTER_LOG(INFO) << "job " << job.id << ": FAILED in round " << job.round
-                   << ": " << root_cause;
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": FAILED in round " << job.round << ": "
+      << root_cause;
   v1::ServerMessage msg;
   v1::JobFailed* failed = msg.mutable_job_failed();
   failed->set_root_cause(root_cause);
@@ -715,9 +716,9 @@ void Coordinator::Impl::FailJob(Job& job, const std::string& root_cause) {
 
 void Coordinator::Impl::SucceedJob(Job& job) {
   job.state = JobState::kSucceeded;
-  MUSTER_LOG(INFO) << "job " << job.id << ": SUCCEEDED in round " << job.round
-                   << " (" << job.members.size() << " nodes, "
-                   << job.restart_count << " restarts)";
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": SUCCEEDED in round " << job.round << " ("
+      << job.members.size() << " nodes, " << job.restart_count << " restarts)";
   v1::ServerMessage msg;
   msg.mutable_job_succeeded()->set_round(job.round);
   SendFinalAndClose(job, msg);
@@ -747,8 +748,9 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
   job.losses.push_back(absl::StrCat(who, ": ", why));
   switch (job.state) {
     case JobState::kOpen:
-      MUSTER_LOG(INFO) << "job " << job.id << ": " << who << " lost (" << why
-                       << ") while round " << job.round << " was open";
+      MUSTER_LOG_AT(options_.event_log_level)
+          << "job " << job.id << ": " << who << " lost (" << why
+          << ") while round " << job.round << " was open";
       if (status == NodeStatus::kWaiting) CheckCount(job);
       break;
     case JobState::kRunning:
@@ -758,8 +760,9 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
       } else {
         // A spare, a node that missed this round, or a member already done: the
         // round goes on.
-        MUSTER_LOG(INFO) << "job " << job.id << ": " << who << " lost (" << why
-                         << "); round " << job.round << " carries on";
+        MUSTER_LOG_AT(options_.event_log_level)
+            << "job " << job.id << ": " << who << " lost (" << why
+            << "); round " << job.round << " carries on";
         if (status == NodeStatus::kWaiting) SendWaitingToAll(job);
       }
       break;
@@ -844,10 +847,11 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     // A node of the ended job that missed the verdict (its session broke as
     // the job ended) reconnects: it hears the verdict. A rerun of the command
     // comes with new node ids.
-    MUSTER_LOG(INFO) << "job " << job.id << ": "
-                     << DescribeNode(join.hostname(), join.node_id())
-                     << " reconnected after the end; sending the verdict ("
-                     << JobStateName(job.state) << ") again";
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": "
+        << DescribeNode(join.hostname(), join.node_id())
+        << " reconnected after the end; sending the verdict ("
+        << JobStateName(job.state) << ") again";
     channel->Send(*job.verdict);
     channel->Close(absl::OkStatus());
     return absl::OkStatus();
@@ -887,9 +891,10 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         MillisOr(join.join_timeout_ms(), options_.default_join_timeout);
     job.last_call_timeout = MillisOr(join.last_call_timeout_ms(),
                                      options_.default_last_call_timeout);
-    MUSTER_LOG(INFO) << "job " << job.id << ": " << (rerun ? "rerun" : "new")
-                     << " (" << NNodesFlag(job.min_nodes, job.max_nodes)
-                     << " --max-restarts=" << job.max_restarts << ")";
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": " << (rerun ? "rerun" : "new") << " ("
+        << NNodesFlag(job.min_nodes, job.max_nodes)
+        << " --max-restarts=" << job.max_restarts << ")";
   }
 
   // Register (or refresh) the connection; a Join counts as a heartbeat.
@@ -916,7 +921,8 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
       }
       conns_.erase(old);
     }
-    MUSTER_LOG(INFO) << "job " << job.id << ": " << who << " reconnected";
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": " << who << " reconnected";
   }
   node.join = join;
   node.conn = conn;
@@ -930,8 +936,8 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         // A repeated Join or a reconnect: only the stream changed.
         SendWaiting(job, node);
       } else {
-        MUSTER_LOG(INFO) << "job " << job.id << ": " << who << " joined round "
-                         << job.round;
+        MUSTER_LOG_AT(options_.event_log_level)
+            << "job " << job.id << ": " << who << " joined round " << job.round;
         AddWaiting(job, node);
       }
       break;
@@ -954,7 +960,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
       } else {
         // At max, or finishing: once a member's workers have all succeeded, a
         // scale-up would make every node run the finished work again.
-        MUSTER_LOG(INFO)
+        MUSTER_LOG_AT(options_.event_log_level)
             << "job " << job.id << ": " << who << " waits as a spare (round "
             << job.round
             << (job.succeeded.empty()
@@ -1104,11 +1110,11 @@ absl::Time Coordinator::Impl::Tick() {
       const int waiting = job.WaitingCount();
       if (waiting >= job.min_nodes &&
           (job.last_call_deadline <= now || job.join_deadline <= now)) {
-        MUSTER_LOG(INFO) << "job " << id << ": round " << job.round
-                         << " closes with " << waiting << " nodes ("
-                         << (job.last_call_deadline <= now ? "last call"
-                                                           : "join_timeout")
-                         << " passed)";
+        MUSTER_LOG_AT(options_.event_log_level)
+            << "job " << id << ": round " << job.round << " closes with "
+            << waiting << " nodes ("
+            << (job.last_call_deadline <= now ? "last call" : "join_timeout")
+            << " passed)";
         CloseRound(job);
       } else if (job.join_deadline <= now) {
         FailJob(job, JoinTimeoutCause(job));
@@ -1118,9 +1124,9 @@ absl::Time Coordinator::Impl::Tick() {
     }
   }
   for (const std::string& id : forget) {
-    MUSTER_LOG(INFO) << "job " << id << ": forgotten ("
-                     << JobStateName(jobs_.at(id).state)
-                     << ", retention passed)";
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << id << ": forgotten (" << JobStateName(jobs_.at(id).state)
+        << ", retention passed)";
     jobs_.erase(id);
     DropNamespace(absl::StrCat(id, "/"));
   }

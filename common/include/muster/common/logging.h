@@ -64,4 +64,12 @@ struct LogVoidify {
                                            __LINE__)                           \
                 .stream()
 
+// As MUSTER_LOG, at a level chosen at run time (a ::muster::LogLevel value).
+#define MUSTER_LOG_AT(level_value)                                            \
+  ((level_value) < ::muster::MinLogLevel())                                   \
+      ? (void)0                                                               \
+      : ::muster::internal::LogVoidify() &                                    \
+            ::muster::internal::LogMessage((level_value), __FILE__, __LINE__) \
+                .stream()
+
 #endif  // MUSTER_COMMON_LOGGING_H_

@@ -63,6 +63,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "muster/common/clock.h"
+#include "muster/common/logging.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::rendezvous {
@@ -99,6 +100,10 @@ struct CoordinatorOptions {
   // and its store namespace may be dropped, and with "<job>/" when a job is
   // forgotten.
   std::function<void(const std::string& store_prefix)> on_round_end;
+  // The level of the job and round events it logs (new, open, joined, ready,
+  // lost, verdict). An agent that embeds the server for its own single node
+  // lowers it to kDebug: it prints the same events from its side.
+  LogLevel event_log_level = LogLevel::kInfo;
 };
 
 class Coordinator {
@@ -114,8 +119,9 @@ class Coordinator {
   // Waiting/RoundReady through channel at once. Errors (the adapter ends the
   // stream with them): INVALID_ARGUMENT for a malformed Join (empty job or node
   // id, local_world_size < 1, min < 1, max < min), FAILED_PRECONDITION when the
-  // job exists with other min/max/max_restarts, or has ended and still has
-  // agents connected. The message names the field, both values and the fix.
+  // job exists with other min/max/max_restarts, UNAVAILABLE (retry shortly)
+  // when it has ended and still has agents connected. The message names the
+  // field, both values and the fix.
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel);
   void OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat);
