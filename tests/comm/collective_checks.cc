@@ -185,8 +185,12 @@ absl::Status CheckAllReduce(Communicator& comm) {
         MUSTER_CHECK_OK(AllReduceOne<T>(comm, op, count, false));
       }
     }
-    // Above the small-message threshold (64 KB) and above Gloo's 1 MiB
-    // segment: the ring, several segments per rank.
+    // Between the sync mesh's limit (128 KB) and 1 MB: a kept algorithm on
+    // the usual mesh.
+    MUSTER_CHECK_OK(AllReduceOne<T>(comm, ReduceOp::kMax,
+                                    (300 << 10) / sizeof(T) + 3, true));
+    // Above 1 MB and above Gloo's 1 MiB segment: the option-based algorithms,
+    // several segments per rank.
     MUSTER_CHECK_OK(AllReduceOne<T>(comm, ReduceOp::kSum,
                                     (3 << 20) / sizeof(T) + 7, false));
     return absl::OkStatus();

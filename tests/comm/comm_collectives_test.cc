@@ -100,6 +100,19 @@ TEST_P(AlgorithmTest, AllReduceMatchesTheReference) {
       options);
 }
 
+// MUSTER_GLOO_SYNC_BYTES=0: no sync-mode mesh; small messages take the usual
+// one (the path every message took before it existed).
+TEST(AlgorithmTest, WithoutTheSyncMeshSmallMessagesStillMatchTheReference) {
+  ASSERT_EQ(setenv("MUSTER_GLOO_SYNC_BYTES", "0", 1), 0);
+  for (int n : {2, 3}) {
+    RunRanks(n, [](Communicator& comm) {
+      absl::Status s = testing::CheckAllReduce(comm);
+      EXPECT_TRUE(s.ok()) << s;
+    });
+  }
+  unsetenv("MUSTER_GLOO_SYNC_BYTES");
+}
+
 TEST(AlgorithmChoiceTest, ByMessageSizeAndRankCount) {
   using internal::ChooseAllReduceAlgorithm;
   EXPECT_EQ(ChooseAllReduceAlgorithm(8, 2), AllReduceAlgorithm::kRing);
