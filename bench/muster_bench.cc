@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -94,6 +95,7 @@ struct Flags {
   std::string csv;
 };
 
+// "64", "64K", "16M", "1G" (powers of 1024).
 bool ParseSize(absl::string_view text, size_t* out) {
   std::string t = absl::AsciiStrToUpper(text);
   size_t mult = 1;
@@ -107,48 +109,63 @@ bool ParseSize(absl::string_view text, size_t* out) {
   return true;
 }
 
-bool Parse(int argc, char** argv, Flags* f) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const size_t eq = a.find('=');
-    const std::string key = a.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
-    bool ok = true;
-    if (key == "--min") {
-      ok = ParseSize(value, &f->min_bytes);
-    } else if (key == "--max") {
-      ok = ParseSize(value, &f->max_bytes);
-    } else if (key == "--factor") {
-      ok = absl::SimpleAtoi(value, &f->factor) && f->factor >= 2;
-    } else if (key == "--impls") {
-      f->impls = absl::StrSplit(value, ',', absl::SkipEmpty());
-    } else if (key == "--op") {
-      f->op = value;
-    } else if (key == "--dtype") {
-      ok = false;
-      for (int d = 0; d <= 7; ++d) {
-        if (muster::comm::DataTypeName(static_cast<DataType>(d)) == value) {
-          f->dtype = static_cast<DataType>(d);
-          ok = true;
-        }
-      }
-    } else if (key == "--seconds") {
-      ok = absl::SimpleAtod(value, &f->seconds) && f->seconds > 0;
-    } else if (key == "--batches") {
-      ok = absl::SimpleAtoi(value, &f->batches) && f->batches > 0;
-    } else if (key == "--progress") {
-      f->progress = true;
-    } else if (key == "--csv") {
-      f->csv = value;
-    } else {
-      ok = false;
-    }
-    if (!ok) {
-      std::cerr << "muster-bench: bad flag " << a << "\n";
-      return false;
-    }
+// Returns -1 when the program should go on, else its exit code (0 for --help).
+int Parse(int argc, char** argv, Flags* f) {
+  CLI::App app(
+      "muster-bench: collective bandwidth in the manner of "
+      "nccl-tests (run it under muster; see bench/collectives.sh)",
+      "muster-bench");
+  auto size_option = [&](const std::string& name, size_t* out,
+                         const std::string& help) {
+    app.add_option_function<std::string>(
+           name,
+           [out, name](const std::string& v) {
+             if (!ParseSize(v, out)) {
+               throw CLI::ValidationError(
+                   name, "'" + v + "' is not a size (like 8, 64K, 16M, 1G)");
+             }
+           },
+           help)
+        ->type_name("SIZE");
+  };
+  size_option("--min", &f->min_bytes, "smallest size (default 8)");
+  size_option("--max", &f->max_bytes, "largest size (default 256M)");
+  app.add_option("--factor", f->factor, "size step (default 2)")
+      ->check(CLI::Range(size_t{2}, size_t{1024}));
+  std::string impls;
+  app.add_option("--impls", impls,
+                 "comma-separated implementations (see the file's comment)");
+  app.add_option("--op", f->op,
+                 "allreduce | allgather | reduce_scatter | "
+                 "broadcast")
+      ->check(CLI::IsMember(
+          {"allreduce", "allgather", "reduce_scatter", "broadcast"}));
+  std::vector<std::string> dtypes;
+  for (int d = 0; d <= 7; ++d) {
+    dtypes.emplace_back(muster::comm::DataTypeName(static_cast<DataType>(d)));
   }
-  return true;
+  std::string dtype = "float32";
+  app.add_option("--dtype", dtype, "element type (default float32)")
+      ->check(CLI::IsMember(dtypes));
+  app.add_option("--seconds", f->seconds,
+                 "time per size per implementation (default 0.2)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batches", f->batches,
+                 "batches per size; the best is reported (default 5)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--progress", f->progress, "print each result as it comes");
+  app.add_option("--csv", f->csv, "append CSV lines to this file (rank 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) std::cerr << "muster-bench: ";
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!impls.empty()) f->impls = absl::StrSplit(impls, ',', absl::SkipEmpty());
+  for (int d = 0; d <= 7; ++d) {
+    if (dtypes[d] == dtype) f->dtype = static_cast<DataType>(d);
+  }
+  return -1;
 }
 
 // One implementation at one size: prepare() once, then run() many times.
@@ -244,7 +261,7 @@ double BusFactor(const std::string& op, int n) {
 
 int main(int argc, char** argv) {
   Flags flags;
-  if (!Parse(argc, argv, &flags)) return 2;
+  if (int rc = Parse(argc, argv, &flags); rc >= 0) return rc;
   auto created = Communicator::FromEnvironment();
   if (!created.ok()) {
     std::cerr << "muster-bench: " << created.status() << "\n";

@@ -19,30 +19,18 @@ namespace muster::comm {
 namespace {
 
 using ::muster::testing::BinPath;
+using ::muster::testing::EnvWithoutLauncher;
 using ::muster::testing::FreePort;
 using ::muster::testing::MakeTempDir;
 using ::muster::testing::Subprocess;
 using ::testing::HasSubstr;
-
-// The variables a test must not inherit from a launcher that runs ctest.
-std::map<std::string, std::string> CleanEnv() {
-  return {{"MUSTER_STORE_ENDPOINT", ""},
-          {"MUSTER_STORE_PREFIX", ""},
-          {"RANK", ""},
-          {"WORLD_SIZE", ""},
-          {"LOCAL_WORLD_SIZE", ""},
-          {"MASTER_ADDR", ""},
-          {"MASTER_PORT", ""},
-          {"MUSTER_SOCKET_IFNAME", ""},
-          {"GLOO_SOCKET_IFNAME", ""}};
-}
 
 std::vector<std::unique_ptr<Subprocess>> StartRanks(
     int n, const std::string& init, const std::string& mode,
     std::map<std::string, std::string> extra_env = {}) {
   std::vector<std::unique_ptr<Subprocess>> procs;
   for (int r = 0; r < n; ++r) {
-    std::map<std::string, std::string> env = CleanEnv();
+    std::map<std::string, std::string> env = EnvWithoutLauncher();
     for (const auto& [k, v] : extra_env) env[k] = v;
     procs.push_back(std::make_unique<Subprocess>(
         std::vector<std::string>{BinPath("comm_worker"), "--init=" + init,
@@ -72,7 +60,7 @@ TEST(InitTest, EnvWithoutTheLauncherUsesMasterAddrAndPort) {
       {"WORLD_SIZE", "2"}};
   std::vector<std::unique_ptr<Subprocess>> procs;
   for (int r = 0; r < 2; ++r) {
-    std::map<std::string, std::string> e = CleanEnv();
+    std::map<std::string, std::string> e = EnvWithoutLauncher();
     for (const auto& [k, v] : env) e[k] = v;
     e["RANK"] = absl::StrCat(r);
     procs.push_back(std::make_unique<Subprocess>(
@@ -105,7 +93,7 @@ TEST(InitTest, AStaleFileFromAKilledRunIsClearedWithAWarning) {
     // stays behind with rank 0 registered and its keys written.
     Subprocess killed({BinPath("comm_worker"), "--init=file://" + path,
                        "--rank=0", "--world-size=2", "--mode=init"},
-                      CleanEnv());
+                      EnvWithoutLauncher());
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (!std::filesystem::exists(path) && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(20));
@@ -131,7 +119,7 @@ TEST(InitTest, AFileInUseByAnotherRunIsRefusedNamingTheProcess) {
   // A run of 2 whose rank 0 is alive and waiting for its rank 1.
   Subprocess first({BinPath("comm_worker"), "--init=file://" + path, "--rank=0",
                     "--world-size=2", "--mode=init", "--timeout=60"},
-                   CleanEnv());
+                   EnvWithoutLauncher());
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (!std::filesystem::exists(path) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
@@ -140,7 +128,7 @@ TEST(InitTest, AFileInUseByAnotherRunIsRefusedNamingTheProcess) {
   // Another job's rank 0 with the same path.
   Subprocess second({BinPath("comm_worker"), "--init=file://" + path,
                      "--rank=0", "--world-size=2", "--mode=init"},
-                    CleanEnv());
+                    EnvWithoutLauncher());
   EXPECT_EQ(second.WaitOrKill(absl::Seconds(30)), 2) << second.Output();
   EXPECT_THAT(second.Output(), HasSubstr("FAILED_PRECONDITION"));
   EXPECT_THAT(second.Output(),

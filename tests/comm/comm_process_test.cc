@@ -19,19 +19,10 @@ namespace muster {
 namespace {
 
 using ::muster::testing::BinPath;
+using ::muster::testing::EnvWithoutLauncher;
 using ::muster::testing::FreePort;
 using ::muster::testing::Subprocess;
 using ::testing::HasSubstr;
-
-std::map<std::string, std::string> CleanEnv() {
-  return {{"MUSTER_STORE_ENDPOINT", ""},
-          {"MUSTER_STORE_PREFIX", ""},
-          {"RANK", ""},
-          {"WORLD_SIZE", ""},
-          {"LOCAL_WORLD_SIZE", ""},
-          {"MUSTER_SOCKET_IFNAME", ""},
-          {"GLOO_SOCKET_IFNAME", ""}};
-}
 
 // The "AllReduce failed after N ms" of rank r's report, or -1.
 int FailedAfterMs(const std::string& output, int rank) {
@@ -46,7 +37,7 @@ int FailedAfterMs(const std::string& output, int rank) {
 TEST(ProcessTest, EveryCollectiveUnderMusterAcrossThreeRanks) {
   Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=3",
                 "--no-python", BinPath("comm_worker"), "--mode=check"},
-               CleanEnv());
+               EnvWithoutLauncher());
   ASSERT_EQ(p.WaitOrKill(absl::Seconds(300)), 0) << p.Output();
   for (int r = 0; r < 3; ++r) {
     EXPECT_THAT(p.Output(), HasSubstr(absl::StrCat("[rank", r, "]:rank ", r,
@@ -60,7 +51,7 @@ TEST(ProcessTest, ARankKilledMidAllReduceIsNamedUnderMuster) {
   Subprocess p(
       {BinPath("muster"), "--standalone", "--nproc-per-node=3", "--no-python",
        BinPath("comm_worker"), "--mode=kill", "--victim=1"},
-      CleanEnv());
+      EnvWithoutLauncher());
   const int rc = p.WaitOrKill(absl::Seconds(120));
   const std::string out = p.Output();
   EXPECT_NE(rc, 0) << "a worker was killed: the job fails\n" << out;
@@ -84,7 +75,7 @@ TEST(ProcessTest, ARankKilledMidAllReduceIsNamedWithoutALauncher) {
         std::vector<std::string>{BinPath("comm_worker"), "--init=" + init,
                                  absl::StrCat("--rank=", r), "--world-size=4",
                                  "--mode=kill", "--victim=2"},
-        CleanEnv()));
+        EnvWithoutLauncher()));
   }
   EXPECT_EQ(procs[2]->WaitOrKill(absl::Seconds(60)), 128 + 9)
       << procs[2]->Output();

@@ -50,6 +50,17 @@ std::string MakeTempDir(const std::string& tag) {
   return tmpl;
 }
 
+std::map<std::string, std::string> EnvWithoutLauncher() {
+  std::map<std::string, std::string> env;
+  for (const char* name :
+       {"MUSTER_STORE_ENDPOINT", "MUSTER_STORE_PREFIX", "RANK", "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "MUSTER_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+    env[name] = "";
+  }
+  return env;
+}
+
 int FreePort() {
   auto port = PickFreePort("127.0.0.1");
   return port.ok() ? *port : 0;

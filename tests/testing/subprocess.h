@@ -28,6 +28,10 @@ std::string SourceDir();
 std::string MakeTempDir(const std::string& tag);
 // A free TCP port on 127.0.0.1.
 int FreePort();
+// Environment overrides (each set to "", i.e. removed) for a process that
+// must not inherit a launcher's or a user's job variables when ctest itself
+// runs under muster or torchrun: rank, size, master, store and interface.
+std::map<std::string, std::string> EnvWithoutLauncher();
 
 class Subprocess {
  public:
