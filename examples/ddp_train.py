@@ -100,6 +100,10 @@ def main():
         ok = False
     if ok and rank == 0 and size > 1:
         print(f"all {size} ranks agree on the parameters", flush=True)
+    # Every rank is past its last collective before any tears its group down:
+    # destroying a gloo group while a peer is still using it can hang
+    # (pytorch/pytorch#75097).
+    dist.barrier()
     dist.destroy_process_group()
     return 0 if ok else 1
 

@@ -1,10 +1,12 @@
 // The examples under the launcher: the C++ data-parallel SGD on libmuster_comm,
 // and the PyTorch DDP script, unchanged, on the gloo backend.
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -56,7 +58,25 @@ TEST(ExamplesE2eTest, PytorchDdpScriptRunsUnchanged) {
   Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=2",
                 SourceDir() + "/examples/ddp_train.py"},
                {{"PYTHON_EXEC", "/usr/bin/python3"}});
-  ASSERT_EQ(p.WaitOrKill(absl::Seconds(240)), 0) << p.Output();
+  const std::optional<int> rc = p.Wait(absl::Seconds(120));
+  if (!rc.has_value()) {
+    // A hang: say where every process of the job is before killing it (the
+    // python workers' own stacks, through gdb, when it is installed).
+    Subprocess where(
+        {"/bin/sh", "-c",
+         absl::StrCat("ps -e -o pid,ppid,stat,wchan:30,args | grep -E "
+                      "'muster|python|PID' | grep -v grep; for t in $(pgrep -f "
+                      "ddp_train.py); do [ $t = $$ ] && continue; "
+                      "command -v gdb >/dev/null && timeout 20 gdb -p $t "
+                      "-batch -ex 'thread apply all bt 8' 2>/dev/null "
+                      "| grep -E '^(Thread|#)'; done")});
+    where.WaitOrKill(absl::Seconds(60));
+    p.WaitOrKill(absl::ZeroDuration());
+    FAIL() << "the job did not end within 120 s; its processes:\n"
+           << where.Output() << "\noutput:\n"
+           << p.Output();
+  }
+  ASSERT_EQ(*rc, 0) << p.Output();
   const std::string out = p.Output();
   EXPECT_THAT(out, HasSubstr("[rank0]:"));
   EXPECT_THAT(out, HasSubstr("[rank1]:"));
