@@ -95,7 +95,8 @@ TEST(DiagnosticsE2eTest, StatusShowsTheMembersOfARunningJob) {
   EXPECT_THAT(unknown.Output(), HasSubstr("no job 'nojob'"));
 
   // Nothing listens: a one-shot query says so at once instead of waiting
-  // out its 60 s timeout (WaitOrKill kills it, and returns -1, long before that).
+  // out its 60 s timeout (WaitOrKill kills it, and returns -1, long before
+  // that).
   const std::string nobody = absl::StrCat("127.0.0.1:", FreePort());
   Subprocess unreachable({BinPath("muster"), "status",
                           "--rdzv-endpoint=" + nobody, "--timeout=60"});

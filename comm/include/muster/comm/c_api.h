@@ -50,6 +50,8 @@ extern "C" {
 #define MUSTER_C_ENUM(name) enum name
 #endif
 
+/* (clang-format cannot lay out an enum whose head is a macro.) */
+/* clang-format off */
 typedef MUSTER_C_ENUM(muster_status) {
   MUSTER_OK = 0,
   MUSTER_CANCELLED = 1,
@@ -99,6 +101,7 @@ typedef MUSTER_C_ENUM(muster_backend) {
   MUSTER_BACKEND_GLOO = 1,
   MUSTER_BACKEND_NCCL = 2
 } muster_backend_t;
+/* clang-format on */
 
 typedef struct muster_comm muster_comm_t;
 typedef struct muster_work muster_work_t;
