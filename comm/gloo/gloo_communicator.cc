@@ -164,9 +164,8 @@ size_t SendBufferPinBytes() {
 }
 
 // Throws what Gloo throws (a peer that dies meanwhile: IoException).
-void PinSendBuffers(PeerContext& context) {
+void PinSendBuffers(PeerContext& context, size_t bytes) {
   if (context.size < 2) return;
-  const size_t bytes = SendBufferPinBytes();
   const int slot = context.nextSlot();  // The same on every rank.
   std::vector<char> out(bytes);
   // One region for every peer's message: Gloo's single event-loop thread
@@ -306,11 +305,11 @@ struct GlooMesh {
 };
 
 // Joins the full mesh published under `key_prefix`, finds its sockets and
-// sizes its send buffers.
+// sizes its send buffers (PinSendBuffers with `pin_bytes`).
 absl::StatusOr<GlooMesh> ConnectMesh(
     const CoreConfig& config,
     std::shared_ptr<::gloo::transport::Device>& device,
-    const std::string& key_prefix, absl::string_view doing,
+    const std::string& key_prefix, absl::string_view doing, size_t pin_bytes,
     absl::Time deadline) {
   const std::string who =
       absl::StrCat("rank ", config.rank, "/", config.world_size);
@@ -345,7 +344,7 @@ absl::StatusOr<GlooMesh> ConnectMesh(
   }
   MUSTER_RETURN_IF_ERROR(CallGloo(
       GlooStage::kConnect, absl::StrCat(who, ": sizing its send buffers"),
-      mesh.peer_names, [&] { PinSendBuffers(*mesh.context); }));
+      mesh.peer_names, [&] { PinSendBuffers(*mesh.context, pin_bytes); }));
   return mesh;
 }
 
@@ -362,8 +361,8 @@ absl::StatusOr<GlooMesh> ConnectMesh(
 // default) go there: at most a quarter of it, and at most 128 KB. Sync pairs
 // cannot carry option-based collectives (they need the event loop), hence a
 // mesh of their own. MUSTER_GLOO_SYNC_BYTES sets the limit (0 turns it off).
-size_t SyncMaxBytes() {
-  size_t limit = std::min<size_t>(128 << 10, SendBufferPinBytes() / 2);
+size_t SyncMaxBytes(size_t pin_bytes) {
+  size_t limit = std::min<size_t>(128 << 10, pin_bytes / 2);
   if (const char* env = std::getenv("MUSTER_GLOO_SYNC_BYTES")) {
     uint64_t value = 0;
     if (absl::SimpleAtoi(env, &value)) {
@@ -977,16 +976,18 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
   MUSTER_LOG(DEBUG) << who << ": Gloo binds " << where << " ("
                     << config.bind_reason << "): " << device->str();
 
-  MUSTER_ASSIGN_OR_RETURN(GlooMesh mesh,
-                          ConnectMesh(config, device, config.key_prefix,
-                                      "connecting to its peers", deadline));
-  const size_t sync_max_bytes = SyncMaxBytes();
+  const size_t pin_bytes = SendBufferPinBytes();  // Read once: a /proc file.
+  MUSTER_ASSIGN_OR_RETURN(
+      GlooMesh mesh,
+      ConnectMesh(config, device, config.key_prefix, "connecting to its peers",
+                  pin_bytes, deadline));
+  const size_t sync_max_bytes = SyncMaxBytes(pin_bytes);
   std::optional<GlooMesh> sync;
   if (sync_max_bytes > 0 && config.world_size > 1) {
     MUSTER_ASSIGN_OR_RETURN(
         sync,
         ConnectMesh(config, device, absl::StrCat(config.key_prefix, "sync/"),
-                    "connecting its low-latency mesh", deadline));
+                    "connecting its low-latency mesh", pin_bytes, deadline));
     // Only after PinSendBuffers (which needs the event loop): from now on
     // these pairs read and write on the calling thread only.
     MUSTER_RETURN_IF_ERROR(
