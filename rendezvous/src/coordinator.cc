@@ -264,6 +264,12 @@ struct Job {
   // "node h [id]: why" for each agent lost since the last round formed; the
   // join-timeout root cause names them.
   std::vector<std::string> losses;
+  // OPEN after a restart: the survivors of the ended round that have not
+  // rejoined yet. When the last of them is back the round closes at once
+  // (with min_nodes waiting): there is nobody else it was waiting for, and
+  // last call exists for newcomers, not for a round re-forming.
+  std::set<std::string> awaited_survivors;
+  bool reforming = false;  // OPEN after a restart (awaited_survivors applies).
 
   std::optional<v1::WorkerFailure> first_failure;  // of the whole job
   std::vector<v1::WorkerFailure> round_failures;   // of the last round that ran
@@ -562,12 +568,21 @@ void Coordinator::Impl::OpenRound(Job& job) {
 void Coordinator::Impl::AddWaiting(Job& job, Node& node) {
   node.status = NodeStatus::kWaiting;
   node.join_seq = job.next_join_seq++;
+  job.awaited_survivors.erase(node.join.node_id());
   CheckCount(job);
 }
 
 void Coordinator::Impl::CheckCount(Job& job) {
   const int waiting = job.WaitingCount();
   if (waiting >= job.max_nodes) {
+    CloseRound(job);
+    return;
+  }
+  if (waiting >= job.min_nodes && job.reforming &&
+      job.awaited_survivors.empty()) {
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": round " << job.round
+        << ": every survivor is back; closing without last call";
     CloseRound(job);
     return;
   }
@@ -624,6 +639,8 @@ void Coordinator::Impl::CloseRound(Job& job) {
   }
 
   job.state = JobState::kRunning;
+  job.reforming = false;
+  job.awaited_survivors.clear();
   job.join_deadline = absl::InfiniteFuture();
   job.last_call_deadline = absl::InfiniteFuture();
   job.members.clear();
@@ -683,10 +700,13 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
   restart->set_round(job.round);
   restart->set_reason(reason);
   restart->set_restart_count(job.restart_count);
+  job.reforming = true;
+  job.awaited_survivors.clear();
   for (auto& [id, node] : job.nodes) {
     if (node.status != NodeStatus::kMember) continue;
     Send(node.conn, msg);
     node.status = NodeStatus::kPending;  // must stop its workers and Join again
+    job.awaited_survivors.insert(id);
   }
   DropNamespace(StorePrefix(job.id, job.round));
   OpenRound(job);
@@ -740,6 +760,7 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
     conns_.erase(c);
   }
   job.nodes.erase(it);
+  job.awaited_survivors.erase(node_id);
 
   if (job.ended()) {
     MaybeStartRetention(job);
@@ -928,6 +949,8 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   node.conn = conn;
 
   if (created || rerun) {
+    job.reforming = false;
+    job.awaited_survivors.clear();
     OpenRound(job);  // round 1 (or the rerun's first), with no one waiting yet
   }
   switch (job.state) {

@@ -467,6 +467,60 @@ TEST_F(CoordinatorTest, WorkerFailureWithRestartsLeftRestartsEveryone) {
   EXPECT_EQ(rb.restart_count(), 1);
 }
 
+// Issue 11: a round that lost a member re-forms as soon as every survivor is
+// back, without waiting last_call_timeout (30 s by default) for newcomers.
+TEST_F(CoordinatorTest, ALostMembersSurvivorsReformAtOnceWithoutLastCall) {
+  Agent a = Joined(MakeJoin("j", "a", 2, 3));
+  Agent b = Joined(MakeJoin("j", "b", 2, 3));
+  Agent c = Joined(MakeJoin("j", "c", 2, 3));
+  ASSERT_ROUND_READY(c.ch->last());
+  coord_.OnDisconnect(b.conn);  // kill -9 of b's agent
+  ASSERT_EQ(a.ch->last().kind_case(), Kind::kRestart);
+  ASSERT_EQ(c.ch->last().kind_case(), Kind::kRestart);
+
+  ASSERT_TRUE(Join(c).ok());
+  EXPECT_EQ(c.ch->last().kind_case(), Kind::kWaiting) << "a is not back yet";
+  ASSERT_TRUE(Join(a).ok());  // the last survivor: no clock advanced
+  ASSERT_ROUND_READY(a.ch->last());
+  ASSERT_ROUND_READY(c.ch->last());
+  EXPECT_EQ(a.ch->last().round_ready().round(), 2);
+  EXPECT_EQ(a.ch->last().round_ready().world_size(), 2);
+  EXPECT_EQ(a.ch->last().round_ready().group_rank(), 0);
+  EXPECT_EQ(c.ch->last().round_ready().group_rank(), 1);
+  EXPECT_EQ(JobStatusOf("j").restart_count(), 0);
+}
+
+TEST_F(CoordinatorTest, AWorkerFailureBelowMaxReformsAtOnceToo) {
+  Agent a = Joined(MakeJoin("j", "a", 2, 3, 1, /*max_restarts=*/1));
+  Agent b = Joined(MakeJoin("j", "b", 2, 3, 1, 1));
+  clock_.Advance(absl::Seconds(30));
+  coord_.Tick();  // round 1 closes at min after last call
+  ASSERT_ROUND_READY(b.ch->last());
+  Fail(a, 1, Failure("a", 0, 0, 1, 0, "boom"));
+  ASSERT_TRUE(Join(b).ok());
+  ASSERT_TRUE(Join(a).ok());
+  ASSERT_ROUND_READY(a.ch->last());
+  EXPECT_EQ(a.ch->last().round_ready().round(), 2);
+  EXPECT_EQ(a.ch->last().round_ready().restart_count(), 1);
+}
+
+TEST_F(CoordinatorTest, ASurvivorThatNeverRejoinsLeavesTheRoundToLastCall) {
+  Agent a = Joined(MakeJoin("j", "a", 1, 3));
+  Agent b = Joined(MakeJoin("j", "b", 1, 3));
+  Agent c = Joined(MakeJoin("j", "c", 1, 3));
+  ASSERT_ROUND_READY(a.ch->last());
+  coord_.OnDisconnect(c.conn);
+  ASSERT_TRUE(Join(a).ok());  // b stays silent (hung, or slow to stop)
+  EXPECT_EQ(a.ch->last().kind_case(), Kind::kWaiting);
+  clock_.Advance(absl::Seconds(29));
+  coord_.Tick();
+  EXPECT_EQ(a.ch->last().kind_case(), Kind::kWaiting);
+  clock_.Advance(absl::Seconds(1));
+  coord_.Tick();
+  ASSERT_ROUND_READY(a.ch->last());
+  EXPECT_EQ(a.ch->last().round_ready().world_size(), 1);
+}
+
 TEST_F(CoordinatorTest,
        WorkerFailureWithoutRestartsFailsTheJobWithTheRootCause) {
   const int64_t ts = absl::ToUnixMillis(
