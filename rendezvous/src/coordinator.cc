@@ -46,6 +46,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -549,6 +551,24 @@ std::string Coordinator::Impl::JoinTimeoutCause(const Job& job) const {
   return out;
 }
 
+// Job and node ids: what agents send and status prints; they appear in store
+// prefixes ("<job>/<round>") and logs, so the grammar leaves out '/', spaces
+// and control characters, and bounds the length.
+namespace {
+constexpr char kIdGrammar[] = "1 to 128 characters from A-Z a-z 0-9 . _ -";
+
+bool IsValidId(absl::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
+        c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
 // ---------- transitions
 
 void Coordinator::Impl::OpenRound(Job& job) {
@@ -808,16 +828,38 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   if (join.job_id().empty()) {
     return absl::InvalidArgumentError("Join: job_id is empty; pass --rdzv-id");
   }
+  if (!IsValidId(join.job_id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Join: job_id '", absl::CHexEscape(join.job_id().substr(0, 64)),
+        join.job_id().size() > 64 ? "...' (" : "' (", join.job_id().size(),
+        " bytes) is not a valid id: ", kIdGrammar, " (--rdzv-id)"));
+  }
   if (join.node_id().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Join for job ", join.job_id(), ": node_id is empty"));
   }
+  if (!IsValidId(join.node_id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Join for job ", join.job_id(), ": node_id '",
+        absl::CHexEscape(join.node_id().substr(0, 64)),
+        join.node_id().size() > 64 ? "...' (" : "' (", join.node_id().size(),
+        " bytes) is not a valid id: ", kIdGrammar));
+  }
   const std::string ctx = absl::StrCat("Join of node ", join.node_id(),
                                        " for job ", join.job_id(), ": ");
-  if (join.local_world_size() < 1) {
+  if (join.local_world_size() < 1 ||
+      join.local_world_size() > kMaxLocalWorldSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx, "local_world_size is ", join.local_world_size(),
+        "; --nproc-per-node must be from 1 to ", kMaxLocalWorldSize));
+  }
+  if (int64_t{join.local_world_size()} * join.max_nodes() > kMaxWorldSize) {
     return absl::InvalidArgumentError(
-        absl::StrCat(ctx, "local_world_size is ", join.local_world_size(),
-                     "; --nproc-per-node must be at least 1"));
+        absl::StrCat(ctx, join.max_nodes(), " nodes of ",
+                     join.local_world_size(), " workers would make a world of ",
+                     int64_t{join.local_world_size()} * join.max_nodes(),
+                     " ranks, above the limit of ", kMaxWorldSize,
+                     "; lower --nnodes or --nproc-per-node"));
   }
   if (join.min_nodes() < 1) {
     return absl::InvalidArgumentError(

@@ -404,6 +404,18 @@ TEST_F(CoordinatorTest, MalformedJoinsAreRefusedNamingTheField) {
       {[](v1::Join& j) { j.set_max_restarts(-1); }, "max_restarts"},
       {[](v1::Join& j) { j.set_node_rank_hint(-3); }, "node_rank_hint"},
       {[](v1::Join& j) { j.set_heartbeat_timeout_ms(-1); }, "timeouts"},
+      // Issue 11: the id grammar, and sizes summed in 64 bits.
+      {[](v1::Join& j) { j.set_job_id("a/b"); }, "job_id 'a/b'"},
+      {[](v1::Join& j) { j.set_job_id(std::string(1 << 20, 'x')); },
+       "(1048576 bytes) is not a valid id: 1 to 128 characters"},
+      {[](v1::Join& j) { j.set_node_id("n\n1"); }, "node_id 'n\\n1'"},
+      {[](v1::Join& j) { j.set_local_world_size(2147483647); },
+       "--nproc-per-node must be from 1 to 4096"},
+      {[](v1::Join& j) {
+         j.set_local_world_size(4096);
+         j.set_max_nodes(2048);
+       },
+       "above the limit of 4194304"},
   };
   for (const Case& c : cases) {
     v1::Join j = MakeJoin("j", "a", 2, 3);
