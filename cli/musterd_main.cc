@@ -232,6 +232,24 @@ int main(int argc, char** argv) {
                  "declare an agent lost after this long without a heartbeat, "
                  "for agents that do "
                  "not set their own (e.g. 2s, 500ms; default 2s)");
+  muster::rendezvous::KvStoreLimits store_limits;
+  app.add_option("--store-max-key-bytes", store_limits.max_key_bytes,
+                 "the longest Store key, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--store-max-value-bytes", store_limits.max_value_bytes,
+                 "the largest Store value, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--store-max-keys", store_limits.max_namespace_keys,
+                 "the most Store keys one job's round may hold")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--store-max-bytes", store_limits.max_namespace_bytes,
+                 "the most Store bytes (keys and values) one job's round may "
+                 "hold; a write past a limit fails with RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--log-level", log_level,
                  "debug, info, warning or error (default: $MUSTER_LOG_LEVEL, "
                  "else info)")
@@ -266,6 +284,7 @@ int main(int argc, char** argv) {
 
   muster::rendezvous::ServerOptions options;
   options.listen = listen;
+  options.store_limits = store_limits;
   options.http_listen = http_listen;
   if (!heartbeat_timeout.empty()) {
     absl::Duration d;
