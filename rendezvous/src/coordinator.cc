@@ -792,6 +792,14 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
       MUSTER_LOG_AT(options_.event_log_level)
           << "job " << job.id << ": " << who << " lost (" << why
           << ") while round " << job.round << " was open";
+      if (job.nodes.empty()) {
+        // Nobody is left to run it, and nothing ran that status should
+        // remember: forget it at the next Tick (a rejoin before then keeps
+        // it). Thousands of abandoned jobs must not pile up in a shared
+        // server.
+        job.forget_at = clock_->Now();
+        break;
+      }
       if (status == NodeStatus::kWaiting) CheckCount(job);
       break;
     case JobState::kRunning:
@@ -928,7 +936,11 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         "); its agents are still disconnecting — this node joins again "
         "shortly (or use another --rdzv-id)"));
   }
-  if (!created && !rerun &&
+  // An OPEN job whose agents all left (forgotten at the next Tick) starts
+  // afresh too: nobody is there to disagree with.
+  const bool abandoned =
+      !created && job.state == JobState::kOpen && job.nodes.empty();
+  if (!created && !rerun && !abandoned &&
       (job.min_nodes != join.min_nodes() || job.max_nodes != join.max_nodes() ||
        job.max_restarts != join.max_restarts())) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -940,7 +952,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         "; give every node the same --nnodes and --max-restarts, or use "
         "another --rdzv-id"));
   }
-  if (created || rerun) {
+  if (created || rerun || abandoned) {
     // A fresh job, or a rerun: everything but the round counter starts over, so
     // a rerun's store prefixes never repeat those of the previous run.
     const int64_t last_round = created ? 0 : job.round;
@@ -990,7 +1002,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   node.join = join;
   node.conn = conn;
 
-  if (created || rerun) {
+  if (created || rerun || abandoned) {
     job.reforming = false;
     job.awaited_survivors.clear();
     OpenRound(job);  // round 1 (or the rerun's first), with no one waiting yet
@@ -1184,14 +1196,32 @@ absl::Time Coordinator::Impl::Tick() {
       } else if (job.join_deadline <= now) {
         FailJob(job, JoinTimeoutCause(job));
       }
+      if (job.state == JobState::kOpen && job.nodes.empty() &&
+          job.forget_at <= now) {
+        forget.push_back(id);
+      }
     } else if (job.ended() && job.forget_at <= now) {
       forget.push_back(id);
     }
   }
+  // At most max_finished_jobs ended jobs are kept for status: the oldest go
+  // first.
+  std::vector<std::pair<absl::Time, std::string>> kept;
+  for (const auto& [id, job] : jobs_) {
+    if (job.ended() && job.nodes.empty() && job.forget_at > now) {
+      kept.emplace_back(job.forget_at, id);
+    }
+  }
+  if (kept.size() > static_cast<size_t>(options_.max_finished_jobs)) {
+    const size_t extra = kept.size() - options_.max_finished_jobs;
+    std::nth_element(kept.begin(), kept.begin() + extra, kept.end());
+    for (size_t i = 0; i < extra; ++i) forget.push_back(kept[i].second);
+  }
   for (const std::string& id : forget) {
     MUSTER_LOG_AT(options_.event_log_level)
         << "job " << id << ": forgotten (" << JobStateName(jobs_.at(id).state)
-        << ", retention passed)";
+        << (jobs_.at(id).ended() ? ", retention passed or too many kept)"
+                                 : ", no agent left)");
     jobs_.erase(id);
     DropNamespace(absl::StrCat(id, "/"));
   }
@@ -1215,6 +1245,7 @@ v1::GetStatusResponse Coordinator::Impl::Status(
   v1::GetStatusResponse out;
   for (const auto& [id, job] : jobs_) {
     if (!job_id.empty() && id != job_id) continue;
+    if (job.state == JobState::kOpen && job.nodes.empty()) continue;  // Gone.
     v1::JobStatus* s = out.add_jobs();
     s->set_job_id(id);
     s->set_state(std::string(JobStateName(job.state)));

@@ -533,6 +533,43 @@ TEST_F(CoordinatorTest, ASurvivorThatNeverRejoinsLeavesTheRoundToLastCall) {
   EXPECT_EQ(a.ch->last().round_ready().world_size(), 1);
 }
 
+// Issue 11: jobs whose only agent joined and left do not pile up.
+TEST_F(CoordinatorTest, AnOpenJobWithNoAgentLeftIsForgottenAtOnce) {
+  for (int i = 0; i < 500; ++i) {
+    Agent a = Joined(MakeJoin(absl::StrCat("abandoned-", i), "a", 2, 2));
+    coord_.OnDisconnect(a.conn);
+  }
+  EXPECT_EQ(coord_.Status("").jobs_size(), 0) << "listed before the Tick";
+  coord_.Tick();
+  EXPECT_EQ(coord_.JobCount(), 0);
+  // A job whose agent left can be joined again, even with other sizes.
+  Agent b = Joined(MakeJoin("abandoned-7", "b", 1, 1));
+  ASSERT_ROUND_READY(b.ch->last());
+}
+
+TEST_F(CoordinatorTest, AtMostMaxFinishedJobsAreKept) {
+  CoordinatorOptions o = Options();
+  o.max_finished_jobs = 3;
+  Coordinator coord(o, &clock_);
+  for (int i = 0; i < 5; ++i) {
+    auto ch = std::make_shared<FakeChannel>();
+    const ConnectionId conn = 1000 + i;
+    ASSERT_TRUE(
+        coord.OnJoin(conn, MakeJoin(absl::StrCat("done-", i), "a", 1, 1), ch)
+            .ok());
+    v1::WorkersSucceeded ok;
+    ok.set_round(1);
+    coord.OnWorkersSucceeded(conn, ok);
+    coord.OnDisconnect(conn);
+    clock_.Advance(absl::Seconds(1));
+    coord.Tick();
+  }
+  EXPECT_EQ(coord.JobCount(), 3);
+  v1::GetStatusResponse s = coord.Status("");
+  ASSERT_EQ(s.jobs_size(), 3);
+  EXPECT_EQ(s.jobs(0).job_id(), "done-2") << "the oldest went first";
+}
+
 TEST_F(CoordinatorTest,
        WorkerFailureWithoutRestartsFailsTheJobWithTheRootCause) {
   const int64_t ts = absl::ToUnixMillis(
