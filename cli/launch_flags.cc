@@ -432,18 +432,17 @@ std::vector<std::string> ParseFilterList(absl::string_view text) {
 // --signals-to-handle: names (SIGTERM, TERM, sigterm) or numbers.
 absl::StatusOr<std::vector<int>> ParseSignalList(const Given& g) {
   static const std::pair<const char*, int> kNames[] = {
-      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT},
-      {"TERM", SIGTERM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
-      {"ALRM", SIGALRM}, {"PIPE", SIGPIPE}, {"CONT", SIGCONT},
-      {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN}, {"TTOU", SIGTTOU},
-      {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
+      {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT},
+      {"TERM", SIGTERM}, {"USR1", SIGUSR1},   {"USR2", SIGUSR2},
+      {"ALRM", SIGALRM}, {"PIPE", SIGPIPE},   {"CONT", SIGCONT},
+      {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},   {"TTOU", SIGTTOU},
+      {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},   {"VTALRM", SIGVTALRM},
       {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"PWR", SIGPWR},
       {"KILL", SIGKILL}, {"STOP", SIGSTOP}};
   std::vector<int> out;
   for (absl::string_view item :
        absl::StrSplit(g.value, ',', absl::SkipWhitespace())) {
-    std::string name =
-        absl::AsciiStrToUpper(absl::StripAsciiWhitespace(item));
+    std::string name = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(item));
     int sig = 0;
     if (!absl::SimpleAtoi(name, &sig)) {
       absl::string_view bare = name;

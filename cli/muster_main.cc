@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
 
   // torchrun runs workers with its own interpreter; muster resolves the one it
   // will use (a pyenv shim becomes the interpreter behind it) and says which.
-  if (std::string line = muster::cli::ResolvePythonInterpreter(
-          &command->config, env);
+  if (std::string line =
+          muster::cli::ResolvePythonInterpreter(&command->config, env);
       !line.empty()) {
     MUSTER_LOG(INFO) << line;
   }

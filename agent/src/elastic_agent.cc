@@ -21,7 +21,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "nlohmann/json.hpp"
 #include "agent/src/numa_binding.h"
 #include "agent/src/preflight.h"
 #include "agent/src/watchdog.h"
@@ -34,6 +33,7 @@
 #include "muster/common/net.h"
 #include "muster/rendezvous/client.h"
 #include "muster/rendezvous/server.h"
+#include "nlohmann/json.hpp"
 
 namespace muster::agent {
 namespace {
@@ -280,6 +280,12 @@ int ElasticAgent::Impl::Setup() {
   }
   if (absl::Status s = MaybeEmbedServer(); !s.ok()) {
     MUSTER_LOG(ERROR) << "cannot start the rendezvous server: " << s.message();
+    if (config_.mode != RendezvousMode::kStandalone) {
+      MUSTER_LOG(ERROR) << "this node serves the job's rendezvous on "
+                        << config_.embed_listen
+                        << ": free that port, or move it with "
+                           "--rdzv-endpoint=HOST:PORT on every node";
+    }
     return s.code() == absl::StatusCode::kInvalidArgument ||
                    s.code() == absl::StatusCode::kUnavailable
                ? kExitConfigError
@@ -348,8 +354,8 @@ int ElasticAgent::Impl::Setup() {
       // is the one people forget to open.
       MUSTER_LOG(ERROR)
           << "static rendezvous: node rank 0 serves muster's rendezvous on "
-          << endpoint_ << ", a second port besides --master-port="
-          << config_.master_port
+          << endpoint_
+          << ", a second port besides --master-port=" << config_.master_port
           << " (the workers' store); both must be open from every node to "
              "node rank 0. Move the rendezvous port with "
              "--rdzv-endpoint=:PORT on every node; `muster doctor "
@@ -396,9 +402,9 @@ const std::vector<std::vector<int>>& ElasticAgent::Impl::NumaCpus() {
   if (numa_cpus_.has_value()) return *numa_cpus_;
   numa_cpus_.emplace();
   if (config_.numa_binding.empty()) return *numa_cpus_;
-  auto binding = ComputeNumaBinding(
-      config_.numa_binding, config_.nproc_per_node,
-      ReadNumaTopology("", CurrentEnvironment()));
+  auto binding =
+      ComputeNumaBinding(config_.numa_binding, config_.nproc_per_node,
+                         ReadNumaTopology("", CurrentEnvironment()));
   if (!binding.ok()) {
     // As torchrun, a binding that cannot be made costs performance, not the
     // job: say why once and run unbound.
@@ -422,8 +428,8 @@ void ElasticAgent::Impl::RecordEvent(const std::string& name,
                           {"source", "AGENT"},
                           {"timestamp", absl::ToUnixMillis(absl::Now())},
                           {"metadata", std::move(metadata)}};
-  std::string line = event.dump(-1, ' ', false,
-                                nlohmann::json::error_handler_t::replace);
+  std::string line =
+      event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   line.push_back('\n');
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
@@ -628,11 +634,12 @@ void ElasticAgent::Impl::CheckWorkers() {
     // ("ModuleNotFoundError: No module named 'torch'").
     for (WorkerExit& e : failed) {
       for (const WorkerExit& s : stopped.exits) {
-        if (s.local_rank == e.local_rank) e.last_stderr_line = s.last_stderr_line;
+        if (s.local_rank == e.local_rank)
+          e.last_stderr_line = s.last_stderr_line;
       }
       if (e.error_message.empty() && !e.last_stderr_line.empty()) {
-        e.error_message = absl::StrCat(e.last_stderr_line,
-                                       " (its last line on stderr)");
+        e.error_message =
+            absl::StrCat(e.last_stderr_line, " (its last line on stderr)");
       }
       worker_event(e, "FAILED");
     }
@@ -742,9 +749,8 @@ void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
       if (!f.traceback().empty()) {
         // As torchrun's summary: the worker's own traceback, indented.
         absl::StrAppend(&out, "    traceback:\n");
-        for (absl::string_view line :
-             absl::StrSplit(absl::StripTrailingAsciiWhitespace(f.traceback()),
-                            '\n')) {
+        for (absl::string_view line : absl::StrSplit(
+                 absl::StripTrailingAsciiWhitespace(f.traceback()), '\n')) {
           absl::StrAppend(&out, "      ", line, "\n");
         }
       }

@@ -226,7 +226,9 @@ std::vector<FlagCase> AllFlagCases() {
       {"virtual-local-rank",
        "",
        {},
-       [](const LaunchCommand& c) { EXPECT_TRUE(c.config.virtual_local_rank); }},
+       [](const LaunchCommand& c) {
+         EXPECT_TRUE(c.config.virtual_local_rank);
+       }},
       {"event-log-handler",
        "console",
        {},
@@ -763,8 +765,8 @@ TEST(LaunchFlagsTest, RdzvConf) {
 TEST(LaunchFlagsTest, UnknownRdzvConfKeysAreWarnings) {
   // torchrun's own keys (use_libuv, store_type) must not stop a command line
   // that runs under torchrun; a typo is named with the key it resembles.
-  LaunchCommand c = ParseOk(
-      {"--rdzv-conf=use_libuv=1,join_timout=5,join_timeout=7", "x"});
+  LaunchCommand c =
+      ParseOk({"--rdzv-conf=use_libuv=1,join_timout=5,join_timeout=7", "x"});
   EXPECT_EQ(c.config.join_timeout, absl::Seconds(7));
   ASSERT_EQ(c.warnings.size(), 2u);
   EXPECT_THAT(c.warnings[0], HasSubstr("ignoring key 'use_libuv'"));

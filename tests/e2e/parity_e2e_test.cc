@@ -286,9 +286,7 @@ TEST(ParityE2eTest, DuplicateFiltersCopyMatchingTeedLines) {
 TEST(ParityE2eTest, VirtualLocalRankAndTorchrunsEnvironment) {
   Subprocess p(Muster({"--nproc-per-node=2", "--virtual_local_rank",
                        "--no-python", BinPath("test_worker"), "--print-env"}),
-               {{"CUDA_VISIBLE_DEVICES", "4,6"},
-                {"TORCH_NCCL_ASYNC_ERROR_HANDLING", ""},
-                {"NCCL_ASYNC_ERROR_HANDLING", ""}});
+               {{"CUDA_VISIBLE_DEVICES", "4,6"}});
   ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
   const std::string out = p.Output();
   EXPECT_THAT(out, HasSubstr("[rank0]:env LOCAL_RANK=0\n"));
@@ -348,7 +346,9 @@ TEST(ParityE2eTest, PortInUseIsReportedWithoutARawGrpcLine) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // The wildcard address, as the server binds it (a socket on 127.0.0.1
+  // alone does not stop a wildcard bind).
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
   ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   ASSERT_EQ(listen(fd, 1), 0);
   socklen_t len = sizeof(addr);
@@ -361,8 +361,21 @@ TEST(ParityE2eTest, PortInUseIsReportedWithoutARawGrpcLine) {
   close(fd);
   EXPECT_EQ(rc, 2) << p.Output();
   EXPECT_THAT(p.Output(), HasSubstr("in use"));
+  EXPECT_THAT(p.Output(), HasSubstr("--rdzv-endpoint"));
   EXPECT_THAT(p.Output(), Not(HasSubstr("chttp2")));
   EXPECT_THAT(p.Output(), Not(HasSubstr("UNKNOWN:")));
+}
+
+TEST(ParityE2eTest, DoctorProbesStaticModesSecondPort) {
+  // Item 4: static mode needs node rank 0's rendezvous port besides
+  // --master-port; doctor names and probes both.
+  Subprocess p(Muster({"doctor", "--master-addr=127.0.0.1",
+                       absl::StrCat("--master-port=", testing::FreePort()),
+                       "--timeout=2"}));
+  p.WaitOrKill(kJobDeadline);
+  EXPECT_THAT(p.Output(), HasSubstr("static rdzv 127.0.0.1:29400 (muster's "
+                                    "second port on node rank 0)"))
+      << p.Output();
 }
 
 }  // namespace

@@ -175,9 +175,10 @@ absl::Status StartJobKeeper() {
     const int killed = RunJobKeeper(fds[0], *g_tag);
     if (killed > 0) {
       std::fprintf(stderr,
-                   "muster-keeper: the launcher (pid %d) exited; killed %d "
-                   "process%s its job left behind\n",
-                   launcher, killed, killed == 1 ? "" : "es");
+                   "muster-keeper: the launcher (pid %d) exited; sent SIGKILL "
+                   "to what its job left behind (%d process groups and "
+                   "processes)\n",
+                   launcher, killed);
     }
     _exit(0);
   }

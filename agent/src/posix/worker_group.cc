@@ -1027,7 +1027,8 @@ ErrorFileContents ReadErrorFileContents(const std::string& path) {
         constexpr size_t kMaxTraceback = 16 * 1024;
         if (out.traceback.size() > kMaxTraceback) {
           out.traceback = absl::StrCat(
-              "...\n", out.traceback.substr(out.traceback.size() - kMaxTraceback));
+              "...\n",
+              out.traceback.substr(out.traceback.size() - kMaxTraceback));
         }
       }
     }
@@ -1077,9 +1078,9 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
           output.duplicate_stderr_filters)};
   for (int k = 0; k < 2; ++k) {
     if (filters[k]->empty() || output.attempt_dir.empty()) continue;
-    auto file = OpenLogFile(std::filesystem::path(output.attempt_dir) /
-                            (k == 0 ? "filtered_stdout.log"
-                                    : "filtered_stderr.log"));
+    auto file =
+        OpenLogFile(std::filesystem::path(output.attempt_dir) /
+                    (k == 0 ? "filtered_stdout.log" : "filtered_stderr.log"));
     if (!file.ok()) return file.status();
     filtered[k] = std::make_shared<UniqueFd>(std::move(*file));
   }

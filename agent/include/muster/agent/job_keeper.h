@@ -54,7 +54,8 @@ void KeeperForgetGroup(pid_t pgid);
 
 // The keeper's loop, for StartJobKeeper's child and for tests: reads
 // "+PGID\n" / "-PGID\n" lines from `read_fd` until EOF, then kills as
-// described above. Returns the number of processes it signalled.
+// described above. Returns how many process groups and processes it
+// signalled (a process may be counted in both).
 int RunJobKeeper(int read_fd, const std::string& tag);
 
 }  // namespace muster::agent

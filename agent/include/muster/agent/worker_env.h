@@ -41,11 +41,11 @@ struct WorkerEnvParams {
 // TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE=False,
 // TORCHELASTIC_ERROR_FILE, TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and
 // NCCL_ASYNC_ERROR_HANDLING=1 (torch 1.13-2.1 read the latter; a value the
-// user set for either name is copied to the other), OMP_NUM_THREADS=1 (unless set in base, and only when local_world_size
-// > 1), MUSTER_STORE_ENDPOINT, MUSTER_STORE_PREFIX, MUSTER_RUN_ID,
-// MUSTER_ROUND, and MUSTER_PROGRESS_FILE when progress_file is set (else
-// removed). Values are formatted as torchrun formats them (decimal
-// integers, "False").
+// user set for either name is copied to the other), OMP_NUM_THREADS=1 (unless
+// set in base, and only when local_world_size > 1), MUSTER_STORE_ENDPOINT,
+// MUSTER_STORE_PREFIX, MUSTER_RUN_ID, MUSTER_ROUND, and MUSTER_PROGRESS_FILE
+// when progress_file is set (else removed). Values are formatted as torchrun
+// formats them (decimal integers, "False").
 std::map<std::string, std::string> BuildWorkerEnv(
     const std::map<std::string, std::string>& base,
     const WorkerEnvParams& params);
