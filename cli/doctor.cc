@@ -3063,6 +3063,15 @@ int RunDoctor(const std::vector<std::string>& args,
   }
   if (!opt.master_addr.empty()) {
     add_target("master", HostPort{opt.master_addr, master_port});
+    // Static mode: besides --master-port (the workers' store), node rank 0
+    // serves muster's rendezvous on the endpoint's port, 29400 unless moved.
+    // torchrun needs only the first; this is the port users forget to open.
+    if (opt.rdzv_endpoint.empty()) {
+      add_target("endpoint", HostPort{opt.master_addr, kDefaultRdzvPort});
+      targets.back().title =
+          absl::StrCat("static rdzv ", opt.master_addr, ":", kDefaultRdzvPort,
+                       " (muster's second port on node rank 0)");
+    }
   }
   for (const std::string& peer : opt.peers) {
     auto hp = ParseHostPort(peer, -1);
