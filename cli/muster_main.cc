@@ -4,6 +4,7 @@
 //   muster --nproc-per-node=4 train.exe
 //   muster --nnodes=2 --nproc-per-node=8 --rdzv-endpoint=host:29400
 //   --rdzv-id=job train.py
+#include <grpc/support/log.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -40,6 +41,12 @@ sigset_t StopSignals() {
 
 int main(int argc, char** argv) {
   muster::SetLogTag("muster");
+  // gRPC's own lines (a failed TLS handshake, for one) at debug level: muster
+  // names such failures itself, with the fix.
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    MUSTER_LOG(DEBUG) << "grpc: " << args->file << ":" << args->line << ": "
+                      << args->message;
+  });
   std::vector<std::string> args(argv + 1, argv + argc);
   const auto env = muster::agent::CurrentEnvironment();
   // Subcommands come first; anything else is a launch (torchrun's command

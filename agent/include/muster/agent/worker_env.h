@@ -29,6 +29,12 @@ struct WorkerEnvParams {
   std::string store_prefix;    // MUSTER_STORE_PREFIX
   long long round = 0;         // MUSTER_ROUND
   std::string progress_file;   // MUSTER_PROGRESS_FILE (unset when empty)
+  // The round's Store credential (MUSTER_STORE_TOKEN) and the TLS files of
+  // the store client (MUSTER_STORE_TLS_CA/CERT/KEY); each unset when empty.
+  std::string store_token;
+  std::string store_tls_ca;
+  std::string store_tls_cert;
+  std::string store_tls_key;
 };
 
 // Returns `base` (the agent's own environment) with the contract's variables
@@ -40,8 +46,10 @@ struct WorkerEnvParams {
 // base), OMP_NUM_THREADS=1 (unless set in base, and only when local_world_size
 // > 1), MUSTER_STORE_ENDPOINT, MUSTER_STORE_PREFIX, MUSTER_RUN_ID,
 // MUSTER_ROUND, and MUSTER_PROGRESS_FILE when progress_file is set (else
-// removed). Values are formatted as torchrun formats them (decimal
-// integers, "False").
+// removed), MUSTER_STORE_TOKEN and MUSTER_STORE_TLS_* when set (else
+// removed). The job token (MUSTER_RDZV_TOKEN) is always removed: workers never
+// see it. Values are formatted as torchrun formats them (decimal integers,
+// "False").
 std::map<std::string, std::string> BuildWorkerEnv(
     const std::map<std::string, std::string>& base,
     const WorkerEnvParams& params);
