@@ -78,7 +78,7 @@ struct AgentConfig {
   // (MUSTER_RDZV_TOKEN or rdzv-conf token_file), read once by launch_flags.
   // The token goes to musterd on every call and never to a worker: workers
   // get their round's Store credential instead (MUSTER_STORE_TOKEN).
-  rendezvous::ClientSecurity security;
+  rendezvous::ClientSecurity security = {};
 
   // --- workers
   // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u",

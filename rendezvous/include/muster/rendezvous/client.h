@@ -53,7 +53,7 @@ struct GrpcClientOptions {
   // Heartbeats are sent this often while the stream is open.
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
   // TLS and the job token (sent on every call). Default: plaintext, none.
-  ClientSecurity security;
+  ClientSecurity security = {};
 };
 
 // Asks the server at `endpoint` (HOST:PORT) for its jobs (all when job_id is

@@ -22,7 +22,7 @@ struct GrpcStoreOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
   // TLS and the credential sent on every call (a worker's is its round's
   // MUSTER_STORE_TOKEN; see StoreSecurityFromEnv). Default: plaintext, none.
-  ClientSecurity security;
+  ClientSecurity security = {};
 };
 
 // Connects (waiting up to connect_timeout). Errors: INVALID_ARGUMENT for an

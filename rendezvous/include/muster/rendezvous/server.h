@@ -31,12 +31,12 @@ struct ServerOptions {
   absl::Duration tick_interval = absl::Milliseconds(20);
   // TLS on the gRPC port (musterd --tls-cert, --tls-key, --tls-client-ca);
   // plaintext when empty. See docs/security.md.
-  ServerTls tls;
+  ServerTls tls = {};
   // Refuse jobs without a token (musterd --require-token).
   bool require_token = false;
   // The admin token (musterd --admin-token-file): sees every job's status.
   // Empty: none. Never logged.
-  std::string admin_token;
+  std::string admin_token = {};
 };
 
 // Thread-safe.
