@@ -343,6 +343,31 @@ TEST_F(SecurityE2eTest, AgentsWithoutTheRightTokenOrTlsAreRefusedClearly) {
   EXPECT_THAT(out3 + out2 + out1, Not(HasSubstr(kToken)));
 }
 
+// --standalone's embedded server is bound to loopback only: its listening
+// socket, as `ss` shows it from a worker, is 127.0.0.1:PORT, not 0.0.0.0.
+TEST(StandaloneLoopbackTest, EmbeddedServerListensOnLoopbackOnly) {
+  if (std::system("command -v ss >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no `ss` (Debian package iproute2)";
+  }
+  Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=1",
+                "--no-python", "/bin/sh", "-c",
+                "port=${MUSTER_STORE_ENDPOINT##*:}; "
+                "echo \"listeners: $(ss -Hltn \"sport = :$port\" | "
+                "awk '{print $4}' | tr '\\n' ' ')\""},
+               EnvWithoutLauncher());
+  ASSERT_EQ(p.WaitOrKill(absl::Seconds(60)), 0) << p.Output();
+  static const std::regex kListeners(R"(listeners: ([^\n]*))");
+  std::smatch m;
+  const std::string out = p.Output();
+  ASSERT_TRUE(std::regex_search(out, m, kListeners)) << out;
+  const std::string listeners = m[1];
+  // gRPC may bind a dual-stack socket: [::ffff:127.0.0.1]:PORT is loopback too.
+  EXPECT_THAT(listeners, HasSubstr("127.0.0.1")) << out;
+  EXPECT_THAT(listeners, Not(HasSubstr("0.0.0.0"))) << out;
+  EXPECT_THAT(listeners, Not(HasSubstr("*:"))) << out;
+  EXPECT_THAT(listeners, Not(HasSubstr("[::]"))) << out;
+}
+
 TEST_F(SecurityE2eTest, SighupReloadsTheCertificateWithoutDroppingAJob) {
   // The running musterd of SetUp serves pki_.server_cert (CA 1). Swap the
   // files it was started with? It reads the paths it was given: restart one on
