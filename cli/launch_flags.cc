@@ -29,6 +29,7 @@
 #include "cli/slurm.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
+#include "muster/rendezvous/auth.h"
 
 namespace muster::cli {
 namespace {
@@ -131,7 +132,9 @@ const FlagSpec kFlags[] = {
      "last_call_timeout, close_timeout, read_timeout, connect_timeout, "
      "reconnect_timeout, preflight_timeout, keep_alive_interval; "
      "keep_alive_max_attempt; "
-     "is_host=true|false."},
+     "is_host=true|false; tls_ca, tls_cert, tls_key (PEM files: TLS to "
+     "musterd); token_file (the job token, or MUSTER_RDZV_TOKEN; see "
+     "docs/security.md)."},
     {"master-addr", "", true, "HOST", kGroupStatic,
      "Static mode: node rank 0's address (MASTER_ADDR of the workers). Default "
      "127.0.0.1."},
@@ -487,12 +490,14 @@ absl::StatusOr<std::vector<int>> ParseSignalList(const Given& g) {
 // under both launchers.
 absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
                            std::optional<bool>* is_host,
-                           std::vector<std::string>* warnings) {
+                           std::vector<std::string>* warnings,
+                           std::string* token_file) {
   static constexpr char kKeys[] =
       "join_timeout (alias timeout), last_call_timeout, close_timeout, "
       "read_timeout, connect_timeout, reconnect_timeout, preflight_timeout, "
       "keep_alive_interval, "
-      "keep_alive_max_attempt, is_host";
+      "keep_alive_max_attempt, is_host, tls_ca, tls_cert, tls_key, "
+      "token_file";
   for (absl::string_view item :
        absl::StrSplit(g.value, ',', absl::SkipWhitespace())) {
     std::pair<absl::string_view, absl::string_view> kv =
@@ -512,6 +517,20 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
                                         ": expected true, false, 1 or 0"));
       }
       *is_host = b;
+      continue;
+    }
+    // Security (docs/security.md): file paths, read and checked once the
+    // whole command is parsed.
+    if (key == "tls_ca" || key == "tls_cert" || key == "tls_key" ||
+        key == "token_file") {
+      if (value.empty()) {
+        return BadValue(g, absl::StrCat(key, "= needs a file path"));
+      }
+      std::string* field = key == "tls_ca"     ? &config->security.tls_ca
+                           : key == "tls_cert" ? &config->security.tls_cert
+                           : key == "tls_key"  ? &config->security.tls_key
+                                               : token_file;
+      *field = std::string(value);
       continue;
     }
     if (key == "keep_alive_max_attempt") {
@@ -1167,7 +1186,26 @@ absl::StatusOr<LaunchCommand> Parse(
     in.run_id_given = true;
   }
   if (const Given* g = get("rdzv-conf")) {
-    MUSTER_RETURN_IF_ERROR(ParseRdzvConf(*g, &c, &in.is_host, &warnings));
+    std::string token_file;
+    MUSTER_RETURN_IF_ERROR(
+        ParseRdzvConf(*g, &c, &in.is_host, &warnings, &token_file));
+    MUSTER_RETURN_IF_ERROR(
+        Annotate(c.security.Validate(), "--rdzv-conf (PET_RDZV_CONF)"));
+    if (!token_file.empty()) {
+      absl::StatusOr<std::string> token = rendezvous::ReadTokenFile(token_file);
+      if (!token.ok()) {
+        return Annotate(token.status(), "--rdzv-conf token_file");
+      }
+      c.security.token = *std::move(token);
+    }
+  }
+  if (c.security.token.empty()) {
+    auto token = env.find(rendezvous::kRdzvTokenEnv);
+    if (token != env.end() && !token->second.empty()) {
+      MUSTER_ASSIGN_OR_RETURN(
+          c.security.token,
+          rendezvous::CleanToken(token->second, rendezvous::kRdzvTokenEnv));
+    }
   }
   if (const Given* g = get("master-addr")) {
     absl::string_view addr = absl::StripAsciiWhitespace(g->value);

@@ -3,6 +3,12 @@
 //
 //   musterd [--config=FILE] [--listen=HOST:PORT] [--port-file=PATH]
 //   [--heartbeat-timeout=2s] [--log-level=info]
+//   [--tls-cert=PEM --tls-key=PEM [--tls-client-ca=PEM]]
+//   [--require-token] [--admin-token-file=FILE]
+//
+// Security (docs/security.md): TLS on the gRPC port, mTLS with
+// --tls-client-ca; jobs bound to their token; SIGHUP re-reads the TLS files
+// without dropping a job.
 //
 // --config reads the same settings from a file of `key = value` lines whose
 // keys are the long flag names (deploy/systemd/musterd.conf); the command line
@@ -44,6 +50,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "muster/common/logging.h"
+#include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/server.h"
 
 namespace {
@@ -212,6 +219,9 @@ int main(int argc, char** argv) {
   std::string http_listen;
   std::string heartbeat_timeout;
   std::string log_level;
+  muster::rendezvous::ServerTls tls;
+  bool require_token = false;
+  std::string admin_token_file;
   app.set_config("--config", "",
                  "read settings from FILE: `key = value` lines, keys are the "
                  "long flag names (listen, http-listen, heartbeat-timeout, "
@@ -255,6 +265,22 @@ int main(int argc, char** argv) {
                  "else info)")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"},
                             CLI::ignore_case));
+  app.add_option("--tls-cert", tls.cert,
+                 "serve TLS with this PEM certificate (chain); with --tls-key. "
+                 "SIGHUP re-reads it")
+      ->type_name("PEM");
+  app.add_option("--tls-key", tls.key, "the PEM private key of --tls-cert")
+      ->type_name("PEM");
+  app.add_option("--tls-client-ca", tls.client_ca,
+                 "require client certificates signed by this PEM CA (mTLS)")
+      ->type_name("PEM");
+  app.add_flag("--require-token", require_token,
+               "refuse jobs without a token (agents send MUSTER_RDZV_TOKEN or "
+               "rdzv-conf token_file)");
+  app.add_option("--admin-token-file", admin_token_file,
+                 "a token that may see every job's status (muster status "
+                 "--token-file)")
+      ->type_name("FILE");
   app.set_version_flag("--version", absl::StrCat("musterd ", kVersion,
                                                  " (protocol muster.v1, gRPC ",
                                                  grpc::Version(), ")"));
@@ -286,6 +312,18 @@ int main(int argc, char** argv) {
   options.listen = listen;
   options.store_limits = store_limits;
   options.http_listen = http_listen;
+  options.tls = tls;
+  options.require_token = require_token;
+  if (!admin_token_file.empty()) {
+    absl::StatusOr<std::string> admin =
+        muster::rendezvous::ReadTokenFile(admin_token_file);
+    if (!admin.ok()) {
+      std::cerr << "musterd: --admin-token-file: " << admin.status().message()
+                << "\n";
+      return kExitUsage;
+    }
+    options.admin_token = *std::move(admin);
+  }
   if (!heartbeat_timeout.empty()) {
     absl::Duration d;
     if (!ParseDurationFlag(heartbeat_timeout, &d) ||
@@ -303,6 +341,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // reload the TLS files
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -315,7 +354,24 @@ int main(int argc, char** argv) {
                ? kExitUsage
                : kExitCannotServe;
   }
-  MUSTER_LOG(INFO) << "musterd listening on " << (*server)->address();
+  MUSTER_LOG(INFO) << "musterd listening on " << (*server)->address()
+                   << (tls.enabled()
+                           ? (tls.client_ca.empty() ? " (TLS)" : " (mTLS)")
+                           : " (plaintext)")
+                   << (require_token ? ", job tokens required" : "");
+  if (!tls.enabled() || !require_token) {
+    const std::string host = listen.substr(0, listen.rfind(':'));
+    if (host != "127.0.0.1" && host != "localhost" && host != "[::1]") {
+      MUSTER_LOG(WARNING)
+          << "musterd serves other hosts "
+          << (tls.enabled() ? "" : "in plaintext (no --tls-cert) ")
+          << (require_token ? "" : "and accepts jobs without a token ")
+          << "— anyone who reaches this port can "
+          << (tls.enabled() ? "" : "read tokens on the wire, ")
+          << (require_token ? "" : "join and read token-less jobs")
+          << "; see docs/security.md";
+    }
+  }
   if ((*server)->http_port() != 0) {
     MUSTER_LOG(INFO) << "musterd serving /healthz, /readyz, /metrics on port "
                      << (*server)->http_port();
@@ -331,7 +387,22 @@ int main(int argc, char** argv) {
   SystemdNotifier notifier(server->get(), (*server)->address());
 
   int sig = 0;
-  while (sigwait(&stop_signals, &sig) != 0) {
+  while (true) {
+    if (sigwait(&stop_signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    if (!tls.enabled()) {
+      MUSTER_LOG(INFO) << "musterd: SIGHUP: no TLS files to reload";
+      continue;
+    }
+    absl::Status reloaded = (*server)->ReloadTls();
+    if (reloaded.ok()) {
+      MUSTER_LOG(INFO) << "musterd: SIGHUP: TLS certificate and key reloaded; "
+                          "new connections use them, sessions go on";
+    } else {
+      MUSTER_LOG(ERROR) << "musterd: SIGHUP: TLS reload failed, keeping the "
+                           "previous certificates: "
+                        << reloaded.message();
+    }
   }
   const char* signal_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
   MUSTER_LOG(INFO) << "musterd: " << signal_name << ", shutting down";

@@ -31,6 +31,7 @@
 #include "muster/common/http_server.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
+#include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/client.h"
 #include "muster/rendezvous/server.h"
 #include "nlohmann/json.hpp"
@@ -138,6 +139,9 @@ class ElasticAgent::Impl {
   std::unique_ptr<rendezvous::RendezvousClient> client_;
   v1::Join join_;
   std::string endpoint_;
+  // config_.security, without TLS when this agent's own embedded server
+  // (plaintext) is the endpoint.
+  rendezvous::ClientSecurity security_;
 
   AgentState state_ = AgentState::kJoining;
   v1::RoundReady round_;
@@ -295,6 +299,17 @@ int ElasticAgent::Impl::Setup() {
   if (config_.mode == RendezvousMode::kStandalone || endpoint_.empty()) {
     endpoint_ = absl::StrCat("127.0.0.1:", server_ ? server_->port() : 29400);
   }
+  security_ = config_.security;
+  if (server_ != nullptr && security_.tls()) {
+    // The embedded server speaks plaintext (TLS is musterd's: --tls-cert).
+    MUSTER_LOG(WARNING)
+        << "this agent hosts the rendezvous server itself, without TLS: "
+           "tls_ca/tls_cert/tls_key are not used (run a musterd with "
+           "--tls-cert/--tls-key for TLS)";
+    security_.tls_ca.clear();
+    security_.tls_cert.clear();
+    security_.tls_key.clear();
+  }
 
   const std::string hostname = LocalHostname();
   std::string advertised = config_.local_addr;
@@ -340,11 +355,15 @@ int ElasticAgent::Impl::Setup() {
   join_.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(
       config_.heartbeat_interval * config_.heartbeat_max_missed));
   join_.set_role(config_.role);
+  // This agent's node session secret, for its whole life: only it can speak
+  // for this node id again after a reconnect.
+  join_.set_session_secret(rendezvous::NewRandomSecret());
 
   rendezvous::GrpcClientOptions client_options;
   client_options.endpoint = endpoint_;
   client_options.connect_timeout = config_.connect_timeout;
   client_options.heartbeat_interval = config_.heartbeat_interval;
+  client_options.security = security_;
   client_ = rendezvous::NewGrpcRendezvousClient(client_options);
   if (absl::Status s = client_->Start(join_); !s.ok()) {
     MUSTER_LOG(ERROR) << s.message();
@@ -509,6 +528,13 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
     p.store_prefix = ready.store_prefix();
     p.round = ready.round();
     p.virtual_local_rank = config_.virtual_local_rank;
+    if (!security_.token.empty()) {
+      p.store_token =
+          rendezvous::DeriveStoreCredential(security_.token, p.store_prefix);
+    }
+    p.store_tls_ca = security_.tls_ca;
+    p.store_tls_cert = security_.tls_cert;
+    p.store_tls_key = security_.tls_key;
     std::error_code ec;
     std::filesystem::create_directories(absl::StrCat(attempt_dir, "/", local),
                                         ec);
@@ -708,6 +734,7 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     options.connect_timeout =
         std::min(absl::Seconds(1), deadline - absl::Now());
     options.heartbeat_interval = config_.heartbeat_interval;
+    options.security = security_;
     auto client = rendezvous::NewGrpcRendezvousClient(options);
     absl::Status s = client->Start(join_);
     if (s.ok()) {
@@ -908,7 +935,12 @@ int ElasticAgent::Impl::Run() {
     MUSTER_LOG(ERROR) << s.message();
     int rc = kExitJobFailed;
     if (s.code() == absl::StatusCode::kFailedPrecondition ||
-        s.code() == absl::StatusCode::kInvalidArgument) {
+        s.code() == absl::StatusCode::kInvalidArgument ||
+        // A missing or wrong job token, or a node id taken by another agent:
+        // retrying cannot help.
+        s.code() == absl::StatusCode::kUnauthenticated ||
+        s.code() == absl::StatusCode::kPermissionDenied ||
+        s.code() == absl::StatusCode::kAlreadyExists) {
       rc = kExitConfigError;
     } else if (s.code() == absl::StatusCode::kUnavailable) {
       rc = kExitUnavailable;

@@ -94,6 +94,20 @@ std::map<std::string, std::string> BuildWorkerEnv(
   } else {
     env.erase("MUSTER_PROGRESS_FILE");
   }
+  // Workers never see the job token; they get their round's Store credential.
+  env.erase("MUSTER_RDZV_TOKEN");
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string&>{"MUSTER_STORE_TOKEN",
+                                                   params.store_token},
+        {"MUSTER_STORE_TLS_CA", params.store_tls_ca},
+        {"MUSTER_STORE_TLS_CERT", params.store_tls_cert},
+        {"MUSTER_STORE_TLS_KEY", params.store_tls_key}}) {
+    if (value.empty()) {
+      env.erase(name);
+    } else {
+      set(name, value);
+    }
+  }
   return env;
 }
 

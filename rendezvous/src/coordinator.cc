@@ -52,6 +52,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "muster/common/logging.h"
+#include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/rank_assignment.h"
 
 namespace muster::rendezvous {
@@ -219,6 +220,9 @@ enum class NodeStatus { kPending, kWaiting, kMember };
 struct Node {
   v1::Join join;  // the latest Join (hostname, address, port, sizes)
   ConnectionId conn = 0;
+  // SHA-256 of the session secret of the node's first Join (none: an agent
+  // that sent no secret). Another stream speaks for the node only with it.
+  std::optional<Digest> session_digest;
   NodeStatus status = NodeStatus::kPending;
   int64_t join_seq = 0;  // when it entered the waiting set; orders newcomers
 };
@@ -362,6 +366,11 @@ class Coordinator::Impl {
   v1::ServerMessage MakeRoundReady(const Job& job,
                                    const std::string& node_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Join for a node id that is connected on another stream must present the
+  // node's session secret. ALREADY_EXISTS otherwise; nothing is touched.
+  absl::Status CheckSessionSecret(const Job& job, ConnectionId conn,
+                                  const v1::Join& join) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a store namespace that is no longer needed to on_round_end.
   void DropNamespace(const std::string& prefix)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -423,6 +432,30 @@ std::pair<Job*, Node*> Coordinator::Impl::CurrentMember(
     return {nullptr, nullptr};
   }
   return {job, node};
+}
+
+absl::Status Coordinator::Impl::CheckSessionSecret(const Job& job,
+                                                   ConnectionId conn,
+                                                   const v1::Join& join) const {
+  auto n = job.nodes.find(join.node_id());
+  if (n == job.nodes.end() || n->second.conn == conn ||
+      !n->second.session_digest.has_value()) {
+    return absl::OkStatus();  // a new node, its own stream, or a legacy agent
+  }
+  if (!join.session_secret().empty() &&
+      SecretEquals(HashSecret(join.session_secret()),
+                   *n->second.session_digest)) {
+    return absl::OkStatus();  // the node's own agent, reconnecting
+  }
+  MUSTER_LOG(WARNING) << "job " << job.id << ": refused a Join for node "
+                      << join.node_id()
+                      << " from another session without the node's session "
+                         "secret; the connected agent keeps its place";
+  return absl::AlreadyExistsError(absl::StrCat(
+      "node ", join.node_id(), " of job ", job.id,
+      " is connected from another agent, and this Join does not carry that "
+      "agent's session secret; give every agent its own node id (a restarted "
+      "agent joins as a new node)"));
 }
 
 std::pair<Job*, Node*> Coordinator::Impl::Find(ConnectionId conn) {
@@ -952,6 +985,10 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         "; give every node the same --nnodes and --max-restarts, or use "
         "another --rdzv-id"));
   }
+  if (!created && !rerun && !abandoned) {
+    absl::Status taken = CheckSessionSecret(job, conn, join);
+    if (!taken.ok()) return taken;
+  }
   if (created || rerun || abandoned) {
     // A fresh job, or a rerun: everything but the round counter starts over, so
     // a rerun's store prefixes never repeat those of the previous run.
@@ -1000,6 +1037,9 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         << "job " << job.id << ": " << who << " reconnected";
   }
   node.join = join;
+  node.join.clear_session_secret();  // kept only as a digest
+  if (!node.session_digest.has_value() && !join.session_secret().empty())
+    node.session_digest = HashSecret(join.session_secret());
   node.conn = conn;
 
   if (created || rerun || abandoned) {
@@ -1063,11 +1103,18 @@ void Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
 }
 
 void Coordinator::Impl::OnWorkersFailed(ConnectionId conn,
-                                        const v1::WorkersFailed& failed) {
+                                        const v1::WorkersFailed& report) {
   absl::MutexLock lock(&mu_);
   Touch(conn);
-  auto [job, node] = CurrentMember(conn, failed.round(), "failure report");
+  auto [job, node] = CurrentMember(conn, report.round(), "failure report");
   if (job == nullptr) return;
+  // A stream speaks only for its own node: whatever node the report names,
+  // its failures are this node's.
+  v1::WorkersFailed failed = report;
+  for (v1::WorkerFailure& f : *failed.mutable_failures()) {
+    f.set_node_id(node->join.node_id());
+    f.set_hostname(node->join.hostname());
+  }
   for (const v1::WorkerFailure& f : failed.failures())
     job->round_failures.push_back(f);
   std::string reason;

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 
@@ -24,8 +25,11 @@ class SessionChannel;
 // (Server::Shutdown waits for every stream to be done).
 class SessionService final : public v1::Rendezvous::CallbackService {
  public:
-  // coordinator must outlive the service.
-  explicit SessionService(Coordinator* coordinator);
+  // coordinator must outlive the service; so must auth, which (when given)
+  // decides each Join and GetStatus by the caller's authorization metadata
+  // and binds a job to the token of its first accepted Join.
+  explicit SessionService(Coordinator* coordinator,
+                          JobAuthRegistry* auth = nullptr);
   ~SessionService() override;
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Session(
@@ -52,8 +56,16 @@ class SessionService final : public v1::Rendezvous::CallbackService {
                 absl::Status* refusal);
   void Unregister(ConnectionId id);
 
+  // A Join: the job's token check, the Coordinator, then the binding, with no
+  // other Join in between (so a job is never created unbound).
+  absl::Status AuthorizedJoin(ConnectionId conn, const Credential& credential,
+                              const v1::Join& join,
+                              std::shared_ptr<AgentChannel> channel);
+
   Coordinator* const coordinator_;
+  JobAuthRegistry* const auth_;
   std::atomic<ConnectionId> next_connection_{1};
+  absl::Mutex join_mu_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ConnectionId, std::shared_ptr<SessionChannel>> channels_

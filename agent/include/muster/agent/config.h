@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "muster/rendezvous/security.h"
 
 namespace muster::agent {
 
@@ -73,6 +74,11 @@ struct AgentConfig {
   // workers and gives up. The workers keep running meanwhile: they need the
   // server only between rounds. rdzv-conf reconnect_timeout.
   absl::Duration reconnect_timeout = absl::Seconds(10);
+  // TLS (rdzv-conf tls_ca, tls_cert, tls_key) and the job token
+  // (MUSTER_RDZV_TOKEN or rdzv-conf token_file), read once by launch_flags.
+  // The token goes to musterd on every call and never to a worker: workers
+  // get their round's Store credential instead (MUSTER_STORE_TOKEN).
+  rendezvous::ClientSecurity security = {};
 
   // --- workers
   // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u",

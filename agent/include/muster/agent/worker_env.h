@@ -32,6 +32,12 @@ struct WorkerEnvParams {
   // --virtual-local-rank: LOCAL_RANK=0, and CUDA_VISIBLE_DEVICES narrowed to
   // entry local_rank of base's list (or to "local_rank" when base has none).
   bool virtual_local_rank = false;
+  // The round's Store credential (MUSTER_STORE_TOKEN) and the TLS files of
+  // the store client (MUSTER_STORE_TLS_CA/CERT/KEY); each unset when empty.
+  std::string store_token;
+  std::string store_tls_ca;
+  std::string store_tls_cert;
+  std::string store_tls_key;
 };
 
 // Returns `base` (the agent's own environment) with the contract's variables
@@ -44,8 +50,10 @@ struct WorkerEnvParams {
 // user set for either name is copied to the other), OMP_NUM_THREADS=1 (unless
 // set in base, and only when local_world_size > 1), MUSTER_STORE_ENDPOINT,
 // MUSTER_STORE_PREFIX, MUSTER_RUN_ID, MUSTER_ROUND, and MUSTER_PROGRESS_FILE
-// when progress_file is set (else removed). Values are formatted as torchrun
-// formats them (decimal integers, "False").
+// when progress_file is set (else removed), MUSTER_STORE_TOKEN and
+// MUSTER_STORE_TLS_* when set (else removed). The job token
+// (MUSTER_RDZV_TOKEN) is always removed: workers never see it. Values are
+// formatted as torchrun formats them (decimal integers, "False").
 std::map<std::string, std::string> BuildWorkerEnv(
     const std::map<std::string, std::string>& base,
     const WorkerEnvParams& params);
