@@ -340,6 +340,12 @@ absl::Status ParseNnodes(const Given& g, int* min_nodes, int* max_nodes) {
   return absl::OkStatus();
 }
 
+// The most workers one agent starts. Far above any machine's cores or GPUs,
+// and low enough that a typo (an extra digit, INT32_MAX) is refused at once
+// instead of fork-bombing the node; a job's world size is capped again by the
+// server (kMaxWorldSize in the coordinator).
+constexpr int kMaxNprocPerNode = 4096;
+
 // --nproc-per-node: a number, "auto", "cpu" or "gpu". `host` is asked only for
 // the words.
 absl::StatusOr<int> ParseNproc(const Given& g,
@@ -360,6 +366,12 @@ absl::StatusOr<int> ParseNproc(const Given& g,
   if (!n.has_value()) return BadValue(g, kForm);
   if (*n < 1)
     return BadValue(g, absl::StrCat("at least 1 worker per node; ", kForm));
+  if (*n > kMaxNprocPerNode) {
+    return BadValue(
+        g, absl::StrCat("at most ", kMaxNprocPerNode,
+                        " workers per node; start more agents (nodes) for a "
+                        "bigger job"));
+  }
   return *n;
 }
 
@@ -505,10 +517,11 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
     }
     if (key == "keep_alive_max_attempt") {
       std::optional<int> n = ParseInt(value);
-      if (!n.has_value() || *n < 1) {
+      if (!n.has_value() || *n < 1 || *n > 1000) {
         return BadValue(
             g, absl::StrCat("keep_alive_max_attempt=", value,
-                            ": expected a whole number of heartbeats >= 1"));
+                            ": expected a whole number of heartbeats from 1 to "
+                            "1000"));
       }
       config->heartbeat_max_missed = *n;
       continue;
@@ -517,6 +530,10 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
     // A zero last call closes the round as soon as min nodes are in; a zero
     // close timeout ends it at once.
     bool zero_ok = false;
+    // Every duration has sane bounds: a heartbeat every nanosecond (or once a
+    // year) is a typo, not a setting. Default bounds: 10 ms .. 7 days.
+    absl::Duration lo = absl::Milliseconds(10);
+    absl::Duration hi = absl::Hours(24 * 7);
     if (key == "join_timeout" || key == "timeout") {
       target = &config->join_timeout;
     } else if (key == "last_call_timeout") {
@@ -535,6 +552,7 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
     } else if (key == "preflight_timeout") {
       target = &config->preflight_timeout;
     } else if (key == "keep_alive_interval") {
+      hi = absl::Seconds(60);
       // torchrun's keep-alive is 5 s x 3 attempts: 15 s before a hung agent is
       // noticed. muster's defaults (0.25 s x 4, see AgentConfig) notice it in
       // about a second, which is what lets survivors leave a dead collective
@@ -561,6 +579,13 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
       return BadValue(g, absl::StrCat(key, "=", value, ": expected seconds ",
                                       zero_ok ? ">= 0" : "> 0", ", e.g. ", key,
                                       "=30 or ", key, "=0.5"));
+    }
+    if ((*d < lo && !(zero_ok && *d == absl::ZeroDuration())) || *d > hi) {
+      return BadValue(
+          g, absl::StrCat(key, "=", value, " is out of range: expected ",
+                          zero_ok ? "0 or " : "", "seconds from ",
+                          absl::FormatDuration(lo), " to ",
+                          absl::FormatDuration(hi)));
     }
     *target = *d;
   }
@@ -1023,8 +1048,8 @@ absl::StatusOr<LaunchCommand> Parse(
   }
   if (const Given* g = get("monitor-interval")) {
     std::optional<absl::Duration> d = ParseSeconds(g->value);
-    if (!d.has_value() || *d <= absl::ZeroDuration()) {
-      return BadValue(*g, "expected seconds > 0, e.g. 0.1 or 5");
+    if (!d.has_value() || *d < absl::Milliseconds(1) || *d > absl::Hours(1)) {
+      return BadValue(*g, "expected seconds from 0.001 to 3600, e.g. 0.1 or 5");
     }
     c.monitor_interval = *d;
   }

@@ -17,9 +17,11 @@
 // Exit codes: 0 after SIGTERM/SIGINT and a clean shutdown; 1 when it cannot
 // serve (the port is taken, the address is not on this host); 2 for bad flags
 // or a bad config file.
+#include <fcntl.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -74,17 +76,56 @@ void GrpcLogToMuster(gpr_log_func_args* args) {
                     << args->message;
 }
 
-// Writes the port to path atomically (a reader never sees a partial file).
+// What PATH is, when it exists and is not a regular file: "a FIFO", ... The
+// port file replaces PATH with a new file, so it may only be absent or a
+// regular file: as root, replacing /dev/full or a FIFO someone reads from
+// destroys it.
+std::string NotARegularFile(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0)
+    return "";  // Absent (or unreachable:
+                // the write says why).
+  if (S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Writes the port to path atomically (a reader never sees a partial file),
+// only where path is absent or a regular file.
 bool WritePortFile(const std::string& path, int port, std::string* error) {
+  if (std::string what = NotARegularFile(path); !what.empty()) {
+    *error = absl::StrCat(path, " is ", what,
+                          "; musterd replaces the port file, so give a path "
+                          "that does not exist or is a regular file");
+    return false;
+  }
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << port << "\n";
-    f.close();
-    if (!f) {
-      *error = absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno));
-      return false;
-    }
+  // O_EXCL | O_NOFOLLOW: never write through something already there.
+  const int fd = open(
+      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *error = absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno));
+    return false;
+  }
+  const std::string text = absl::StrCat(port, "\n");
+  const bool written =
+      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int saved = errno;
+  close(fd);
+  if (!written) {
+    *error = absl::StrCat("cannot write ", tmp, ": ", std::strerror(saved));
+    std::remove(tmp.c_str());
+    return false;
+  }
+  if (std::string what = NotARegularFile(path); !what.empty()) {
+    *error = absl::StrCat(path, " became ", what, "; not replacing it");
+    std::remove(tmp.c_str());
+    return false;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     *error = absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
@@ -191,6 +232,24 @@ int main(int argc, char** argv) {
                  "declare an agent lost after this long without a heartbeat, "
                  "for agents that do "
                  "not set their own (e.g. 2s, 500ms; default 2s)");
+  muster::rendezvous::KvStoreLimits store_limits;
+  app.add_option("--store-max-key-bytes", store_limits.max_key_bytes,
+                 "the longest Store key, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--store-max-value-bytes", store_limits.max_value_bytes,
+                 "the largest Store value, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--store-max-keys", store_limits.max_namespace_keys,
+                 "the most Store keys one job's round may hold")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--store-max-bytes", store_limits.max_namespace_bytes,
+                 "the most Store bytes (keys and values) one job's round may "
+                 "hold; a write past a limit fails with RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--log-level", log_level,
                  "debug, info, warning or error (default: $MUSTER_LOG_LEVEL, "
                  "else info)")
@@ -215,8 +274,17 @@ int main(int argc, char** argv) {
   }
   gpr_set_log_function(GrpcLogToMuster);
 
+  if (!port_file.empty()) {
+    if (std::string what = NotARegularFile(port_file); !what.empty()) {
+      std::cerr << "musterd: --port-file=" << port_file << " is " << what
+                << "; give a path that does not exist or is a regular file\n";
+      return kExitUsage;
+    }
+  }
+
   muster::rendezvous::ServerOptions options;
   options.listen = listen;
+  options.store_limits = store_limits;
   options.http_listen = http_listen;
   if (!heartbeat_timeout.empty()) {
     absl::Duration d;

@@ -46,6 +46,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -264,6 +266,12 @@ struct Job {
   // "node h [id]: why" for each agent lost since the last round formed; the
   // join-timeout root cause names them.
   std::vector<std::string> losses;
+  // OPEN after a restart: the survivors of the ended round that have not
+  // rejoined yet. When the last of them is back the round closes at once
+  // (with min_nodes waiting): there is nobody else it was waiting for, and
+  // last call exists for newcomers, not for a round re-forming.
+  std::set<std::string> awaited_survivors;
+  bool reforming = false;  // OPEN after a restart (awaited_survivors applies).
 
   std::optional<v1::WorkerFailure> first_failure;  // of the whole job
   std::vector<v1::WorkerFailure> round_failures;   // of the last round that ran
@@ -543,6 +551,24 @@ std::string Coordinator::Impl::JoinTimeoutCause(const Job& job) const {
   return out;
 }
 
+// Job and node ids: what agents send and status prints; they appear in store
+// prefixes ("<job>/<round>") and logs, so the grammar leaves out '/', spaces
+// and control characters, and bounds the length.
+namespace {
+constexpr char kIdGrammar[] = "1 to 128 characters from A-Z a-z 0-9 . _ -";
+
+bool IsValidId(absl::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
+        c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
 // ---------- transitions
 
 void Coordinator::Impl::OpenRound(Job& job) {
@@ -562,12 +588,21 @@ void Coordinator::Impl::OpenRound(Job& job) {
 void Coordinator::Impl::AddWaiting(Job& job, Node& node) {
   node.status = NodeStatus::kWaiting;
   node.join_seq = job.next_join_seq++;
+  job.awaited_survivors.erase(node.join.node_id());
   CheckCount(job);
 }
 
 void Coordinator::Impl::CheckCount(Job& job) {
   const int waiting = job.WaitingCount();
   if (waiting >= job.max_nodes) {
+    CloseRound(job);
+    return;
+  }
+  if (waiting >= job.min_nodes && job.reforming &&
+      job.awaited_survivors.empty()) {
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": round " << job.round
+        << ": every survivor is back; closing without last call";
     CloseRound(job);
     return;
   }
@@ -624,6 +659,8 @@ void Coordinator::Impl::CloseRound(Job& job) {
   }
 
   job.state = JobState::kRunning;
+  job.reforming = false;
+  job.awaited_survivors.clear();
   job.join_deadline = absl::InfiniteFuture();
   job.last_call_deadline = absl::InfiniteFuture();
   job.members.clear();
@@ -683,10 +720,13 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
   restart->set_round(job.round);
   restart->set_reason(reason);
   restart->set_restart_count(job.restart_count);
+  job.reforming = true;
+  job.awaited_survivors.clear();
   for (auto& [id, node] : job.nodes) {
     if (node.status != NodeStatus::kMember) continue;
     Send(node.conn, msg);
     node.status = NodeStatus::kPending;  // must stop its workers and Join again
+    job.awaited_survivors.insert(id);
   }
   DropNamespace(StorePrefix(job.id, job.round));
   OpenRound(job);
@@ -740,6 +780,7 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
     conns_.erase(c);
   }
   job.nodes.erase(it);
+  job.awaited_survivors.erase(node_id);
 
   if (job.ended()) {
     MaybeStartRetention(job);
@@ -751,6 +792,14 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
       MUSTER_LOG_AT(options_.event_log_level)
           << "job " << job.id << ": " << who << " lost (" << why
           << ") while round " << job.round << " was open";
+      if (job.nodes.empty()) {
+        // Nobody is left to run it, and nothing ran that status should
+        // remember: forget it at the next Tick (a rejoin before then keeps
+        // it). Thousands of abandoned jobs must not pile up in a shared
+        // server.
+        job.forget_at = clock_->Now();
+        break;
+      }
       if (status == NodeStatus::kWaiting) CheckCount(job);
       break;
     case JobState::kRunning:
@@ -787,16 +836,38 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   if (join.job_id().empty()) {
     return absl::InvalidArgumentError("Join: job_id is empty; pass --rdzv-id");
   }
+  if (!IsValidId(join.job_id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Join: job_id '", absl::CHexEscape(join.job_id().substr(0, 64)),
+        join.job_id().size() > 64 ? "...' (" : "' (", join.job_id().size(),
+        " bytes) is not a valid id: ", kIdGrammar, " (--rdzv-id)"));
+  }
   if (join.node_id().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Join for job ", join.job_id(), ": node_id is empty"));
   }
+  if (!IsValidId(join.node_id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Join for job ", join.job_id(), ": node_id '",
+        absl::CHexEscape(join.node_id().substr(0, 64)),
+        join.node_id().size() > 64 ? "...' (" : "' (", join.node_id().size(),
+        " bytes) is not a valid id: ", kIdGrammar));
+  }
   const std::string ctx = absl::StrCat("Join of node ", join.node_id(),
                                        " for job ", join.job_id(), ": ");
-  if (join.local_world_size() < 1) {
+  if (join.local_world_size() < 1 ||
+      join.local_world_size() > kMaxLocalWorldSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx, "local_world_size is ", join.local_world_size(),
+        "; --nproc-per-node must be from 1 to ", kMaxLocalWorldSize));
+  }
+  if (int64_t{join.local_world_size()} * join.max_nodes() > kMaxWorldSize) {
     return absl::InvalidArgumentError(
-        absl::StrCat(ctx, "local_world_size is ", join.local_world_size(),
-                     "; --nproc-per-node must be at least 1"));
+        absl::StrCat(ctx, join.max_nodes(), " nodes of ",
+                     join.local_world_size(), " workers would make a world of ",
+                     int64_t{join.local_world_size()} * join.max_nodes(),
+                     " ranks, above the limit of ", kMaxWorldSize,
+                     "; lower --nnodes or --nproc-per-node"));
   }
   if (join.min_nodes() < 1) {
     return absl::InvalidArgumentError(
@@ -865,7 +936,11 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         "); its agents are still disconnecting — this node joins again "
         "shortly (or use another --rdzv-id)"));
   }
-  if (!created && !rerun &&
+  // An OPEN job whose agents all left (forgotten at the next Tick) starts
+  // afresh too: nobody is there to disagree with.
+  const bool abandoned =
+      !created && job.state == JobState::kOpen && job.nodes.empty();
+  if (!created && !rerun && !abandoned &&
       (job.min_nodes != join.min_nodes() || job.max_nodes != join.max_nodes() ||
        job.max_restarts != join.max_restarts())) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -877,7 +952,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         "; give every node the same --nnodes and --max-restarts, or use "
         "another --rdzv-id"));
   }
-  if (created || rerun) {
+  if (created || rerun || abandoned) {
     // A fresh job, or a rerun: everything but the round counter starts over, so
     // a rerun's store prefixes never repeat those of the previous run.
     const int64_t last_round = created ? 0 : job.round;
@@ -927,7 +1002,9 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   node.join = join;
   node.conn = conn;
 
-  if (created || rerun) {
+  if (created || rerun || abandoned) {
+    job.reforming = false;
+    job.awaited_survivors.clear();
     OpenRound(job);  // round 1 (or the rerun's first), with no one waiting yet
   }
   switch (job.state) {
@@ -1119,14 +1196,32 @@ absl::Time Coordinator::Impl::Tick() {
       } else if (job.join_deadline <= now) {
         FailJob(job, JoinTimeoutCause(job));
       }
+      if (job.state == JobState::kOpen && job.nodes.empty() &&
+          job.forget_at <= now) {
+        forget.push_back(id);
+      }
     } else if (job.ended() && job.forget_at <= now) {
       forget.push_back(id);
     }
   }
+  // At most max_finished_jobs ended jobs are kept for status: the oldest go
+  // first.
+  std::vector<std::pair<absl::Time, std::string>> kept;
+  for (const auto& [id, job] : jobs_) {
+    if (job.ended() && job.nodes.empty() && job.forget_at > now) {
+      kept.emplace_back(job.forget_at, id);
+    }
+  }
+  if (kept.size() > static_cast<size_t>(options_.max_finished_jobs)) {
+    const size_t extra = kept.size() - options_.max_finished_jobs;
+    std::nth_element(kept.begin(), kept.begin() + extra, kept.end());
+    for (size_t i = 0; i < extra; ++i) forget.push_back(kept[i].second);
+  }
   for (const std::string& id : forget) {
     MUSTER_LOG_AT(options_.event_log_level)
         << "job " << id << ": forgotten (" << JobStateName(jobs_.at(id).state)
-        << ", retention passed)";
+        << (jobs_.at(id).ended() ? ", retention passed or too many kept)"
+                                 : ", no agent left)");
     jobs_.erase(id);
     DropNamespace(absl::StrCat(id, "/"));
   }
@@ -1150,6 +1245,7 @@ v1::GetStatusResponse Coordinator::Impl::Status(
   v1::GetStatusResponse out;
   for (const auto& [id, job] : jobs_) {
     if (!job_id.empty() && id != job_id) continue;
+    if (job.state == JobState::kOpen && job.nodes.empty()) continue;  // Gone.
     v1::JobStatus* s = out.add_jobs();
     s->set_job_id(id);
     s->set_state(std::string(JobStateName(job.state)));

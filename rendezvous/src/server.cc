@@ -72,6 +72,7 @@ class RendezvousServer::Impl {
  public:
   explicit Impl(ServerOptions options)
       : options_(std::move(options)),
+        store_(options_.store_limits),
         coordinator_(WithStoreCleanup(options_.coordinator, &store_),
                      Clock::Real()),
         session_service_(&coordinator_),

@@ -292,7 +292,7 @@ grpc::ServerUnaryReactor* StoreService::Set(
   absl::Status check =
       FirstError({CheckPrefix(request->prefix()), CheckKey(request->key())});
   if (check.ok())
-    store_->Set(request->prefix(), request->key(), request->value());
+    check = store_->Set(request->prefix(), request->key(), request->value());
   return FinishNow(context, check);
 }
 
@@ -338,9 +338,14 @@ grpc::ServerUnaryReactor* StoreService::CompareSet(
   absl::Status check =
       FirstError({CheckPrefix(request->prefix()), CheckKey(request->key())});
   if (check.ok()) {
-    response->set_value(store_->CompareSet(request->prefix(), request->key(),
-                                           request->expected(),
-                                           request->desired()));
+    absl::StatusOr<std::string> value =
+        store_->CompareSet(request->prefix(), request->key(),
+                           request->expected(), request->desired());
+    if (value.ok()) {
+      response->set_value(*std::move(value));
+    } else {
+      check = value.status();
+    }
   }
   return FinishNow(context, check);
 }

@@ -798,6 +798,36 @@ TEST(LaunchFlagsTest, MalformedRdzvConf) {
               HasSubstr("keep_alive_interval=0"));
 }
 
+// Issue 11: out-of-range numbers are refused at once, naming the range.
+TEST(LaunchFlagsTest, NumbersAndDurationsHaveBounds) {
+  EXPECT_THAT(ParseError({"--nproc-per-node=2147483647", "x"}),
+              HasSubstr("at most 4096 workers per node"));
+  EXPECT_EQ(ParseOk({"--nproc-per-node=4096", "x"}).config.nproc_per_node,
+            4096);
+  EXPECT_THAT(ParseError({"--rdzv-conf=keep_alive_interval=1e-9", "x"}),
+              HasSubstr("keep_alive_interval=1e-9 is out of range: expected "
+                        "seconds from 10ms to 1m"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=keep_alive_interval=3600", "x"}),
+              HasSubstr("out of range"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=join_timeout=1e12", "x"}),
+              HasSubstr("join_timeout=1e12 is out of range"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=join_timeout=nan", "x"}),
+              HasSubstr("join_timeout=nan"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=read_timeout=inf", "x"}),
+              HasSubstr("read_timeout=inf"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=keep_alive_max_attempt=100000", "x"}),
+              HasSubstr("from 1 to 1000"));
+  EXPECT_THAT(ParseError({"--monitor-interval=1e-9", "x"}),
+              HasSubstr("from 0.001 to 3600"));
+  // Zero stays a valid "at once" where it was.
+  EXPECT_EQ(ParseOk({"--rdzv-conf=last_call_timeout=0", "x"})
+                .config.last_call_timeout,
+            absl::ZeroDuration());
+  EXPECT_EQ(ParseOk({"--rdzv-conf=keep_alive_interval=0.01", "x"})
+                .config.heartbeat_interval,
+            absl::Milliseconds(10));
+}
+
 TEST(LaunchFlagsTest, RedirectAndTeeMaps) {
   EXPECT_EQ(ParseOk({"--redirects=0", "x"}).config.redirects,
             (std::map<int, int>{}));

@@ -28,6 +28,8 @@ struct ServerOptions {
   // How often the Coordinator's timers are checked; bounds the lateness of
   // heartbeat detection.
   absl::Duration tick_interval = absl::Milliseconds(20);
+  // Key and value sizes and each job round's quota in the Store.
+  KvStoreLimits store_limits;
 };
 
 // Thread-safe.
