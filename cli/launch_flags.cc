@@ -90,8 +90,9 @@ const FlagSpec kFlags[] = {
     {"role", "", true, "NAME", kGroupNodes,
      "The workers' role (ROLE_NAME). Default \"default\"."},
     {"start-method", "", true, "spawn|fork|forkserver", kGroupNodes,
-     "Accepted for torchrun compatibility; workers are always started with "
-     "fork and exec."},
+     "Accepted for torchrun compatibility: every worker is a fresh process "
+     "(fork and exec, like spawn); fork and forkserver warn that they have no "
+     "effect."},
     {"shutdown-timeout", "", true, "SECONDS", kGroupNodes,
      "How long stopping the workers waits after SIGTERM (or the forwarded "
      "signal) before SIGKILL. Default 30, or TORCH_ELASTIC_SHUTDOWN_TIMEOUT."},

@@ -730,11 +730,12 @@ TEST(WorkerGroupTest, FilteredFilesAndLastStderrLine) {
   Consoles c;
   OutputOptions o = c.Options();
   o.attempt_dir = dir.path().string();
-  o.tees = {{0, kStdAll}};  // rank 1 is not teed: not copied
+  o.tees = {{0, kStdAll}, {2, kStdAll}};  // rank 1 is not teed: not copied
+  o.console_local_ranks = {0, 1};  // rank 2 is teed but filtered out
   o.duplicate_stdout_filters = {"loss"};
   o.duplicate_stderr_filters = {"WARN"};
   std::vector<WorkerSpec> specs;
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < 3; ++r) {
     WorkerSpec s = Spec(r, 10 + r, {});
     s.argv = {"sh", "-c",
               "echo loss=1; echo step; echo WARN x >&2; echo 'Boom: "
@@ -743,9 +744,9 @@ TEST(WorkerGroupTest, FilteredFilesAndLastStderrLine) {
   }
   auto g = WorkerGroup::Start(std::move(specs), o);
   ASSERT_TRUE(g.ok()) << g.status();
-  WaitAllExited(**g, 2, absl::Seconds(30));
+  WaitAllExited(**g, 3, absl::Seconds(30));
   GroupStatus st = (*g)->Stop(SIGTERM, absl::Seconds(1));
-  ASSERT_EQ(st.exits.size(), 2u);
+  ASSERT_EQ(st.exits.size(), 3u);
   EXPECT_EQ(FindExit(st, 10)->last_stderr_line, "Boom: last");
   EXPECT_EQ(FindExit(st, 11)->last_stderr_line, "Boom: last");
   std::ifstream out(dir.path() / "filtered_stdout.log");

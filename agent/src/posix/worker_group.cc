@@ -1097,9 +1097,10 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
       s.worker_index = index;
       s.is_stderr = which == kStdErr;
       s.shared = shared.get();
-      // As torchrun: the filtered files copy teed streams only.
+      // As torchrun: the filtered files copy what is teed to the console
+      // (--local-ranks-filter removes a rank's tee there too).
       const int k = which == kStdOut ? 0 : 1;
-      if (filtered[k] != nullptr && (teed & which)) {
+      if (filtered[k] != nullptr && (teed & which) && console_ok) {
         s.filtered = filtered[k];
         s.filters = filters[k];
       }

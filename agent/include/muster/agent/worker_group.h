@@ -56,7 +56,8 @@ struct OutputOptions {
   // Prefix console lines with "[rank<global>]:" (torchrun's --tee style).
   bool prefix_lines = true;
   // torchrun's --duplicate-stdout-filters / --duplicate-stderr-filters: a
-  // teed line that contains any of these strings is also written, with its
+  // teed line (of a rank console_local_ranks lets through) that contains any
+  // of these strings is also written, with its
   // "[rank<global>]:" prefix, to <attempt_dir>/filtered_stdout.log /
   // filtered_stderr.log (one file for all local ranks).
   std::vector<std::string> duplicate_stdout_filters;
