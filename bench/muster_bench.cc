@@ -312,7 +312,7 @@ int main(int argc, char** argv) {
     auto algo = impl.substr(7);
     CommOptions options;
     bool found = false;
-    for (int a = 1; a <= 6; ++a) {
+    for (int a = 1; a <= 7; ++a) {
       if (muster::comm::AllReduceAlgorithmName(
               static_cast<AllReduceAlgorithm>(a)) == algo) {
         options.allreduce_algorithm = static_cast<AllReduceAlgorithm>(a);
