@@ -85,10 +85,14 @@ struct Header {
   uint64_t chunk_bytes;
 };
 
+// Values of Control::aborted.
+constexpr uint32_t kAborted = 1;  // Its communicator failed.
+constexpr uint32_t kClosed = 2;   // It shut its communicator down.
+
 struct alignas(kLine) Control {
   std::atomic<uint32_t> arrived;  // The last barrier this rank reached.
   std::atomic<uint32_t> waiters;  // Ranks asleep on `arrived`.
-  std::atomic<uint32_t> aborted;  // Non-zero: this rank aborted.
+  std::atomic<uint32_t> aborted;  // 0, kAborted or kClosed.
   uint32_t reserved;
   int64_t pid;
 };
@@ -199,7 +203,7 @@ class ShmBackend final : public Backend {
       absl::MutexLock lock(&mu_);
       if (aborted_.exchange(true) || closed_) return;
       if (base_ != nullptr) {
-        control(me_).aborted.store(1, std::memory_order_seq_cst);
+        control(me_).aborted.store(kAborted, std::memory_order_seq_cst);
         for (int k = 0; k < local_size_; ++k) {
           shm::WakeAll(&control(k).arrived);
         }
@@ -216,6 +220,14 @@ class ShmBackend final : public Backend {
       absl::MutexLock lock(&mu_);
       if (closed_) return;
       closed_ = true;
+      // A local peer that waits for this rank from now on waits in vain: it
+      // is told (and woken), unless this rank aborted already.
+      if (base_ != nullptr && !aborted_.exchange(true)) {
+        control(me_).aborted.store(kClosed, std::memory_order_seq_cst);
+        for (int k = 0; k < local_size_; ++k) {
+          shm::WakeAll(&control(k).arrived);
+        }
+      }
       aborted_ = true;
     }
     if (leaders_ != nullptr) leaders_->Close();
@@ -285,7 +297,7 @@ class ShmBackend final : public Backend {
     }
     absl::Time next_liveness = absl::Now() + kLivenessPeriod;
     while (true) {
-      MUSTER_RETURN_IF_ERROR(CheckPeers(deadline, k, next_liveness));
+      MUSTER_RETURN_IF_ERROR(CheckPeers(deadline, k, gen, next_liveness));
       peer.waiters.fetch_add(1, std::memory_order_seq_cst);
       const uint32_t seen = peer.arrived.load(std::memory_order_seq_cst);
       if (!Reached(seen, gen)) {
@@ -300,18 +312,30 @@ class ShmBackend final : public Backend {
     }
   }
 
-  // Whether the wait for local peer `k` must end: this rank or a local peer
-  // aborted, the deadline passed, or a local peer's process is gone.
-  absl::Status CheckPeers(absl::Time deadline, int k,
+  // Whether the wait for local peer `k` to reach barrier `gen` must end:
+  // this rank or a local peer aborted, a local peer that has not reached it
+  // shut down, the deadline passed, or a local peer's process is gone.
+  absl::Status CheckPeers(absl::Time deadline, int k, uint32_t gen,
                           absl::Time& next_liveness) {
     if (aborted_.load(std::memory_order_acquire)) {
       return absl::AbortedError("the shared-memory collective was aborted");
     }
     for (int j = 0; j < local_size_; ++j) {
-      if (j != me_ && control(j).aborted.load(std::memory_order_acquire) != 0) {
+      if (j == me_) continue;
+      const uint32_t state = control(j).aborted.load(std::memory_order_acquire);
+      if (state == kAborted) {
         return absl::AbortedError(
             absl::StrCat("peer rank ", topology_.local[j],
                          " aborted its shared-memory collective"));
+      }
+      // A peer shuts down after its last collective: only one that has not
+      // reached this barrier is missing from it.
+      if (state == kClosed &&
+          !Reached(control(j).arrived.load(std::memory_order_acquire), gen)) {
+        return absl::AbortedError(absl::StrCat(
+            "peer rank ", topology_.local[j],
+            " has shut down its communicator and will not join this "
+            "collective"));
       }
     }
     const absl::Time now = absl::Now();

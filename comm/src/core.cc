@@ -511,19 +511,25 @@ absl::Status CommCore::Fail(const Op& op, absl::Status status) {
               +[](absl::Status* s) { return !s->ok(); }, &abort_reason_),
           kVerdictGrace);
     }
+    const std::string too_long = absl::StrCat(
+        what, "did not finish within ", absl::FormatDuration(op.timeout),
+        " (the call's timeout: CallOptions::timeout, MUSTER_COMM_TIMEOUT "
+        "or CommOptions::timeout)");
     if (!abort_reason_.ok()) {
       if (absl::IsDeadlineExceeded(abort_reason_)) {
-        result = absl::DeadlineExceededError(absl::StrCat(
-            what, "did not finish within ", absl::FormatDuration(op.timeout),
-            " (the call's timeout: CallOptions::timeout, MUSTER_COMM_TIMEOUT "
-            "or CommOptions::timeout)"));
+        result = absl::DeadlineExceededError(too_long);
       } else {
         result = absl::Status(abort_reason_.code(),
                               absl::StrCat(what, abort_reason_.message()));
         started_here = false;
       }
     } else {
-      std::string text = absl::StrCat(what, status.message());
+      // The backend saw the deadline before the monitor did (the shared-
+      // memory transport checks it in its waits): the same words, with the
+      // backend's detail.
+      std::string text = absl::IsDeadlineExceeded(status)
+                             ? absl::StrCat(too_long, ": ", status.message())
+                             : absl::StrCat(what, status.message());
       if (monitor_ != nullptr) {
         std::vector<int> gone;
         for (int r = 0; r < config_.world_size; ++r) {
