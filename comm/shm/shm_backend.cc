@@ -73,6 +73,11 @@ constexpr size_t kDefaultChunkBytes = 2 << 20;
 // Messages up to this size take one barrier: every rank copies in, then each
 // reduces the whole message itself.
 constexpr size_t kOneStepMaxBytes = 16 << 10;
+// Outputs from this size are written with non-temporal stores (StreamCopy):
+// copying 2 MB chunks into a 64 MB output took 8.4-10.4 ms that way against
+// 13.6-14.4 ms with memcpy here. Smaller outputs stay in the caches for the
+// caller.
+constexpr size_t kStreamMinBytes = 8 << 20;
 // How often a waiting rank checks that its local peers' processes exist.
 constexpr absl::Duration kLivenessPeriod = absl::Milliseconds(200);
 // The longest futex sleep between checks (abort, deadline, liveness).
@@ -122,6 +127,40 @@ size_t ChunkBytes() {
     }
   }
   return RoundUp(chunk, kPage);
+}
+
+// memcpy with non-temporal stores (the destination's lines are not read
+// first and do not evict the caches' contents). x86-64 only; memcpy
+// elsewhere.
+void StreamCopy(char* dst, const char* src, size_t n) {
+#if defined(__x86_64__)
+  const size_t head = (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16;
+  if (n < head + 64) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  auto* d = reinterpret_cast<__m128i*>(dst);
+  const auto* p = reinterpret_cast<const __m128i*>(src);
+  const size_t blocks = n / 64;
+  for (size_t i = 0; i < blocks; ++i, d += 4, p += 4) {
+    const __m128i a = _mm_loadu_si128(p);
+    const __m128i b = _mm_loadu_si128(p + 1);
+    const __m128i c = _mm_loadu_si128(p + 2);
+    const __m128i e = _mm_loadu_si128(p + 3);
+    _mm_stream_si128(d, a);
+    _mm_stream_si128(d + 1, b);
+    _mm_stream_si128(d + 2, c);
+    _mm_stream_si128(d + 3, e);
+  }
+  std::memcpy(d, p, n % 64);
+  _mm_sfence();
+#else
+  std::memcpy(dst, src, n);
+#endif
 }
 
 std::string HostIdOf(const CoreConfig& config) {
@@ -394,9 +433,18 @@ class ShmBackend final : public Backend {
     int last_set = -1;
     size_t last_first = 0;
     size_t last_n = 0;
+    // An output far larger than the caches is written around them: no
+    // read of each line before it is overwritten, a third less memory
+    // traffic for the whole allreduce.
+    const bool stream = count * esize >= kStreamMinBytes;
     auto gather_last = [&] {
       if (last_set >= 0 && gathers) {
-        std::memcpy(out + last_first * esize, result(last_set), last_n * esize);
+        char* dst = out + last_first * esize;
+        if (stream) {
+          StreamCopy(dst, result(last_set), last_n * esize);
+        } else {
+          std::memcpy(dst, result(last_set), last_n * esize);
+        }
       }
     };
     for (size_t first = 0; first < count; first += per_chunk) {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -238,6 +239,43 @@ TEST(ShmTransportTest, AllReduceNeverReachesGloo) {
         ASSERT_TRUE(s.ok()) << s;
         EXPECT_EQ(data.front(), 3);
         EXPECT_EQ(data.back(), 3);
+      }
+      (*backend)->Close();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(gloo_runs.load(), 0);
+}
+
+// A large output (written with non-temporal stores) at an address that is
+// not 16-byte aligned, and a count that is no multiple of anything.
+TEST(ShmTransportTest, ALargeMisalignedOutputIsComplete) {
+  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  std::atomic<int> gloo_runs{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      auto backend = internal::WithSharedMemory(
+          BareConfig(store, r, 3),
+          std::make_unique<RecordingBackend>(&gloo_runs),
+          absl::Now() + absl::Seconds(30));
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      const size_t count = (3 << 20) + 5;  // 12 MB of int32, 6+ chunks.
+      std::vector<int32_t> in(count);
+      for (size_t i = 0; i < count; ++i)
+        in[i] = static_cast<int32_t>(i) * (r + 1);
+      std::vector<char> raw(count * sizeof(int32_t) + 16);
+      char* out = raw.data() + 4;  // Not 16-byte aligned.
+      std::vector<int32_t> data = in;
+      internal::Op op = SumOp(data);
+      op.input = in.data();
+      op.output = out;
+      absl::Status s = (*backend)->Run(op, absl::Now() + absl::Seconds(30));
+      ASSERT_TRUE(s.ok()) << s;
+      for (size_t i = 0; i < count; ++i) {
+        int32_t got;
+        std::memcpy(&got, out + i * sizeof(int32_t), sizeof(got));
+        ASSERT_EQ(got, static_cast<int32_t>(i) * 6) << "element " << i;
       }
       (*backend)->Close();
     });
