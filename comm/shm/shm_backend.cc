@@ -119,8 +119,12 @@ size_t SegmentBytes(int ranks, size_t chunk) {
   return DataOffset(ranks) + 2 * (static_cast<size_t>(ranks) + 1) * chunk;
 }
 
-size_t ChunkBytes() {
-  size_t chunk = kDefaultChunkBytes;
+// The chunk size for `ranks` local ranks: kDefaultChunkBytes for 2, less for
+// more (the segment holds 2 (ranks + 1) chunks: about 12 MB whatever the
+// count, down to 256 KB chunks), or MUSTER_SHM_CHUNK_BYTES.
+size_t ChunkBytes(int ranks) {
+  size_t chunk = std::clamp<size_t>(2 * kDefaultChunkBytes / std::max(ranks, 1),
+                                    256 << 10, kDefaultChunkBytes);
   if (const char* env = std::getenv("MUSTER_SHM_CHUNK_BYTES")) {
     uint64_t value = 0;
     if (absl::SimpleAtoi(env, &value) && value >= (64 << 10) &&
@@ -645,7 +649,7 @@ absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
   const int local_size = static_cast<int>(topology.local.size());
 
   // 2. The segment: created by the local leader, mapped by the others.
-  const size_t chunk = ChunkBytes();
+  const size_t chunk = ChunkBytes(local_size);
   std::unique_ptr<SharedRegion> region;
   std::string problem;
   const std::string segment_key =
