@@ -43,8 +43,15 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(
                                : absl::StatusCode::kUnavailable,
                    "creating", name, e);
   }
+  // posix_fallocate, not only ftruncate: tmpfs then reserves the pages now
+  // and a full /dev/shm is an error here, not a SIGBUS in a collective.
+  int e = 0;
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const int e = errno;
+    e = errno;
+  } else {
+    e = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  }
+  if (e != 0) {
     close(fd);
     shm_unlink(name.c_str());
     return OsError(
@@ -54,7 +61,7 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(
   // MAP_POPULATE: fault the pages in now, not inside the first collective.
   void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                     MAP_SHARED | MAP_POPULATE, fd, 0);
-  const int e = errno;
+  e = errno;
   close(fd);
   if (data == MAP_FAILED) {
     shm_unlink(name.c_str());
