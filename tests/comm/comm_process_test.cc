@@ -4,6 +4,8 @@
 // rank within 10 s. The shared-memory transport as processes: a rank killed
 // while the others wait in the segment, and two "hosts" of two ranks
 // (MUSTER_HOST_ID) running every collective.
+#include <unistd.h>
+
 #include <map>
 #include <memory>
 #include <regex>
@@ -143,6 +145,34 @@ TEST(ProcessTest, TwoHostsOfTwoRanksRunEveryCollective) {
     EXPECT_THAT(procs[r]->Output(),
                 HasSubstr(absl::StrCat("rank ", r, "/4: all collectives OK")));
   }
+}
+
+// Two ranks that claim one host but do not share /dev/shm (as containers with
+// the same host name and boot id may): rank 1 runs in a mount namespace with
+// a /dev/shm of its own, cannot open rank 0's segment, and both ranks fall
+// back to Gloo together (a warning names why) and still pass every check.
+TEST(ProcessTest, ARankThatCannotMapTheSegmentMakesEveryRankUseGloo) {
+  if (geteuid() != 0 || access("/usr/bin/unshare", X_OK) != 0) {
+    GTEST_SKIP() << "needs root and /usr/bin/unshare for a private /dev/shm";
+  }
+  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
+  std::map<std::string, std::string> env = EnvWithoutLauncher();
+  env["MUSTER_HOST_ID"] = "one-host";
+  Subprocess rank0({BinPath("comm_worker"), "--init=" + init, "--rank=0",
+                    "--world-size=2", "--mode=check"},
+                   env);
+  Subprocess rank1(
+      {"/usr/bin/unshare", "--mount", "--propagation", "private", "sh", "-c",
+       "mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\"",
+       BinPath("comm_worker"), "--init=" + init, "--rank=1", "--world-size=2",
+       "--mode=check"},
+      env);
+  EXPECT_EQ(rank1.WaitOrKill(absl::Seconds(300)), 0) << rank1.Output();
+  EXPECT_EQ(rank0.WaitOrKill(absl::Seconds(300)), 0) << rank0.Output();
+  EXPECT_THAT(rank0.Output(), HasSubstr("rank 0/2: all collectives OK"));
+  EXPECT_THAT(rank1.Output(), HasSubstr("rank 1/2: all collectives OK"));
+  EXPECT_THAT(rank0.Output(), HasSubstr("not using shared memory: rank 1"))
+      << rank0.Output();
 }
 
 }  // namespace
