@@ -9,6 +9,7 @@
 // Implementations (--impls, comma-separated; default all allreduce ones):
 //   muster               libmuster_comm, its automatic algorithm choice
 //   muster:ALGO          libmuster_comm with MUSTER_GLOO_ALGORITHM=ALGO
+//                        (ring, ..., bcube_unbound, or shm: shared memory)
 //   gloo:ring            raw Gloo AllreduceRing<T>           (constructed once
 //   gloo:ring_chunked    raw Gloo AllreduceRingChunked<T>     per size, run
 //   gloo:halving_doubling raw Gloo AllreduceHalvingDoubling<T> many times, as
