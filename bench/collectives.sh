@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Collective bandwidth in one run: libmuster_comm vs raw Gloo's allreduce algorithms (muster-bench)
+# Collective bandwidth in one run: libmuster_comm (automatic choice, and its shared-memory transport
+# forced: muster:shm) vs raw Gloo's allreduce algorithms (muster-bench)
 # vs torch.distributed's gloo backend (torch_allreduce.py), all under muster on this machine.
 # Prints markdown tables with a verdict per size, and draws the busbw curves to a PNG (gnuplot).
 #
@@ -31,7 +32,7 @@ if [[ ${REPORT_ONLY:-0} != 1 ]]; then
 echo "== muster-bench: libmuster_comm and raw Gloo, $nproc ranks, $min..$max" >&2
 "$bin/muster" --standalone --nproc-per-node="$nproc" --no-python "$bin/muster-bench" \
   --min="$min" --max="$max" --seconds="$seconds" --batches="$batches" --csv="$csv" \
-  --impls=muster,gloo:ring,gloo:ring_chunked,gloo:halving_doubling,gloo:bcube \
+  --impls=muster,muster:shm,gloo:ring,gloo:ring_chunked,gloo:halving_doubling,gloo:bcube \
   > "$out/muster-bench-n$nproc.txt"
 sed 's/^\[rank0\]://' "$out/muster-bench-n$nproc.txt" | grep -v '^\S* [IWD] \[muster\]' >&2 || true
 

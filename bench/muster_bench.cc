@@ -9,6 +9,7 @@
 // Implementations (--impls, comma-separated; default all allreduce ones):
 //   muster               libmuster_comm, its automatic algorithm choice
 //   muster:ALGO          libmuster_comm with MUSTER_GLOO_ALGORITHM=ALGO
+//                        (ring, ..., bcube_unbound, or shm: shared memory)
 //   gloo:ring            raw Gloo AllreduceRing<T>           (constructed once
 //   gloo:ring_chunked    raw Gloo AllreduceRingChunked<T>     per size, run
 //   gloo:halving_doubling raw Gloo AllreduceHalvingDoubling<T> many times, as
@@ -312,7 +313,7 @@ int main(int argc, char** argv) {
     auto algo = impl.substr(7);
     CommOptions options;
     bool found = false;
-    for (int a = 1; a <= 6; ++a) {
+    for (int a = 1; a <= 7; ++a) {
       if (muster::comm::AllReduceAlgorithmName(
               static_cast<AllReduceAlgorithm>(a)) == algo) {
         options.allreduce_algorithm = static_cast<AllReduceAlgorithm>(a);

@@ -33,6 +33,7 @@
 #include "muster/common/net.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/client.h"
+#include "muster/rendezvous/local_rendezvous.h"
 #include "muster/rendezvous/server.h"
 #include "nlohmann/json.hpp"
 
@@ -136,6 +137,9 @@ class ElasticAgent::Impl {
   Health health_ ABSL_GUARDED_BY(health_mu_);
 
   std::unique_ptr<rendezvous::RendezvousServer> server_;
+  // --standalone: the round forms in process, with no server (see
+  // UseLocalRendezvous).
+  std::unique_ptr<rendezvous::LocalRendezvous> local_;
   std::unique_ptr<rendezvous::RendezvousClient> client_;
   v1::Join join_;
   std::string endpoint_;
@@ -175,6 +179,25 @@ int ElasticAgent::Run() { return impl_->Run(); }
 void ElasticAgent::RequestStop(int signal) { impl_->RequestStop(signal); }
 
 absl::Status ElasticAgent::Impl::MaybeEmbedServer() {
+  if (config_.mode == RendezvousMode::kStandalone) {
+    // One node, so no other agent to reach: the session is a call into an
+    // in-process Coordinator, and the workers' Store service starts only if
+    // a worker connects (rendezvous/local_rendezvous.h). It saves the gRPC
+    // server's start and shutdown, most of a no-op job's launch time.
+    // MUSTER_STANDALONE_SERVER=1 embeds the gRPC server as before (for
+    // `muster status` on a standalone job).
+    const char* server = std::getenv("MUSTER_STANDALONE_SERVER");
+    if (server == nullptr || std::string(server) != "1") {
+      rendezvous::LocalRendezvousOptions options;
+      options.coordinator.event_log_level = LogLevel::kDebug;
+      auto local = rendezvous::LocalRendezvous::Start(std::move(options));
+      if (!local.ok()) return local.status();
+      local_ = *std::move(local);
+      MUSTER_LOG(DEBUG) << "in-process rendezvous; the workers' store at "
+                        << local_->store_endpoint();
+      return absl::OkStatus();
+    }
+  }
   std::string listen = config_.embed_listen;
   bool embed = config_.embed_server;
   if (!embed && config_.embed_if_local) {
@@ -296,7 +319,9 @@ int ElasticAgent::Impl::Setup() {
                : kExitJobFailed;
   }
   endpoint_ = config_.rdzv_endpoint;
-  if (config_.mode == RendezvousMode::kStandalone || endpoint_.empty()) {
+  if (local_ != nullptr) {
+    endpoint_ = local_->store_endpoint();
+  } else if (config_.mode == RendezvousMode::kStandalone || endpoint_.empty()) {
     endpoint_ = absl::StrCat("127.0.0.1:", server_ ? server_->port() : 29400);
   }
   security_ = config_.security;
@@ -364,7 +389,9 @@ int ElasticAgent::Impl::Setup() {
   client_options.connect_timeout = config_.connect_timeout;
   client_options.heartbeat_interval = config_.heartbeat_interval;
   client_options.security = security_;
-  client_ = rendezvous::NewGrpcRendezvousClient(client_options);
+  client_ = local_ != nullptr
+                ? local_->NewClient()
+                : rendezvous::NewGrpcRendezvousClient(client_options);
   if (absl::Status s = client_->Start(join_); !s.ok()) {
     MUSTER_LOG(ERROR) << s.message();
     if (config_.mode == RendezvousMode::kStatic && server_ == nullptr) {
@@ -383,7 +410,9 @@ int ElasticAgent::Impl::Setup() {
     return kExitUnavailable;
   }
   session_started_ = absl::Now();
-  MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at " << endpoint_
+  MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at "
+                   << (local_ != nullptr ? "the in-process rendezvous"
+                                         : endpoint_)
                    << " as node " << join_.node_id() << " ("
                    << config_.nproc_per_node << " workers, nnodes "
                    << config_.min_nodes << ":" << config_.max_nodes << ")";
@@ -715,6 +744,8 @@ bool ElasticAgent::Impl::SameRound(const v1::RoundReady& ready) const {
 }
 
 bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
+  // The in-process rendezvous ends a session only when it shuts down.
+  if (local_ != nullptr) return false;
   MUSTER_LOG(WARNING)
       << "reconnecting to the rendezvous server at " << endpoint_
       << " for up to "
@@ -872,6 +903,10 @@ int ElasticAgent::Impl::Shutdown(int exit_code) {
   if (server_ != nullptr) {
     server_->Shutdown(absl::Seconds(1));
     server_.reset();
+  }
+  if (local_ != nullptr) {
+    local_->Shutdown(absl::Seconds(1));
+    local_.reset();
   }
   health_server_.reset();
   if (temp_run_dir_ && exit_code == kExitSuccess) {

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/nccl/nccl_backend.h"
+#include "comm/shm/shm_backend.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
 
@@ -20,6 +21,21 @@ namespace {
 // peer that caused it. A peer's death reaches the monitor's connection at the
 // same moment it reaches Gloo's, so this is only a bound.
 constexpr absl::Duration kVerdictGrace = absl::Milliseconds(300);
+
+// The host-memory backend: Gloo, with the shared-memory transport in front
+// of it where ranks share a host (comm/shm/shm_backend.h).
+absl::StatusOr<std::unique_ptr<Backend>> ConnectHost(const CoreConfig& config,
+                                                     absl::Time deadline) {
+  CoreConfig gloo_config = config;
+  if (gloo_config.options.allreduce_algorithm == AllReduceAlgorithm::kShm) {
+    // What Gloo runs when shared memory does not apply.
+    gloo_config.options.allreduce_algorithm = AllReduceAlgorithm::kAuto;
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> gloo =
+      ConnectGloo(gloo_config, deadline);
+  if (!gloo.ok()) return gloo.status();
+  return WithSharedMemory(config, std::move(*gloo), deadline);
+}
 
 // Whether [a, a + n) and [b, b + m) overlap.
 bool Overlap(const void* a, size_t n, const void* b, size_t m) {
@@ -143,7 +159,7 @@ absl::Status CommCore::ConnectImpl() {
   const absl::Time deadline = absl::Now() + config_.options.timeout;
   switch (config_.options.backend) {
     case comm::Backend::kGloo: {
-      MUSTER_ASSIGN_OR_RETURN(host_, ConnectGloo(config_, deadline));
+      MUSTER_ASSIGN_OR_RETURN(host_, ConnectHost(config_, deadline));
       break;
     }
     case comm::Backend::kNccl: {
@@ -151,7 +167,7 @@ absl::Status CommCore::ConnectImpl() {
       break;
     }
     case comm::Backend::kAuto: {
-      MUSTER_ASSIGN_OR_RETURN(host_, ConnectGloo(config_, deadline));
+      MUSTER_ASSIGN_OR_RETURN(host_, ConnectHost(config_, deadline));
       // NCCL joins only when every rank can run it; rank 0 decides from every
       // rank's answer, so no rank waits in NCCL for one that never comes.
       std::string why_not;
@@ -495,19 +511,25 @@ absl::Status CommCore::Fail(const Op& op, absl::Status status) {
               +[](absl::Status* s) { return !s->ok(); }, &abort_reason_),
           kVerdictGrace);
     }
+    const std::string too_long = absl::StrCat(
+        what, "did not finish within ", absl::FormatDuration(op.timeout),
+        " (the call's timeout: CallOptions::timeout, MUSTER_COMM_TIMEOUT "
+        "or CommOptions::timeout)");
     if (!abort_reason_.ok()) {
       if (absl::IsDeadlineExceeded(abort_reason_)) {
-        result = absl::DeadlineExceededError(absl::StrCat(
-            what, "did not finish within ", absl::FormatDuration(op.timeout),
-            " (the call's timeout: CallOptions::timeout, MUSTER_COMM_TIMEOUT "
-            "or CommOptions::timeout)"));
+        result = absl::DeadlineExceededError(too_long);
       } else {
         result = absl::Status(abort_reason_.code(),
                               absl::StrCat(what, abort_reason_.message()));
         started_here = false;
       }
     } else {
-      std::string text = absl::StrCat(what, status.message());
+      // The backend saw the deadline before the monitor did (the shared-
+      // memory transport checks it in its waits): the same words, with the
+      // backend's detail.
+      std::string text = absl::IsDeadlineExceeded(status)
+                             ? absl::StrCat(too_long, ": ", status.message())
+                             : absl::StrCat(what, status.message());
       if (monitor_ != nullptr) {
         std::vector<int> gone;
         for (int r = 0; r < config_.world_size; ++r) {

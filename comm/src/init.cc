@@ -127,8 +127,7 @@ absl::StatusOr<CommOptions> ResolveOptions(CommOptions options) {
         absl::StrCat("CommOptions.backend ", backend, " is not a Backend"));
   }
   const int algorithm = static_cast<int>(options.allreduce_algorithm);
-  if (algorithm < 0 ||
-      algorithm > static_cast<int>(AllReduceAlgorithm::kBcubeUnbound)) {
+  if (algorithm < 0 || algorithm > static_cast<int>(AllReduceAlgorithm::kShm)) {
     return absl::InvalidArgumentError(
         absl::StrCat("CommOptions.allreduce_algorithm ", algorithm,
                      " is not an AllReduceAlgorithm"));
@@ -191,13 +190,14 @@ absl::StatusOr<AllReduceAlgorithm> ParseAllReduceAlgorithm(
        {AllReduceAlgorithm::kAuto, AllReduceAlgorithm::kRing,
         AllReduceAlgorithm::kRingChunked, AllReduceAlgorithm::kHalvingDoubling,
         AllReduceAlgorithm::kBcube, AllReduceAlgorithm::kRingUnbound,
-        AllReduceAlgorithm::kBcubeUnbound}) {
+        AllReduceAlgorithm::kBcubeUnbound, AllReduceAlgorithm::kShm}) {
     if (v == AllReduceAlgorithmName(a)) return a;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("'", text,
                    "' is not an allreduce algorithm (auto, ring, ring_chunked, "
-                   "halving_doubling, bcube)"));
+                   "halving_doubling, bcube, ring_unbound, bcube_unbound, "
+                   "shm)"));
 }
 
 absl::StatusOr<InterfaceChoice> SelectInterface(absl::string_view spec,
@@ -486,6 +486,8 @@ absl::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm) {
       return "ring_unbound";
     case AllReduceAlgorithm::kBcubeUnbound:
       return "bcube_unbound";
+    case AllReduceAlgorithm::kShm:
+      return "shm";
   }
   return "unknown";
 }

@@ -143,10 +143,17 @@ enum class AllReduceAlgorithm : int {
   kBcube = 4,            // Gloo's AllreduceBcube (base 2).
   kRingUnbound = 5,      // gloo::allreduce, RING: reduce-scatter + allgather.
   kBcubeUnbound = 6,     // gloo::allreduce, BCUBE.
+  // Through shared memory between the ranks of each host (reduce-scatter and
+  // all-gather in a segment they all map), then Gloo between one leader per
+  // host when the communicator spans hosts. kAuto takes it for every size on
+  // one host, and from 64 KB across hosts. Without a host running two ranks
+  // (or with MUSTER_SHM=0) it falls back to kAuto's Gloo choice, with a
+  // warning.
+  kShm = 7,
 };
 
 // "auto", "ring", "ring_chunked", "halving_doubling", "bcube", "ring_unbound",
-// "bcube_unbound"; "unknown" outside the enum.
+// "bcube_unbound", "shm"; "unknown" outside the enum.
 absl::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm);
 
 struct CommOptions {
@@ -176,6 +183,14 @@ struct CommOptions {
   // Gloo's allreduce algorithm; MUSTER_GLOO_ALGORITHM=<a name of
   // AllReduceAlgorithmName> overrides kAuto. For measurements.
   AllReduceAlgorithm allreduce_algorithm = AllReduceAlgorithm::kAuto;
+
+  // Which host this rank runs on, for the shared-memory transport: ranks with
+  // the same host_id exchange through shared memory (they must see the same
+  // /dev/shm; a rank that cannot map the segment makes every rank fall back
+  // to Gloo, with a warning). Empty: MUSTER_HOST_ID, else the host name and
+  // the kernel's boot id. Setting it lets tests pose as several hosts on one.
+  // MUSTER_SHM=0 turns the transport off.
+  std::string host_id;
 
   // The CUDA device NCCL uses; -1: LOCAL_RANK modulo the number of devices.
   int cuda_device = -1;

@@ -1,0 +1,802 @@
+#include "comm/shm/shm_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "comm/gloo/gloo_communicator.h"
+#include "comm/gloo/reduce.h"
+#include "comm/shm/platform.h"
+#include "muster/common/logging.h"
+#include "muster/common/status.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MUSTER_CPU_RELAX() _mm_pause()
+#else
+#define MUSTER_CPU_RELAX() \
+  do {                     \
+  } while (0)
+#endif
+
+namespace muster::comm::internal {
+
+// ---- The automatic choice ----
+//
+// One host: shared memory for every size. Measured on the reference machine
+// (2 ranks, docs/performance.md "Shared memory"): a barrier on the segment
+// costs a few microseconds where a Gloo message on loopback costs 30-80, and
+// large messages cross memory once or twice instead of through the kernel's
+// TCP stack twice.
+// Across hosts: the leaders' Gloo allreduce then carries the whole message
+// once per host instead of once per rank; below this size the extra
+// intra-host steps are not worth it (an estimate: this project has no
+// multi-host machine to measure on).
+constexpr size_t kHierarchicalMinBytes = 64 << 10;
+
+bool SharedMemoryChosen(size_t bytes, bool hierarchical) {
+  return !hierarchical || bytes >= kHierarchicalMinBytes;
+}
+
+namespace {
+
+using shm::SharedRegion;
+
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
+                  std::atomic<uint32_t>::is_always_lock_free,
+              "futexes need plain, lock-free 32-bit words");
+
+constexpr uint64_t kMagic = 0x6d75737465727368ULL;  // "mustersh"
+constexpr size_t kLine = 128;  // Two cache lines: adjacent-line prefetch.
+constexpr size_t kPage = 4096;
+// Per-rank slot of each set: the pipeline's unit, one barrier each. Large
+// enough that the barriers cost little on a machine whose cores are shared
+// (a rank that waits for a descheduled peer loses its time slice: with
+// 256 KB chunks a 16 MB allreduce took 3x longer here than with 2 MB), small
+// enough that a chunk of every rank stays in the shared L3 cache between
+// being written and being read.
+constexpr size_t kDefaultChunkBytes = 2 << 20;
+// Messages up to this size times the number of local ranks take one barrier:
+// every rank copies in, then each reduces the whole message itself (reading
+// every rank's copy), which costs less than a second barrier up to there,
+// and much less when a peer may be descheduled between the two.
+constexpr size_t kOneStepMaxReadBytes = 128 << 10;
+// Outputs from this size are written with non-temporal stores (StreamCopy):
+// copying 2 MB chunks into a 64 MB output took 8.4-10.4 ms that way against
+// 13.6-14.4 ms with memcpy here. Smaller outputs stay in the caches for the
+// caller.
+constexpr size_t kStreamMinBytes = 8 << 20;
+// A waiting rank spins this many times, then yields this many times, then
+// sleeps on a futex.
+constexpr int kSpins = 256;
+constexpr int kYields = 16;
+// How often a waiting rank checks that its local peers' processes exist.
+constexpr absl::Duration kLivenessPeriod = absl::Milliseconds(200);
+// The longest futex sleep between checks (abort, deadline, liveness).
+constexpr absl::Duration kMaxSleep = absl::Milliseconds(50);
+
+struct Header {
+  uint64_t magic;
+  uint64_t token;
+  uint64_t ranks;
+  uint64_t chunk_bytes;
+};
+
+// Values of Control::aborted.
+constexpr uint32_t kAborted = 1;  // Its communicator failed.
+constexpr uint32_t kClosed = 2;   // It shut its communicator down.
+
+struct alignas(kLine) Control {
+  std::atomic<uint32_t> arrived;  // The last barrier this rank reached.
+  std::atomic<uint32_t> waiters;  // Ranks asleep on `arrived`.
+  std::atomic<uint32_t> aborted;  // 0, kAborted or kClosed.
+  uint32_t reserved;
+  int64_t pid;
+};
+static_assert(sizeof(Control) == kLine);
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+size_t DataOffset(int ranks) {
+  return RoundUp(kLine + static_cast<size_t>(ranks) * kLine, kPage);
+}
+
+size_t SegmentBytes(int ranks, size_t chunk) {
+  return DataOffset(ranks) + 2 * (static_cast<size_t>(ranks) + 1) * chunk;
+}
+
+// The chunk size for `ranks` local ranks: kDefaultChunkBytes for 2, less for
+// more (the segment holds 2 (ranks + 1) chunks: about 12 MB whatever the
+// count, down to 256 KB chunks), or MUSTER_SHM_CHUNK_BYTES.
+size_t ChunkBytes(int ranks) {
+  size_t chunk = std::clamp<size_t>(2 * kDefaultChunkBytes / std::max(ranks, 1),
+                                    256 << 10, kDefaultChunkBytes);
+  if (const char* env = std::getenv("MUSTER_SHM_CHUNK_BYTES")) {
+    uint64_t value = 0;
+    if (absl::SimpleAtoi(env, &value) && value >= (64 << 10) &&
+        value <= (64 << 20)) {
+      chunk = value;
+    } else {
+      MUSTER_LOG(WARNING) << "MUSTER_SHM_CHUNK_BYTES=" << env
+                          << " is not a number of bytes in [64K, 64M]; using "
+                          << chunk;
+    }
+  }
+  return RoundUp(chunk, kPage);
+}
+
+// memcpy with non-temporal stores (the destination's lines are not read
+// first and do not evict the caches' contents). x86-64 only; memcpy
+// elsewhere.
+void StreamCopy(char* dst, const char* src, size_t n) {
+#if defined(__x86_64__)
+  const size_t head = (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16;
+  if (n < head + 64) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  auto* d = reinterpret_cast<__m128i*>(dst);
+  const auto* p = reinterpret_cast<const __m128i*>(src);
+  const size_t blocks = n / 64;
+  for (size_t i = 0; i < blocks; ++i, d += 4, p += 4) {
+    const __m128i a = _mm_loadu_si128(p);
+    const __m128i b = _mm_loadu_si128(p + 1);
+    const __m128i c = _mm_loadu_si128(p + 2);
+    const __m128i e = _mm_loadu_si128(p + 3);
+    _mm_stream_si128(d, a);
+    _mm_stream_si128(d + 1, b);
+    _mm_stream_si128(d + 2, c);
+    _mm_stream_si128(d + 3, e);
+  }
+  std::memcpy(d, p, n % 64);
+  _mm_sfence();
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+std::string HostIdOf(const CoreConfig& config) {
+  if (!config.options.host_id.empty()) return config.options.host_id;
+  if (const char* env = std::getenv("MUSTER_HOST_ID"); env && *env) return env;
+  return shm::HostIdentity();
+}
+
+// Who this rank is among the communicator's hosts.
+struct Topology {
+  int num_hosts = 0;
+  int host_index = 0;            // Hosts numbered by their lowest rank.
+  std::vector<int> local;        // Global ranks on this host, ascending.
+  int local_rank = 0;            // Index of this rank in `local`.
+  bool any_shared_host = false;  // Some host has two or more ranks.
+};
+
+Topology MakeTopology(const std::vector<std::string>& hosts, int rank) {
+  Topology t;
+  std::map<std::string, int> index;
+  std::vector<int> count;
+  for (const std::string& h : hosts) {
+    auto [it, added] = index.emplace(h, static_cast<int>(index.size()));
+    if (added) count.push_back(0);
+    ++count[it->second];
+  }
+  t.num_hosts = static_cast<int>(index.size());
+  t.host_index = index[hosts[rank]];
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    if (hosts[r] == hosts[rank]) {
+      if (r == rank) t.local_rank = static_cast<int>(t.local.size());
+      t.local.push_back(r);
+    }
+  }
+  for (int c : count) t.any_shared_host |= c > 1;
+  return t;
+}
+
+class ShmBackend final : public Backend {
+ public:
+  ShmBackend(const CoreConfig& config, Topology topology,
+             std::unique_ptr<SharedRegion> region, size_t chunk_bytes,
+             bool check_pids, std::unique_ptr<Backend> gloo,
+             std::unique_ptr<Backend> leaders)
+      : who_(absl::StrCat("rank ", config.rank, "/", config.world_size)),
+        world_size_(config.world_size),
+        algorithm_(config.options.allreduce_algorithm),
+        topology_(std::move(topology)),
+        local_size_(static_cast<int>(topology_.local.size())),
+        me_(topology_.local_rank),
+        chunk_bytes_(chunk_bytes),
+        check_pids_(check_pids),
+        region_(std::move(region)),
+        base_(region_ != nullptr ? static_cast<char*>(region_->data())
+                                 : nullptr),
+        gloo_(std::move(gloo)),
+        leaders_(std::move(leaders)) {}
+
+  ~ShmBackend() override { Close(); }
+
+  absl::string_view name() const override { return gloo_->name(); }
+
+  absl::Status Run(const Op& op, absl::Time deadline) override {
+    if (op.kind != OpKind::kAllReduce || !Wanted(op)) {
+      return gloo_->Run(op, deadline);
+    }
+    const size_t bytes = op.count * DataTypeSize(op.dtype);
+    if (bytes == 0) return absl::OkStatus();
+    if (topology_.num_hosts == 1) return AllReduceLocal(op, bytes, deadline);
+    return AllReduceHierarchical(op, bytes, deadline);
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingP2P>> Post(const Op& op) override {
+    return gloo_->Post(op);
+  }
+
+  void Abort(const absl::Status& why) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (aborted_.exchange(true) || closed_) return;
+      if (base_ != nullptr) {
+        control(me_).aborted.store(kAborted, std::memory_order_seq_cst);
+        for (int k = 0; k < local_size_; ++k) {
+          shm::WakeAll(&control(k).arrived);
+        }
+      }
+    }
+    MUSTER_LOG(DEBUG) << who_ << ": aborting the shared-memory transport ("
+                      << why << ")";
+    gloo_->Abort(why);
+    if (leaders_ != nullptr) leaders_->Abort(why);
+  }
+
+  void Close() override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return;
+      closed_ = true;
+      // A local peer that waits for this rank from now on waits in vain: it
+      // is told (and woken), unless this rank aborted already.
+      if (base_ != nullptr && !aborted_.exchange(true)) {
+        control(me_).aborted.store(kClosed, std::memory_order_seq_cst);
+        for (int k = 0; k < local_size_; ++k) {
+          shm::WakeAll(&control(k).arrived);
+        }
+      }
+      aborted_ = true;
+    }
+    if (leaders_ != nullptr) leaders_->Close();
+    gloo_->Close();
+    region_.reset();
+  }
+
+ private:
+  // ---- The choice ----
+
+  bool Wanted(const Op& op) const {
+    if (algorithm_ == AllReduceAlgorithm::kShm) return true;
+    if (algorithm_ != AllReduceAlgorithm::kAuto) return false;
+    return SharedMemoryChosen(op.count * DataTypeSize(op.dtype),
+                              topology_.num_hosts > 1);
+  }
+
+  // ---- The segment ----
+
+  Control& control(int k) const {
+    return *reinterpret_cast<Control*>(base_ + kLine + k * kLine);
+  }
+  char* slot(int set, int k) const {
+    return base_ + DataOffset(local_size_) +
+           (static_cast<size_t>(set) * (local_size_ + 1) + k) * chunk_bytes_;
+  }
+  // Where the local ranks put their reduced slices of a chunk.
+  char* result(int set) const { return slot(set, local_size_); }
+  // The set the next step writes.
+  int NextSet() { return static_cast<int>(step_++ & 1); }
+
+  // ---- Waiting ----
+
+  absl::Status Barrier(absl::Time deadline) {
+    const uint32_t gen = ++generation_;
+    Control& mine = control(me_);
+    mine.arrived.store(gen, std::memory_order_seq_cst);
+    if (mine.waiters.load(std::memory_order_seq_cst) != 0) {
+      shm::WakeAll(&mine.arrived);
+    }
+    for (int k = 0; k < local_size_; ++k) {
+      if (k == me_) continue;
+      MUSTER_RETURN_IF_ERROR(WaitFor(k, gen, deadline));
+    }
+    return absl::OkStatus();
+  }
+
+  static bool Reached(uint32_t value, uint32_t gen) {
+    return static_cast<int32_t>(value - gen) >= 0;
+  }
+
+  // Spin, then yield, then sleep until local peer k reaches barrier `gen`.
+  absl::Status WaitFor(int k, uint32_t gen, absl::Time deadline) {
+    Control& peer = control(k);
+    // A short spin (a few microseconds: a pause takes ~65 cycles on AMD
+    // Zen): a longer one, on a machine whose cores other processes share,
+    // holds the core the peer waits to run on (4096 pauses made every small
+    // allreduce take ~100 us here).
+    const int spins = spin_ ? kSpins : 0;
+    for (int i = 0; i < spins; ++i) {
+      if (Reached(peer.arrived.load(std::memory_order_acquire), gen)) {
+        return absl::OkStatus();
+      }
+      MUSTER_CPU_RELAX();
+    }
+    for (int i = 0; i < kYields; ++i) {
+      if (Reached(peer.arrived.load(std::memory_order_acquire), gen)) {
+        return absl::OkStatus();
+      }
+      shm::Yield();
+    }
+    absl::Time next_liveness = absl::Now() + kLivenessPeriod;
+    while (true) {
+      MUSTER_RETURN_IF_ERROR(CheckPeers(deadline, k, gen, next_liveness));
+      peer.waiters.fetch_add(1, std::memory_order_seq_cst);
+      const uint32_t seen = peer.arrived.load(std::memory_order_seq_cst);
+      if (!Reached(seen, gen)) {
+        shm::WaitOnWord(&peer.arrived, seen,
+                        std::min(kMaxSleep, std::max(deadline - absl::Now(),
+                                                     absl::Microseconds(1))));
+      }
+      peer.waiters.fetch_sub(1, std::memory_order_seq_cst);
+      if (Reached(peer.arrived.load(std::memory_order_acquire), gen)) {
+        return absl::OkStatus();
+      }
+    }
+  }
+
+  // Whether the wait for local peer `k` to reach barrier `gen` must end:
+  // this rank or a local peer aborted, a local peer that has not reached it
+  // shut down, the deadline passed, or a local peer's process is gone.
+  absl::Status CheckPeers(absl::Time deadline, int k, uint32_t gen,
+                          absl::Time& next_liveness) {
+    if (aborted_.load(std::memory_order_acquire)) {
+      return absl::AbortedError("the shared-memory collective was aborted");
+    }
+    for (int j = 0; j < local_size_; ++j) {
+      if (j == me_) continue;
+      const uint32_t state = control(j).aborted.load(std::memory_order_acquire);
+      if (state == kAborted) {
+        return absl::AbortedError(
+            absl::StrCat("peer rank ", topology_.local[j],
+                         " aborted its shared-memory collective"));
+      }
+      // A peer shuts down after its last collective: only one that has not
+      // reached this barrier is missing from it.
+      if (state == kClosed &&
+          !Reached(control(j).arrived.load(std::memory_order_acquire), gen)) {
+        return absl::AbortedError(absl::StrCat(
+            "peer rank ", topology_.local[j],
+            " has shut down its communicator and will not join this "
+            "collective"));
+      }
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "waiting for peer rank ", topology_.local[k], " in shared memory"));
+    }
+    if (check_pids_ && now >= next_liveness) {
+      next_liveness = now + kLivenessPeriod;
+      for (int j = 0; j < local_size_; ++j) {
+        if (j == me_) continue;
+        const int64_t pid = control(j).pid;
+        if (!shm::ProcessExists(pid)) {
+          return absl::AbortedError(absl::StrCat(
+              "peer rank ", topology_.local[j], " (pid ", pid,
+              ") was lost: its process ended during a shared-memory "
+              "collective"));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // ---- Allreduce on one host ----
+
+  // Element range [begin, end) of local rank k's slice of n elements, cut on
+  // 64-byte boundaries.
+  void Slice(size_t n, size_t esize, int k, size_t* begin, size_t* end) const {
+    const size_t unit = std::max<size_t>(1, 64 / esize);
+    const size_t per = RoundUp((n + local_size_ - 1) / local_size_, unit);
+    *begin = std::min(n, per * k);
+    *end = std::min(n, *begin + per);
+  }
+
+  // Reduce-scatter then all-gather through the segment, one chunk at a time,
+  // pipelined so that each chunk costs one barrier:
+  // clang-format off
+  //
+  //   step c:  copy chunk c in  | barrier | reduce my slice of c into result(c)
+  //                                       | gather chunk c-1 from result(c-1)
+  //   end:     barrier | gather the last chunk
+  //
+  // clang-format on
+  // A rank's slice of its own chunk is never copied in: it reduces it
+  // straight from its input. `to_all`: every rank gathers the result into
+  // `out`; otherwise only the local leader does (the first half of the
+  // hierarchical allreduce). `divide_by`: kAvg's divisor, applied to each
+  // slice once (0: none).
+  absl::Status ReduceChunks(const char* in, char* out, size_t count,
+                            DataType dtype, const ReduceFn& fn, bool to_all,
+                            int divide_by, absl::Time deadline) {
+    const size_t esize = DataTypeSize(dtype);
+    const size_t per_chunk = chunk_bytes_ / esize;
+    const bool gathers = to_all || me_ == 0;
+    // The chunk reduced in the previous step, gathered in this one.
+    int last_set = -1;
+    size_t last_first = 0;
+    size_t last_n = 0;
+    // An output far larger than the caches is written around them: no
+    // read of each line before it is overwritten, a third less memory
+    // traffic for the whole allreduce.
+    const bool stream = count * esize >= kStreamMinBytes;
+    auto gather_last = [&] {
+      if (last_set >= 0 && gathers) {
+        char* dst = out + last_first * esize;
+        if (stream) {
+          StreamCopy(dst, result(last_set), last_n * esize);
+        } else {
+          std::memcpy(dst, result(last_set), last_n * esize);
+        }
+      }
+    };
+    for (size_t first = 0; first < count; first += per_chunk) {
+      const size_t n = std::min(per_chunk, count - first);
+      const char* src = in + first * esize;
+      const int set = NextSet();
+      char* own = slot(set, me_);
+      size_t b = 0;
+      size_t e = 0;
+      Slice(n, esize, me_, &b, &e);
+      std::memcpy(own, src, b * esize);
+      std::memcpy(own + e * esize, src + e * esize, (n - e) * esize);
+      MUSTER_RETURN_IF_ERROR(Barrier(deadline));
+      if (e > b) {
+        char* acc = result(set) + b * esize;
+        bool first_peer = true;
+        for (int k = 0; k < local_size_; ++k) {
+          if (k == me_) continue;
+          fn(acc, first_peer ? src + b * esize : acc, slot(set, k) + b * esize,
+             e - b);
+          first_peer = false;
+        }
+        if (divide_by > 0) DivideInPlace(acc, e - b, dtype, divide_by);
+      }
+      gather_last();
+      last_set = set;
+      last_first = first;
+      last_n = n;
+    }
+    MUSTER_RETURN_IF_ERROR(Barrier(deadline));
+    gather_last();
+    return absl::OkStatus();
+  }
+
+  // Small messages: one barrier; every rank reduces the whole message.
+  absl::Status ReduceOneStep(const char* in, char* out, size_t count,
+                             DataType dtype, const ReduceFn& fn, bool to_all,
+                             int divide_by, absl::Time deadline) {
+    const size_t bytes = count * DataTypeSize(dtype);
+    const int set = NextSet();
+    std::memcpy(slot(set, me_), in, bytes);
+    MUSTER_RETURN_IF_ERROR(Barrier(deadline));
+    if (!to_all && me_ != 0) return absl::OkStatus();
+    // The same order on every rank (0, 1, 2, ...), so every rank computes the
+    // same bits.
+    fn(out, slot(set, 0), slot(set, 1), count);
+    for (int k = 2; k < local_size_; ++k) fn(out, out, slot(set, k), count);
+    if (divide_by > 0) DivideInPlace(out, count, dtype, divide_by);
+    return absl::OkStatus();
+  }
+
+  absl::Status ReduceLocal(const Op& op, size_t bytes, bool to_all,
+                           int divide_by, absl::Time deadline) {
+    MUSTER_ASSIGN_OR_RETURN(ReduceFn fn, ReduceFunction(op.dtype, op.op));
+    const char* in = static_cast<const char*>(op.input);
+    char* out = static_cast<char*>(op.output);
+    if (bytes * local_size_ <= kOneStepMaxReadBytes && bytes <= chunk_bytes_) {
+      return ReduceOneStep(in, out, op.count, op.dtype, fn, to_all, divide_by,
+                           deadline);
+    }
+    return ReduceChunks(in, out, op.count, op.dtype, fn, to_all, divide_by,
+                        deadline);
+  }
+
+  absl::Status AllReduceLocal(const Op& op, size_t bytes, absl::Time deadline) {
+    return ReduceLocal(op, bytes, /*to_all=*/true,
+                       op.op == ReduceOp::kAvg ? world_size_ : 0, deadline);
+  }
+
+  // ---- Across hosts ----
+
+  // The local leader's data to every local rank, one chunk at a time.
+  absl::Status BroadcastFromLeader(char* data, size_t bytes,
+                                   absl::Time deadline) {
+    for (size_t first = 0; first < bytes; first += chunk_bytes_) {
+      const size_t n = std::min(chunk_bytes_, bytes - first);
+      const int set = NextSet();
+      if (me_ == 0) std::memcpy(slot(set, 0), data + first, n);
+      MUSTER_RETURN_IF_ERROR(Barrier(deadline));
+      if (me_ != 0) std::memcpy(data + first, slot(set, 0), n);
+    }
+    return absl::OkStatus();
+  }
+
+  // Reduce on each host to its leader, allreduce between the leaders over
+  // Gloo, broadcast on each host from its leader.
+  absl::Status AllReduceHierarchical(const Op& op, size_t bytes,
+                                     absl::Time deadline) {
+    char* out = static_cast<char*>(op.output);
+    if (local_size_ > 1) {
+      MUSTER_RETURN_IF_ERROR(
+          ReduceLocal(op, bytes, /*to_all=*/false, 0, deadline));
+    } else if (op.input != op.output) {
+      std::memcpy(out, op.input, bytes);
+    }
+    if (me_ == 0) {
+      Op across = op;
+      across.input = out;
+      across.output = out;
+      if (across.op == ReduceOp::kAvg) across.op = ReduceOp::kSum;
+      MUSTER_RETURN_IF_ERROR(leaders_->Run(across, deadline));
+      if (op.op == ReduceOp::kAvg) {
+        DivideInPlace(out, op.count, op.dtype, world_size_);
+      }
+    }
+    if (local_size_ > 1) {
+      MUSTER_RETURN_IF_ERROR(BroadcastFromLeader(out, bytes, deadline));
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string who_;
+  const int world_size_;
+  const AllReduceAlgorithm algorithm_;
+  const Topology topology_;
+  const int local_size_;
+  const int me_;  // Local rank.
+  const size_t chunk_bytes_;
+  const bool check_pids_;
+  // More ranks here than cores: spinning would take the core from the rank
+  // being waited for.
+  const bool spin_ =
+      local_size_ <= static_cast<int>(std::thread::hardware_concurrency());
+  std::unique_ptr<SharedRegion> region_;  // Null when this host has 1 rank.
+  char* const base_;
+  std::unique_ptr<Backend> gloo_;
+  std::unique_ptr<Backend> leaders_;  // This host's leader only, across hosts.
+
+  // Touched by the thread running collectives only (one at a time).
+  uint32_t generation_ = 0;
+  uint64_t step_ = 0;
+
+  std::atomic<bool> aborted_{false};
+  absl::Mutex mu_;  // Abort vs Close.
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
+    const CoreConfig& config, std::unique_ptr<Backend> gloo,
+    absl::Time deadline) {
+  const int n = config.world_size;
+  const int rank = config.rank;
+  if (n < 2) return gloo;
+  const bool forced =
+      config.options.allreduce_algorithm == AllReduceAlgorithm::kShm;
+  if (const char* env = std::getenv("MUSTER_SHM");
+      env != nullptr && std::string(env) == "0") {
+    if (forced) {
+      MUSTER_LOG(WARNING) << "rank " << rank
+                          << ": allreduce algorithm shm asked for, but "
+                             "MUSTER_SHM=0: using Gloo";
+    }
+    return gloo;
+  }
+  const std::string who = absl::StrCat("rank ", rank, "/", n);
+  rendezvous::Store& store = *config.store;
+  const std::string root = absl::StrCat(config.key_prefix, "shm/");
+  auto remaining = [&] {
+    return std::max(deadline - absl::Now(), absl::Milliseconds(1));
+  };
+  auto rank_keys = [&](absl::string_view what) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < n; ++r) keys.push_back(absl::StrCat(root, what, r));
+    return keys;
+  };
+
+  // 1. Who is on which host.
+  MUSTER_RETURN_IF_ERROR(
+      Annotate(store.Set(absl::StrCat(root, "host/", rank), HostIdOf(config)),
+               absl::StrCat(who, ": publishing its host for shared memory")));
+  absl::StatusOr<std::vector<std::string>> hosts =
+      store.MultiGet(rank_keys("host/"), remaining());
+  if (!hosts.ok()) {
+    return Annotate(hosts.status(),
+                    absl::StrCat(who, ": finding the ranks on its host"));
+  }
+  Topology topology = MakeTopology(*hosts, rank);
+  if (!topology.any_shared_host) {
+    if (forced) {
+      MUSTER_LOG(WARNING) << who
+                          << ": allreduce algorithm shm asked for, but no "
+                             "host runs two ranks: using Gloo";
+    }
+    return gloo;
+  }
+  const int local_size = static_cast<int>(topology.local.size());
+
+  // 2. The segment: created by the local leader, mapped by the others.
+  const size_t chunk = ChunkBytes(local_size);
+  std::unique_ptr<SharedRegion> region;
+  std::string problem;
+  const std::string segment_key =
+      absl::StrCat(root, "segment/", topology.host_index);
+  if (local_size > 1) {
+    if (topology.local_rank == 0) {
+      std::random_device random;
+      const uint64_t token = (static_cast<uint64_t>(random()) << 32) ^ random();
+      const std::string name = shm::UniqueRegionName();
+      absl::StatusOr<std::unique_ptr<SharedRegion>> created =
+          SharedRegion::Create(name, SegmentBytes(local_size, chunk));
+      std::string published;  // Empty: none (the others fall back).
+      if (created.ok()) {
+        region = std::move(*created);
+        auto* header = static_cast<Header*>(region->data());
+        header->ranks = local_size;
+        header->chunk_bytes = chunk;
+        header->token = token;
+        header->magic = kMagic;
+        published = absl::StrCat(name, " ", token, " ", chunk);
+      } else {
+        problem = std::string(created.status().message());
+      }
+      MUSTER_RETURN_IF_ERROR(Annotate(store.Set(segment_key, published),
+                                      absl::StrCat(who, ": publishing")));
+    } else {
+      absl::StatusOr<std::string> published =
+          store.Get(segment_key, remaining());
+      if (!published.ok()) {
+        return Annotate(
+            published.status(),
+            absl::StrCat(who, ": waiting for rank ", topology.local[0],
+                         "'s shared-memory segment"));
+      }
+      std::vector<std::string> parts = absl::StrSplit(*published, ' ');
+      uint64_t token = 0;
+      uint64_t their_chunk = 0;
+      if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &token) ||
+          !absl::SimpleAtoi(parts[2], &their_chunk)) {
+        problem = absl::StrCat("rank ", topology.local[0],
+                               " could not create a segment");
+      } else {
+        absl::StatusOr<std::unique_ptr<SharedRegion>> opened =
+            SharedRegion::Open(parts[0], SegmentBytes(local_size, their_chunk));
+        if (!opened.ok()) {
+          // E.g. another IPC namespace (a container) with the same host name
+          // and boot id: its /dev/shm is not ours.
+          problem = std::string(opened.status().message());
+        } else {
+          const auto* header = static_cast<const Header*>((*opened)->data());
+          if (header->magic != kMagic || header->token != token ||
+              header->ranks != static_cast<uint64_t>(local_size) ||
+              header->chunk_bytes != their_chunk) {
+            problem = absl::StrCat("shared memory ", parts[0],
+                                   " is not the one rank ", topology.local[0],
+                                   " created (another /dev/shm?)");
+          } else {
+            region = std::move(*opened);
+          }
+        }
+        if (region != nullptr) {
+          // Every rank must use the leader's chunk size.
+          if (their_chunk != chunk) {
+            MUSTER_LOG(DEBUG) << who << ": using rank " << topology.local[0]
+                              << "'s chunk size " << their_chunk;
+          }
+        }
+      }
+    }
+    if (region != nullptr) {
+      auto* control =
+          reinterpret_cast<Control*>(static_cast<char*>(region->data()) +
+                                     kLine + topology.local_rank * kLine);
+      control->pid = shm::CurrentProcessId();
+    }
+  }
+
+  // 3. Every rank (of every host) agrees: all mapped, or none uses it.
+  MUSTER_RETURN_IF_ERROR(
+      Annotate(store.Set(absl::StrCat(root, "ok/", rank),
+                         problem.empty() ? std::string("1")
+                                         : absl::StrCat("0 ", problem)),
+               absl::StrCat(who, ": reporting its shared-memory segment")));
+  absl::StatusOr<std::vector<std::string>> oks =
+      store.MultiGet(rank_keys("ok/"), remaining());
+  if (!oks.ok()) {
+    return Annotate(oks.status(),
+                    absl::StrCat(who, ": agreeing on shared memory"));
+  }
+  // Every local rank has mapped it (or given up): the name can go.
+  if (region != nullptr && topology.local_rank == 0) region->Unlink();
+  for (int r = 0; r < n; ++r) {
+    if ((*oks)[r] == "1") continue;
+    const std::string text = absl::StrCat(
+        who, ": not using shared memory: rank ", r, ": ",
+        absl::string_view((*oks)[r]).substr(
+            std::min<size_t>(2, (*oks)[r].size())),
+        "; collectives go through Gloo (TCP) alone (MUSTER_SHM=0 silences "
+        "this)");
+    if (rank == 0 || forced) {
+      MUSTER_LOG(WARNING) << text;
+    } else {
+      MUSTER_LOG(DEBUG) << text;
+    }
+    return gloo;
+  }
+  size_t used_chunk = chunk;
+  if (region != nullptr) {
+    used_chunk = static_cast<const Header*>(region->data())->chunk_bytes;
+  }
+  // A local peer whose pid this rank cannot see (another pid namespace) would
+  // look dead: liveness checks only where every local pid is visible. The
+  // peer monitor covers a lost peer either way.
+  bool check_pids = region != nullptr;
+  if (region != nullptr) {
+    for (int k = 0; k < local_size; ++k) {
+      const auto* control = reinterpret_cast<const Control*>(
+          static_cast<const char*>(region->data()) + kLine + k * kLine);
+      if (control->pid <= 0 || !shm::ProcessExists(control->pid)) {
+        check_pids = false;
+      }
+    }
+  }
+
+  // 4. Across hosts: one Gloo mesh between the hosts' leaders.
+  std::unique_ptr<Backend> leaders;
+  if (topology.num_hosts > 1 && topology.local_rank == 0) {
+    CoreConfig across = config;
+    across.rank = topology.host_index;
+    across.world_size = topology.num_hosts;
+    across.key_prefix = absl::StrCat(root, "leaders/");
+    across.options.allreduce_algorithm = AllReduceAlgorithm::kAuto;
+    absl::StatusOr<std::unique_ptr<Backend>> connected =
+        ConnectGloo(across, deadline);
+    if (!connected.ok()) {
+      return Annotate(connected.status(),
+                      absl::StrCat(who, ": connecting the hosts' leaders"));
+    }
+    leaders = std::move(*connected);
+  }
+  MUSTER_LOG(DEBUG) << who << ": shared memory with " << local_size
+                    << " local rank(s) on host " << topology.host_index
+                    << " of " << topology.num_hosts << " (chunk " << used_chunk
+                    << " bytes)";
+  return std::unique_ptr<Backend>(
+      new ShmBackend(config, std::move(topology), std::move(region), used_chunk,
+                     check_pids, std::move(gloo), std::move(leaders)));
+}
+
+}  // namespace muster::comm::internal

@@ -1,0 +1,394 @@
+#include "muster/rendezvous/local_rendezvous.h"
+
+#include <errno.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "muster/common/clock.h"
+#include "muster/common/logging.h"
+#include "rendezvous/src/store_service.h"
+
+namespace muster::rendezvous {
+namespace {
+
+// An agent in the same process cannot be lost while the process lives: its
+// session needs no heartbeats.
+constexpr int64_t kNoHeartbeatTimeoutMs = int64_t{10} * 365 * 24 * 3600 * 1000;
+
+// The Coordinator's messages for one session, queued for Next.
+class LocalChannel final : public AgentChannel {
+ public:
+  void Send(const v1::ServerMessage& msg) override {
+    absl::MutexLock lock(&mu_);
+    if (!ended_.has_value()) inbox_.push_back(msg);
+  }
+
+  void Close(const absl::Status& status) override {
+    End(status.ok() ? absl::OutOfRangeError(
+                          "the in-process rendezvous ended the session")
+                    : status);
+  }
+
+  // Ends the session as Next will report it (after the queued messages);
+  // the first end wins.
+  void End(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    if (!ended_.has_value()) ended_ = std::move(status);
+  }
+
+  absl::StatusOr<v1::ServerMessage> Next(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &LocalChannel::HasNext),
+                         timeout);
+    if (!inbox_.empty()) {
+      v1::ServerMessage msg = std::move(inbox_.front());
+      inbox_.pop_front();
+      return msg;
+    }
+    if (ended_.has_value()) return *ended_;
+    return absl::DeadlineExceededError("no message from the rendezvous yet");
+  }
+
+  bool ended() const {
+    absl::MutexLock lock(&mu_);
+    return ended_.has_value();
+  }
+
+ private:
+  bool HasNext() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !inbox_.empty() || ended_.has_value();
+  }
+
+  mutable absl::Mutex mu_;
+  std::deque<v1::ServerMessage> inbox_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+class LocalRendezvous::Impl {
+ public:
+  explicit Impl(LocalRendezvousOptions options)
+      : options_(std::move(options)),
+        coordinator_(WithStoreCleanup(options_.coordinator, &store_),
+                     Clock::Real()),
+        store_service_(&store_) {}
+
+  ~Impl() {
+    Shutdown(absl::Seconds(1));
+    if (listen_fd_ >= 0) close(listen_fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
+  }
+
+  absl::Status Start() {
+    if (options_.tick_interval <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("tick_interval must be positive");
+    }
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    if (listen_fd_ < 0 ||
+        bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
+            0 ||
+        listen(listen_fd_, 128) != 0 ||
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) !=
+            0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on 127.0.0.1 for the workers' store: ",
+                       std::strerror(errno)));
+    }
+    port_ = ntohs(addr.sin_port);
+    wake_fd_ = eventfd(0, EFD_CLOEXEC);
+    if (wake_fd_ < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("eventfd: ", std::strerror(errno)));
+    }
+    accept_thread_ = std::thread([this] { AcceptLoop(); });
+    tick_thread_ = std::thread([this] { TickLoop(); });
+    return absl::OkStatus();
+  }
+
+  class Client;
+  std::unique_ptr<RendezvousClient> NewClient();
+
+  std::string store_endpoint() const {
+    return absl::StrCat("127.0.0.1:", port_);
+  }
+
+  bool store_started() const {
+    absl::MutexLock lock(&mu_);
+    return server_ != nullptr;
+  }
+
+  void Shutdown(absl::Duration grace) {
+    std::vector<std::shared_ptr<LocalChannel>> channels;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      stopping_ = true;
+      channels.swap(channels_);
+    }
+    const absl::Time deadline = absl::Now() + grace;
+    const absl::Status going =
+        absl::UnavailableError("the in-process rendezvous is shutting down");
+    for (auto& channel : channels) channel->End(going);
+    store_service_.Shutdown(going);
+    if (wake_fd_ >= 0) {
+      const uint64_t one = 1;
+      (void)!write(wake_fd_, &one, sizeof(one));
+    }
+    if (accept_thread_.joinable()) accept_thread_.join();
+    if (tick_thread_.joinable()) tick_thread_.join();
+    // No thread starts a server any more: server_ is read without the lock.
+    if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(deadline));
+  }
+
+  Coordinator& coordinator() { return coordinator_; }
+  KvStore& store() { return store_; }
+
+  // One session's events reach the Coordinator in order.
+  absl::Mutex& events_mu() { return events_mu_; }
+
+  ConnectionId NextConnection(std::shared_ptr<LocalChannel> channel) {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      channel->End(
+          absl::UnavailableError("the in-process rendezvous is shutting down"));
+    } else {
+      channels_.push_back(std::move(channel));
+    }
+    return next_connection_++;
+  }
+
+ private:
+  // As RendezvousServer: a round's end drops its store namespace.
+  static CoordinatorOptions WithStoreCleanup(CoordinatorOptions options,
+                                             KvStore* store) {
+    options.on_round_end = [store, user = std::move(options.on_round_end)](
+                               const std::string& store_prefix) {
+      if (absl::EndsWith(store_prefix, "/")) {
+        store->DropNamespacesWithPrefix(store_prefix);
+      } else {
+        store->DropNamespace(store_prefix);
+      }
+      if (user) user(store_prefix);
+    };
+    return options;
+  }
+
+  // Hands every connection to the Store service, starting it on the first.
+  void AcceptLoop() {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    while (true) {
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        MUSTER_LOG(ERROR) << "the workers' store: poll: "
+                          << std::strerror(errno);
+        return;
+      }
+      if (fds[1].revents != 0) return;
+      const int fd =
+          accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) continue;
+      const int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      grpc::Server* server = EnsureServer();
+      if (server == nullptr) {
+        close(fd);
+        continue;
+      }
+      grpc::AddInsecureChannelFromFd(server, fd);
+    }
+  }
+
+  grpc::Server* EnsureServer() {
+    absl::MutexLock lock(&mu_);
+    if (server_ != nullptr || stopping_) return server_.get();
+    const absl::Time start = absl::Now();
+    grpc::ServerBuilder builder;
+    // As RendezvousServer: clients ping every 10 s.
+    builder.AddChannelArgument(
+        GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    builder.RegisterService(&store_service_);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr) {
+      MUSTER_LOG(ERROR) << "the workers' store service could not start";
+      return nullptr;
+    }
+    MUSTER_LOG(DEBUG) << "a worker connected: the store service started in "
+                      << absl::FormatDuration(absl::Now() - start);
+    return server_.get();
+  }
+
+  void TickLoop() {
+    absl::MutexLock lock(&mu_);
+    while (!stopping_) {
+      mu_.Unlock();
+      const absl::Time next = coordinator_.Tick();
+      mu_.Lock();
+      mu_.AwaitWithDeadline(
+          absl::Condition(&stopping_),
+          std::min(next, absl::Now() + options_.tick_interval));
+    }
+  }
+
+  const LocalRendezvousOptions options_;
+  KvStore store_;
+  Coordinator coordinator_;
+  StoreService store_service_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;
+  int port_ = 0;
+  std::thread accept_thread_;
+  std::thread tick_thread_;
+  absl::Mutex events_mu_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<grpc::Server> server_;  // Set under mu_, once.
+  std::vector<std::shared_ptr<LocalChannel>> channels_ ABSL_GUARDED_BY(mu_);
+  ConnectionId next_connection_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+class LocalRendezvous::Impl::Client final : public RendezvousClient {
+ public:
+  explicit Client(Impl* impl)
+      : impl_(impl),
+        channel_(std::make_shared<LocalChannel>()),
+        id_(impl->NextConnection(channel_)) {}
+
+  ~Client() override { Close(""); }
+
+  absl::Status Start(const v1::Join& join) override {
+    v1::Join j = join;
+    j.set_heartbeat_timeout_ms(kNoHeartbeatTimeoutMs);
+    absl::MutexLock lock(&impl_->events_mu());
+    if (channel_->ended()) {
+      return absl::UnavailableError(
+          "the in-process rendezvous is shutting down");
+    }
+    absl::Status refused = impl_->coordinator().OnJoin(id_, j, channel_);
+    if (!refused.ok()) return refused;
+    joined_ = true;
+    return absl::OkStatus();
+  }
+
+  absl::Status Send(const v1::AgentMessage& msg) override {
+    absl::MutexLock lock(&impl_->events_mu());
+    if (closed_ || channel_->ended()) {
+      return absl::UnavailableError("the session has ended");
+    }
+    Coordinator& c = impl_->coordinator();
+    switch (msg.kind_case()) {
+      case v1::AgentMessage::kJoin: {
+        v1::Join j = msg.join();
+        j.set_heartbeat_timeout_ms(kNoHeartbeatTimeoutMs);
+        absl::Status refused = c.OnJoin(id_, j, channel_);
+        if (!refused.ok()) {
+          channel_->End(refused);
+          return absl::OkStatus();  // Next reports it, as over gRPC.
+        }
+        joined_ = true;
+        break;
+      }
+      case v1::AgentMessage::kHeartbeat:
+        if (joined_) c.OnHeartbeat(id_, msg.heartbeat());
+        break;
+      case v1::AgentMessage::kWorkersFailed:
+        if (joined_) c.OnWorkersFailed(id_, msg.workers_failed());
+        break;
+      case v1::AgentMessage::kWorkersSucceeded:
+        if (joined_) c.OnWorkersSucceeded(id_, msg.workers_succeeded());
+        break;
+      case v1::AgentMessage::kLeave:
+        if (joined_) c.OnLeave(id_, msg.leave());
+        break;
+      case v1::AgentMessage::kPreflightFailed:
+        if (joined_) c.OnPreflightFailed(id_, msg.preflight_failed());
+        break;
+      case v1::AgentMessage::KIND_NOT_SET:
+        break;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<v1::ServerMessage> Next(absl::Duration timeout) override {
+    return channel_->Next(timeout);
+  }
+
+  void SetRound(int64_t) override {}
+
+  void Close(absl::string_view leave_reason) override {
+    absl::MutexLock lock(&impl_->events_mu());
+    if (closed_) return;
+    closed_ = true;
+    if (joined_) {
+      if (!leave_reason.empty()) {
+        v1::Leave leave;
+        leave.set_reason(std::string(leave_reason));
+        impl_->coordinator().OnLeave(id_, leave);
+      }
+      impl_->coordinator().OnDisconnect(id_);
+    }
+    channel_->End(absl::CancelledError("the session was closed by this agent"));
+  }
+
+ private:
+  Impl* const impl_;
+  const std::shared_ptr<LocalChannel> channel_;
+  const ConnectionId id_;
+  // Under impl_->events_mu().
+  bool joined_ = false;
+  bool closed_ = false;
+};
+
+std::unique_ptr<RendezvousClient> LocalRendezvous::Impl::NewClient() {
+  return std::make_unique<Client>(this);
+}
+
+absl::StatusOr<std::unique_ptr<LocalRendezvous>> LocalRendezvous::Start(
+    LocalRendezvousOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  absl::Status started = impl->Start();
+  if (!started.ok()) return started;
+  return std::unique_ptr<LocalRendezvous>(new LocalRendezvous(std::move(impl)));
+}
+
+LocalRendezvous::LocalRendezvous(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+LocalRendezvous::~LocalRendezvous() = default;
+
+std::unique_ptr<RendezvousClient> LocalRendezvous::NewClient() {
+  return impl_->NewClient();
+}
+std::string LocalRendezvous::store_endpoint() const {
+  return impl_->store_endpoint();
+}
+bool LocalRendezvous::store_started() const { return impl_->store_started(); }
+void LocalRendezvous::Shutdown(absl::Duration grace) { impl_->Shutdown(grace); }
+Coordinator& LocalRendezvous::coordinator() { return impl_->coordinator(); }
+KvStore& LocalRendezvous::store() { return impl_->store(); }
+
+}  // namespace muster::rendezvous
