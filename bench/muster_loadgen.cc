@@ -524,6 +524,9 @@ int main(int argc, char** argv) {
                  "musterd's pid, for its CPU time and memory")
       ->check(CLI::Range(1, 1 << 30));
   CLI11_PARSE(app, argc, argv);
+  // Debian's Abseil checks every lock for deadlocks (no NDEBUG): costly with
+  // one mutex per simulated agent.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (jobs > agents) {
     std::fprintf(stderr,
                  "muster-loadgen: --jobs=%d is more than --agents=%d; every "

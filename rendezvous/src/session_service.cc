@@ -34,19 +34,26 @@ class SessionChannel final : public AgentChannel {
   explicit SessionChannel(SessionReactor* reactor) : reactor_(reactor) {}
 
   void Send(const v1::ServerMessage& msg) override {
+    SendShared(std::make_shared<const v1::ServerMessage>(msg));
+  }
+
+  // A broadcast's message is shared by every stream it goes to, not copied.
+  void SendShared(std::shared_ptr<const v1::ServerMessage> msg) override {
     SessionReactor* reactor = nullptr;
+    const v1::ServerMessage* write = nullptr;
     {
       absl::MutexLock lock(&mu_);
       if (reactor_ == nullptr || closing_ || broken_) return;
       if (write_in_flight_) {
-        queue_.push_back(msg);
+        queue_.push_back(std::move(msg));
         return;
       }
       write_in_flight_ = true;
-      writing_ = msg;
+      writing_ = std::move(msg);
+      write = writing_.get();
       reactor = reactor_;
     }
-    reactor->StartWrite(&writing_);
+    reactor->StartWrite(write);
   }
 
   void Close(const absl::Status& status) override {
@@ -69,7 +76,7 @@ class SessionChannel final : public AgentChannel {
   // From the reactor's OnWriteDone.
   void OnWriteDone(bool ok) {
     SessionReactor* reactor = nullptr;
-    bool write = false;
+    const v1::ServerMessage* write = nullptr;
     grpc::Status final_status;
     {
       absl::MutexLock lock(&mu_);
@@ -85,7 +92,7 @@ class SessionChannel final : public AgentChannel {
         writing_ = std::move(queue_.front());
         queue_.pop_front();
         write_in_flight_ = true;
-        write = true;
+        write = writing_.get();
       } else if (closing_) {
         finished_ = true;
         final_status = final_status_;
@@ -94,8 +101,8 @@ class SessionChannel final : public AgentChannel {
       }
       reactor = reactor_;
     }
-    if (write) {
-      reactor->StartWrite(&writing_);
+    if (write != nullptr) {
+      reactor->StartWrite(write);
     } else {
       reactor->Finish(final_status);
     }
@@ -116,15 +123,16 @@ class SessionChannel final : public AgentChannel {
  private:
   mutable absl::Mutex mu_;
   SessionReactor* reactor_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::ServerMessage> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<const v1::ServerMessage>> queue_
+      ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
-  // The message of the write in flight: set only while no write is in flight,
-  // read by gRPC until OnWriteDone.
-  v1::ServerMessage writing_;
+  // The message of the write in flight (kept alive until OnWriteDone): set only
+  // while no write is in flight, read by gRPC until then.
+  std::shared_ptr<const v1::ServerMessage> writing_;
 };
 
 namespace {

@@ -1,0 +1,45 @@
+#include "rendezvous/src/outbox.h"
+
+#include <utility>
+
+namespace muster::rendezvous {
+
+void Outbox::Send(std::shared_ptr<AgentChannel> channel,
+                  std::shared_ptr<const v1::ServerMessage> msg) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(Delivery{std::move(channel), std::move(msg), {}});
+}
+
+void Outbox::Close(std::shared_ptr<AgentChannel> channel, absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(Delivery{std::move(channel), nullptr, std::move(status)});
+}
+
+void Outbox::Flush() {
+  std::vector<Delivery> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    if (flushing_) return;  // the thread delivering takes ours too
+    flushing_ = true;
+  }
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      batch.clear();
+      if (queue_.empty()) {
+        flushing_ = false;
+        return;
+      }
+      batch.swap(queue_);
+    }
+    for (Delivery& d : batch) {
+      if (d.msg != nullptr) {
+        d.channel->SendShared(std::move(d.msg));
+      } else {
+        d.channel->Close(d.close_status);
+      }
+    }
+  }
+}
+
+}  // namespace muster::rendezvous
