@@ -37,6 +37,7 @@
 #include "muster/rendezvous/coordinator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <map>
@@ -312,12 +313,39 @@ struct Job {
   }
 };
 
+// A time that may be written under a shared lock (relaxed: only the value
+// matters, and Tick reads it under the exclusive lock). Copyable so that it can
+// live in a hash map, which moves entries only under the exclusive lock.
+class AtomicTime {
+ public:
+  AtomicTime() = default;
+  AtomicTime(const AtomicTime& o)
+      : ns_(o.ns_.load(std::memory_order_relaxed)) {}
+  AtomicTime& operator=(const AtomicTime& o) {
+    ns_.store(o.ns_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
+  AtomicTime& operator=(absl::Time t) {
+    ns_.store(absl::ToUnixNanos(t), std::memory_order_relaxed);
+    return *this;
+  }
+  absl::Time Get() const {
+    return absl::FromUnixNanos(ns_.load(std::memory_order_relaxed));
+  }
+
+ private:
+  std::atomic<int64_t> ns_{0};
+};
+
 // The connection table: the only place that refers to channels.
 struct Connection {
   std::shared_ptr<AgentChannel> channel;
   std::string job_id;
   std::string node_id;
-  absl::Time last_seen;
+  // Written by heartbeats under a shared (reader) lock: they are most of the
+  // events, and taking the lock exclusively for each one starved whole
+  // connections of gRPC threads at 10,000 agents.
+  AtomicTime last_seen;
   absl::Duration heartbeat_timeout;
   int64_t heartbeat_interval_ms = 0;
   // We ended the stream (job over); it stays here until the adapter reports the
@@ -368,6 +396,8 @@ class Coordinator::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Any message is a heartbeat.
   void Touch(ConnectionId conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same under the shared lock (a heartbeat: nothing else changes).
+  void TouchShared(ConnectionId conn) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Queues msg for conn's agent in the outbox (written once the lock is
   // released).
   void Send(ConnectionId conn, const v1::ServerMessage& msg)
@@ -479,6 +509,11 @@ std::pair<Job*, Node*> Coordinator::Impl::Find(ConnectionId conn) {
 }
 
 void Coordinator::Impl::Touch(ConnectionId conn) {
+  auto c = conns_.find(conn);
+  if (c != conns_.end()) c->second.last_seen = clock_->Now();
+}
+
+void Coordinator::Impl::TouchShared(ConnectionId conn) {
   auto c = conns_.find(conn);
   if (c != conns_.end()) c->second.last_seen = clock_->Now();
 }
@@ -1032,7 +1067,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         // A repeated Join or a reconnect: only the stream changed.
         SendWaiting(job, node);
       } else {
-        MUSTER_LOG_AT(options_.event_log_level)
+        // One line per node is what a person reads for a few nodes; for
+        // thousands it is noise written under the lock (the round's own lines
+        // say how many joined).
+        MUSTER_LOG_AT(job.max_nodes > kWaitingAtOnceMax
+                          ? LogLevel::kDebug
+                          : options_.event_log_level)
             << "job " << job.id << ": " << who << " joined round " << job.round;
         AddWaiting(job, node);
       }
@@ -1077,8 +1117,8 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
 }
 
 void Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
-  absl::MutexLock lock(&mu_);
-  Touch(conn);
+  absl::ReaderMutexLock lock(&mu_);
+  TouchShared(conn);
 }
 
 void Coordinator::Impl::OnWorkersFailed(ConnectionId conn,
@@ -1171,7 +1211,7 @@ absl::Time Coordinator::Impl::Tick() {
           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<absl::Time> {
     auto c = conns_.find(id);
     if (c == conns_.end()) return std::nullopt;
-    return c->second.last_seen + c->second.heartbeat_timeout;
+    return c->second.last_seen.Get() + c->second.heartbeat_timeout;
   };
   std::vector<ConnectionId> expired;
   heartbeats_.PopExpired(now, heartbeat_deadline, &expired);

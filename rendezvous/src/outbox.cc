@@ -1,6 +1,9 @@
 #include "rendezvous/src/outbox.h"
 
+#include <cstdint>
 #include <utility>
+
+#include "absl/time/clock.h"
 
 namespace muster::rendezvous {
 
@@ -22,16 +25,20 @@ void Outbox::Flush() {
     if (flushing_) return;  // the thread delivering takes ours too
     flushing_ = true;
   }
+  const absl::Time start = absl::Now();
+  int64_t delivered = 0;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
       batch.clear();
-      if (queue_.empty()) {
-        flushing_ = false;
+      if (queue_.empty() ||
+          (delivered >= kFlushQuota && absl::Now() - start >= kFlushBudget)) {
+        flushing_ = false;  // the rest (if any) goes with the next Flush
         return;
       }
       batch.swap(queue_);
     }
+    delivered += static_cast<int64_t>(batch.size());
     for (Delivery& d : batch) {
       if (d.msg != nullptr) {
         d.channel->SendShared(std::move(d.msg));

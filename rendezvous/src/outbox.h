@@ -8,9 +8,16 @@
 // whole fan-out. Order still matters (RoundReady before a later Restart to the
 // same agent), so messages are appended while the Coordinator's lock is held
 // (its order is the state machine's order) and delivered by one thread at a
-// time: whoever calls Flush first delivers everything queued, including what
+// time: whoever calls Flush first delivers what is queued, including what
 // other threads append meanwhile; a Flush that finds a delivery under way
 // returns at once and leaves its messages to it.
+//
+// A flusher is a gRPC thread that also reads some connection's streams; kept
+// delivering other threads' messages through a 10,000-agent join storm, it
+// starved that connection's heartbeats past their timeout. So once a Flush has
+// delivered kFlushQuota messages and used kFlushBudget it stops and leaves the
+// rest to the next Flush (every Coordinator event flushes, and musterd ticks
+// every 20 ms).
 //
 // A broadcast (Restart, a job's verdict, Waiting) shares one message among all
 // its recipients (AgentChannel::SendShared), so it is built and held once.
@@ -26,12 +33,16 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "muster/rendezvous/coordinator.h"
 
 namespace muster::rendezvous {
 
 class Outbox {
  public:
+  static constexpr int kFlushQuota = 256;
+  static constexpr absl::Duration kFlushBudget = absl::Milliseconds(2);
+
   // Queues msg for channel. Does not block on the stream.
   void Send(std::shared_ptr<AgentChannel> channel,
             std::shared_ptr<const v1::ServerMessage> msg);
@@ -39,8 +50,8 @@ class Outbox {
   void Close(std::shared_ptr<AgentChannel> channel, absl::Status status);
 
   // Delivers what is queued unless another thread is delivering (it then
-  // delivers this thread's messages too). Call with no lock held that a channel
-  // could need.
+  // delivers this thread's messages too), within the quota and budget above.
+  // Call with no lock held that a channel could need.
   void Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "muster/common/logging.h"
 #include "rendezvous/src/grpc_status.h"
 
@@ -113,6 +115,12 @@ class SessionChannel final : public AgentChannel {
     return closing_;
   }
 
+  // The status the stream ended with (OK until Close).
+  grpc::StatusCode final_code() const {
+    absl::MutexLock lock(&mu_);
+    return final_status_.error_code();
+  }
+
   // From the reactor's OnDone: the reactor is about to be deleted.
   void Detach() {
     absl::MutexLock lock(&mu_);
@@ -136,6 +144,9 @@ class SessionChannel final : public AgentChannel {
 };
 
 namespace {
+
+// The method name the metrics use, as gRPC's interceptors name it.
+constexpr char kSessionMethod[] = "/muster.v1.Rendezvous/Session";
 
 const char* KindName(const v1::AgentMessage& msg) {
   switch (msg.kind_case()) {
@@ -169,6 +180,7 @@ class SessionService::Reactor final : public SessionReactor {
         coordinator_(service->coordinator_),
         id_(id),
         peer_(std::move(peer)),
+        start_(absl::Now()),
         channel_(std::make_shared<SessionChannel>(this)) {
     absl::Status refusal;
     if (!service_->Register(id_, channel_, &refusal)) {
@@ -204,6 +216,10 @@ class SessionService::Reactor final : public SessionReactor {
     channel_->Detach();
     Disconnect();
     service_->Unregister(id_);
+    if (service_->metrics_ != nullptr) {
+      service_->metrics_->Observe(kSessionMethod, channel_->final_code(),
+                                  absl::Now() - start_);
+    }
     delete this;
   }
 
@@ -269,6 +285,7 @@ class SessionService::Reactor final : public SessionReactor {
   Coordinator* const coordinator_;
   const ConnectionId id_;
   const std::string peer_;
+  const absl::Time start_;
   const std::shared_ptr<SessionChannel> channel_;
   // Owned by the read path: one read in flight at a time.
   v1::AgentMessage request_;
@@ -278,8 +295,8 @@ class SessionService::Reactor final : public SessionReactor {
   bool disconnected_ ABSL_GUARDED_BY(events_mu_) = false;
 };
 
-SessionService::SessionService(Coordinator* coordinator)
-    : coordinator_(coordinator) {}
+SessionService::SessionService(Coordinator* coordinator, RpcMetrics* metrics)
+    : coordinator_(coordinator), metrics_(metrics) {}
 
 SessionService::~SessionService() = default;
 

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/src/metrics.h"
 
 namespace muster::rendezvous {
 
@@ -24,8 +25,10 @@ class SessionChannel;
 // (Server::Shutdown waits for every stream to be done).
 class SessionService final : public v1::Rendezvous::CallbackService {
  public:
-  // coordinator must outlive the service.
-  explicit SessionService(Coordinator* coordinator);
+  // coordinator (and metrics, when given) must outlive the service. Each
+  // stream's end is recorded in metrics (the interceptor skips streams).
+  explicit SessionService(Coordinator* coordinator,
+                          RpcMetrics* metrics = nullptr);
   ~SessionService() override;
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Session(
@@ -53,6 +56,7 @@ class SessionService final : public v1::Rendezvous::CallbackService {
   void Unregister(ConnectionId id);
 
   Coordinator* const coordinator_;
+  RpcMetrics* const metrics_;
   std::atomic<ConnectionId> next_connection_{1};
 
   mutable absl::Mutex mu_;

@@ -160,9 +160,11 @@ class Coordinator {
   void OnDisconnect(ConnectionId conn);
 
   // Fires what is due at clock->Now(): last-call timers, join timeouts, missed
-  // heartbeats, retention of ended jobs. Returns the earliest time something is
-  // next due (absl::InfiniteFuture() when nothing is). The server calls it at
-  // least that often.
+  // heartbeats, retention of ended jobs, coalesced Waiting updates, and writes
+  // out messages an event's flush left (rendezvous/src/outbox.h). Returns the
+  // earliest time something is next due (absl::InfiniteFuture() when nothing
+  // is). The server calls it at least that often, and at least every
+  // ServerOptions::tick_interval.
   absl::Time Tick();
 
   // Jobs (all when job_id is empty), for `muster status`.
