@@ -191,12 +191,14 @@ run_case() {  # launcher case i
   echo "$r"
 }
 
-summary() {  # file -> "median p99 (n ok of m)"
-  awk '$1 != "cap" && $1 != "error" { v[n++] = $1 } END {
-    m = NR; if (n == 0) { printf "- | - | 0 of %d\n", m; exit }
-    asort(v); med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+summary() {  # file -> "median | p99 | n ok of m"
+  local m
+  m=$(wc -l <"$1")
+  grep -vE '^(cap|error)$' "$1" | sort -g | awk -v m="$m" '{ v[NR] = $1 } END {
+    n = NR; if (n == 0) { printf "- | - | 0 of %d\n", m; exit }
+    med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
     i = int(0.99 * (n - 1) + 0.999999) + 1; if (i > n) i = n
-    printf "%.3f s | %.3f s | %d of %d\n", med, v[i], n, m }' "$1"
+    printf "%.3f s | %.3f s | %d of %d\n", med, v[i], n, m }'
 }
 
 for c in agent_killed worker_exit server_restart; do
