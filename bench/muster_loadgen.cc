@@ -478,14 +478,16 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
 
   // End: every agent reports success (the server closes each stream with the
   // verdict); whatever is left after 30 s is cancelled.
-  stop_heartbeats.store(true);
-  heartbeats.join();
-  std::printf("loadgen_heartbeat_lag_max_ms=%.0f\n",
-              absl::ToDoubleMilliseconds(max_lag));
+  // Heartbeats go on until the verdicts are in: a real agent beats until it
+  // exits.
   const int all = static_cast<int>(sims.size());
   for (auto& s : sims) s->Succeed();
   WaitFor(progress, absl::Seconds(30),
           [&] { return progress.verdicts >= all - 1; });
+  stop_heartbeats.store(true);
+  heartbeats.join();
+  std::printf("loadgen_heartbeat_lag_max_ms=%.0f\n",
+              absl::ToDoubleMilliseconds(max_lag));
   for (auto& s : sims) {
     s->Stop();
     s->Kill();

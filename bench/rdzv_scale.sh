@@ -58,10 +58,15 @@ for n in "${sizes[@]}"; do
   rc=0
   timeout $((180 + n / 200)) "$loadgen" --endpoint="127.0.0.1:$port" --agents="$n" --seconds="$hb" \
     --musterd-pid="$pid" >"$log/loadgen-$n.txt" 2>"$log/loadgen-$n.err" || rc=$?
+  mrc=0
+  kill -0 "$pid" 2>/dev/null || mrc="gone before the end"
   kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || mrc="${mrc/0/$?}"
   cat "$log/loadgen-$n.txt" >&2
   cp "$log/loadgen-$n.txt" "$res/rdzv-scale-$label-$n.txt"
+  # musterd's last words and how it ended (a crash would show here).
+  { echo "--- musterd (exit status after SIGTERM: $mrc), last log lines:"; tail -5 "$log/musterd-$n.log"; } \
+    >>"$res/rdzv-scale-$label-$n.txt"
   f=$log/loadgen-$n.txt
   formed=$(value round_formed_s "$f")
   grep -q "round_formed_s=.*not formed" "$f" && formed=-
