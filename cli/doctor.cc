@@ -43,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cli/security_flags.h"
 #include "muster/common/net.h"
 #include "muster/common/probe.h"
 
@@ -2997,6 +2998,10 @@ int RunDoctor(const std::vector<std::string>& args,
   app.add_option("--ports", ports_text,
                  "the TCP ports the job uses here, A-B or a comma list");
   app.add_flag("--json", opt.json, "print JSON instead of a table");
+  std::string rdzv_conf = Get(env, "PET_RDZV_CONF");
+  app.add_option("--rdzv-conf,--rdzv_conf", rdzv_conf,
+                 "the job's rdzv-conf: tls_ca, tls_cert, tls_key, token_file "
+                 "say whether it uses TLS and a token");
   app.add_option("--os", opt.os,
                  "write firewall commands for linux or windows (default: this "
                  "platform)")
@@ -3063,6 +3068,15 @@ int RunDoctor(const std::vector<std::string>& args,
   }
   if (!opt.master_addr.empty()) {
     add_target("master", HostPort{opt.master_addr, master_port});
+    // Static mode: besides --master-port (the workers' store), node rank 0
+    // serves muster's rendezvous on the endpoint's port, 29400 unless moved.
+    // torchrun needs only the first; this is the port users forget to open.
+    if (opt.rdzv_endpoint.empty()) {
+      add_target("endpoint", HostPort{opt.master_addr, kDefaultRdzvPort});
+      targets.back().title =
+          absl::StrCat("static rdzv ", opt.master_addr, ":", kDefaultRdzvPort,
+                       " (muster's second port on node rank 0)");
+    }
   }
   for (const std::string& peer : opt.peers) {
     auto hp = ParseHostPort(peer, -1);
@@ -3169,6 +3183,20 @@ int RunDoctor(const std::vector<std::string>& args,
   report.checks.push_back(
       InterfacesCheck(ifs, facts, env, peer_addresses, multi_node));
   report.checks.push_back(FirewallCheck(firewall_ports, opt, env, multi_node));
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].id != "endpoint") continue;
+    absl::StatusOr<rendezvous::ClientSecurity> security =
+        ClientSecurityFromFlags(rdzv_conf, "", env);
+    const bool client_tls = security.ok() && security->tls();
+    const bool token = security.ok() && !security->token.empty();
+    report.checks.push_back(doctor::SecurityCheck(
+        targets[i].hp.ToString(), targets[i].local,
+        results[i].outcome == ProbeOutcome::kOpen
+            ? rendezvous::ProbeTls(targets[i].hp.host, targets[i].hp.port,
+                                   opt.timeout)
+            : rendezvous::TlsProbe::kUnknown,
+        client_tls, token));
+  }
   report.checks.push_back(EnvironmentCheck(env, opt));
   report.checks.push_back(GpuCheck(env));
 

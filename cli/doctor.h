@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "muster/rendezvous/security.h"
 #include "nlohmann/json.hpp"
 
 namespace muster::cli {
@@ -221,6 +222,13 @@ std::vector<std::string> OpenPortCommands(absl::string_view os,
                                           absl::string_view tool,
                                           const std::vector<PortRange>& ports,
                                           absl::string_view nft_chain = "");
+
+// Whether the job talks to musterd at `endpoint` over TLS (doctor_security.cc):
+// FAIL for a plaintext/TLS mismatch, WARN for plaintext across hosts, PASS for
+// TLS or plaintext on this host only, INFO when nothing answered.
+Check SecurityCheck(const std::string& endpoint, bool local,
+                    rendezvous::TlsProbe server, bool client_tls,
+                    bool has_token);
 
 }  // namespace doctor
 }  // namespace muster::cli

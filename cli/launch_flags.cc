@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "cli/slurm.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
+#include "muster/rendezvous/auth.h"
 
 namespace muster::cli {
 namespace {
@@ -90,6 +92,25 @@ const FlagSpec kFlags[] = {
     {"start-method", "", true, "spawn|fork|forkserver", kGroupNodes,
      "Accepted for torchrun compatibility; workers are always started with "
      "fork and exec."},
+    {"shutdown-timeout", "", true, "SECONDS", kGroupNodes,
+     "How long stopping the workers waits after SIGTERM (or the forwarded "
+     "signal) before SIGKILL. Default 30, or TORCH_ELASTIC_SHUTDOWN_TIMEOUT."},
+    {"signals-to-handle", "", true, "SIG,...", kGroupNodes,
+     "Signals the launcher forwards to the workers and then stops the job on "
+     "(exit 128+N). Default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1,SIGUSR2 "
+     "for Slurm."},
+    {"numa-binding", "", true, "node|socket|exclusive|core-complex",
+     kGroupNodes,
+     "Bind each worker to the CPUs near the GPU of its local rank: the GPU's "
+     "NUMA node, its socket, an exclusive share of the node's cores, or one "
+     "L3 cache domain. Without GPUs or NUMA information: a warning, no "
+     "binding."},
+    {"virtual-local-rank", "", false, "", kGroupNodes,
+     "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to the "
+     "GPU of its local rank, which it sees as device 0."},
+    {"event-log-handler", "", true, "null|console", kGroupNodes,
+     "Where torchelastic events go: null (nowhere, the default) or console "
+     "(JSON lines on stderr)."},
     {"local-addr", "", true, "ADDR", kGroupNodes,
      "The address this node advertises to the others. Default: detected."},
     {"standalone", "", false, "", kGroupRdzv,
@@ -111,7 +132,9 @@ const FlagSpec kFlags[] = {
      "last_call_timeout, close_timeout, read_timeout, connect_timeout, "
      "reconnect_timeout, preflight_timeout, keep_alive_interval; "
      "keep_alive_max_attempt; "
-     "is_host=true|false."},
+     "is_host=true|false; tls_ca, tls_cert, tls_key (PEM files: TLS to "
+     "musterd); token_file (the job token, or MUSTER_RDZV_TOKEN; see "
+     "docs/security.md)."},
     {"master-addr", "", true, "HOST", kGroupStatic,
      "Static mode: node rank 0's address (MASTER_ADDR of the workers). Default "
      "127.0.0.1."},
@@ -124,6 +147,10 @@ const FlagSpec kFlags[] = {
      "Run PROGRAM as given, even when it ends in .py."},
     {"run-path", "", false, "", kGroupProgram,
      "Run PROGRAM with the Python interpreter whatever its name."},
+    {"python", "", true, "PATH", kGroupProgram,
+     "The Python interpreter of the workers (a .py PROGRAM, -m, --run-path). "
+     "Default: PYTHON_EXEC, else python3 from PATH, resolved once at start "
+     "(a pyenv shim becomes the interpreter it runs)."},
     {"log-dir", "", true, "DIR", kGroupOutput,
      "Base directory of the workers' log and error files. Default: a temporary "
      "directory."},
@@ -136,6 +163,15 @@ const FlagSpec kFlags[] = {
     {"local-ranks-filter", "", true, "RANK,...", kGroupOutput,
      "Only these local ranks' output reaches the console (log files get "
      "everything)."},
+    {"duplicate-stdout-filters", "", true, "TEXT,...", kGroupOutput,
+     "Teed stdout lines that contain any of these strings are also written to "
+     "attempt_<n>/filtered_stdout.log (,, is a literal comma)."},
+    {"duplicate-stderr-filters", "", true, "TEXT,...", kGroupOutput,
+     "As --duplicate-stdout-filters, for stderr (filtered_stderr.log)."},
+    {"logs-specs", "", true, "NAME", kGroupOutput,
+     "torchrun's torchrun.logs_specs plugin name. muster cannot load Python "
+     "plugins: any value is an error (its logs follow torchrun's "
+     "DefaultLogsSpecs)."},
 };
 
 std::string Underscored(absl::string_view dashed) {
@@ -306,6 +342,12 @@ absl::Status ParseNnodes(const Given& g, int* min_nodes, int* max_nodes) {
   return absl::OkStatus();
 }
 
+// The most workers one agent starts. Far above any machine's cores or GPUs,
+// and low enough that a typo (an extra digit, INT32_MAX) is refused at once
+// instead of fork-bombing the node; a job's world size is capped again by the
+// server (kMaxWorldSize in the coordinator).
+constexpr int kMaxNprocPerNode = 4096;
+
 // --nproc-per-node: a number, "auto", "cpu" or "gpu". `host` is asked only for
 // the words.
 absl::StatusOr<int> ParseNproc(const Given& g,
@@ -326,6 +368,12 @@ absl::StatusOr<int> ParseNproc(const Given& g,
   if (!n.has_value()) return BadValue(g, kForm);
   if (*n < 1)
     return BadValue(g, absl::StrCat("at least 1 worker per node; ", kForm));
+  if (*n > kMaxNprocPerNode) {
+    return BadValue(
+        g, absl::StrCat("at most ", kMaxNprocPerNode,
+                        " workers per node; start more agents (nodes) for a "
+                        "bigger job"));
+  }
   return *n;
 }
 
@@ -376,15 +424,80 @@ absl::StatusOr<std::set<int>> ParseRankList(const Given& g) {
   return out;
 }
 
+// torchrun's comma_separated_list: items split at ',', ",," is a literal
+// comma, empty items are dropped ("" filters nothing).
+std::vector<std::string> ParseFilterList(absl::string_view text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      item.push_back(text[i]);
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      item.push_back(',');
+      ++i;
+    } else {
+      if (!item.empty()) out.push_back(std::move(item));
+      item.clear();
+    }
+  }
+  if (!item.empty()) out.push_back(std::move(item));
+  return out;
+}
+
+// --signals-to-handle: names (SIGTERM, TERM, sigterm) or numbers.
+absl::StatusOr<std::vector<int>> ParseSignalList(const Given& g) {
+  static const std::pair<const char*, int> kNames[] = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT},
+      {"TERM", SIGTERM}, {"USR1", SIGUSR1},   {"USR2", SIGUSR2},
+      {"ALRM", SIGALRM}, {"PIPE", SIGPIPE},   {"CONT", SIGCONT},
+      {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},   {"TTOU", SIGTTOU},
+      {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},   {"VTALRM", SIGVTALRM},
+      {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"PWR", SIGPWR},
+      {"KILL", SIGKILL}, {"STOP", SIGSTOP}};
+  std::vector<int> out;
+  for (absl::string_view item :
+       absl::StrSplit(g.value, ',', absl::SkipWhitespace())) {
+    std::string name = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(item));
+    int sig = 0;
+    if (!absl::SimpleAtoi(name, &sig)) {
+      absl::string_view bare = name;
+      absl::ConsumePrefix(&bare, "SIG");
+      for (const auto& [n, v] : kNames) {
+        if (bare == n) sig = v;
+      }
+    }
+    if (sig <= 0 || sig >= NSIG) {
+      return BadValue(g, absl::StrCat("unknown signal '", item,
+                                      "'; write names such as "
+                                      "SIGTERM,SIGINT,SIGUSR1 or numbers"));
+    }
+    if (sig == SIGKILL || sig == SIGSTOP) {
+      return BadValue(g, absl::StrCat(item,
+                                      " cannot be caught by any process; "
+                                      "leave it out"));
+    }
+    if (std::find(out.begin(), out.end(), sig) == out.end()) out.push_back(sig);
+  }
+  if (out.empty()) {
+    return BadValue(g, "expected at least one signal, e.g. SIGTERM,SIGINT");
+  }
+  return out;
+}
+
 // --rdzv-conf, parsed into the config. is_host is returned separately: it
-// decides the mode.
+// decides the mode. Keys muster does not know (torchrun's use_libuv, a
+// backend's own settings) are warnings: the same command line must run
+// under both launchers.
 absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
-                           std::optional<bool>* is_host) {
+                           std::optional<bool>* is_host,
+                           std::vector<std::string>* warnings,
+                           std::string* token_file) {
   static constexpr char kKeys[] =
       "join_timeout (alias timeout), last_call_timeout, close_timeout, "
       "read_timeout, connect_timeout, reconnect_timeout, preflight_timeout, "
       "keep_alive_interval, "
-      "keep_alive_max_attempt, is_host";
+      "keep_alive_max_attempt, is_host, tls_ca, tls_cert, tls_key, "
+      "token_file";
   for (absl::string_view item :
        absl::StrSplit(g.value, ',', absl::SkipWhitespace())) {
     std::pair<absl::string_view, absl::string_view> kv =
@@ -406,12 +519,27 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
       *is_host = b;
       continue;
     }
+    // Security (docs/security.md): file paths, read and checked once the
+    // whole command is parsed.
+    if (key == "tls_ca" || key == "tls_cert" || key == "tls_key" ||
+        key == "token_file") {
+      if (value.empty()) {
+        return BadValue(g, absl::StrCat(key, "= needs a file path"));
+      }
+      std::string* field = key == "tls_ca"     ? &config->security.tls_ca
+                           : key == "tls_cert" ? &config->security.tls_cert
+                           : key == "tls_key"  ? &config->security.tls_key
+                                               : token_file;
+      *field = std::string(value);
+      continue;
+    }
     if (key == "keep_alive_max_attempt") {
       std::optional<int> n = ParseInt(value);
-      if (!n.has_value() || *n < 1) {
+      if (!n.has_value() || *n < 1 || *n > 1000) {
         return BadValue(
             g, absl::StrCat("keep_alive_max_attempt=", value,
-                            ": expected a whole number of heartbeats >= 1"));
+                            ": expected a whole number of heartbeats from 1 to "
+                            "1000"));
       }
       config->heartbeat_max_missed = *n;
       continue;
@@ -420,6 +548,10 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
     // A zero last call closes the round as soon as min nodes are in; a zero
     // close timeout ends it at once.
     bool zero_ok = false;
+    // Every duration has sane bounds: a heartbeat every nanosecond (or once a
+    // year) is a typo, not a setting. Default bounds: 10 ms .. 7 days.
+    absl::Duration lo = absl::Milliseconds(10);
+    absl::Duration hi = absl::Hours(24 * 7);
     if (key == "join_timeout" || key == "timeout") {
       target = &config->join_timeout;
     } else if (key == "last_call_timeout") {
@@ -438,6 +570,7 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
     } else if (key == "preflight_timeout") {
       target = &config->preflight_timeout;
     } else if (key == "keep_alive_interval") {
+      hi = absl::Seconds(60);
       // torchrun's keep-alive is 5 s x 3 attempts: 15 s before a hung agent is
       // noticed. muster's defaults (0.25 s x 4, see AgentConfig) notice it in
       // about a second, which is what lets survivors leave a dead collective
@@ -446,14 +579,31 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
       // for torchrun's values still gets them.
       target = &config->heartbeat_interval;
     } else {
-      return BadValue(
-          g, absl::StrCat("unknown key '", key, "'; the keys are ", kKeys));
+      std::string hint;
+      for (absl::string_view known : absl::StrSplit(kKeys, ", ")) {
+        known = known.substr(0, known.find(' '));
+        if (EditDistance(key, known) <= 2) {
+          hint = absl::StrCat(" (did you mean ", known, "?)");
+          break;
+        }
+      }
+      warnings->push_back(absl::StrCat(
+          g.source, ": ignoring key '", key, "'", hint,
+          ", which muster's rendezvous does not use; its keys are ", kKeys));
+      continue;
     }
     std::optional<absl::Duration> d = ParseSeconds(value);
     if (!d.has_value() || (!zero_ok && *d == absl::ZeroDuration())) {
       return BadValue(g, absl::StrCat(key, "=", value, ": expected seconds ",
                                       zero_ok ? ">= 0" : "> 0", ", e.g. ", key,
                                       "=30 or ", key, "=0.5"));
+    }
+    if ((*d < lo && !(zero_ok && *d == absl::ZeroDuration())) || *d > hi) {
+      return BadValue(
+          g, absl::StrCat(key, "=", value, " is out of range: expected ",
+                          zero_ok ? "0 or " : "", "seconds from ",
+                          absl::FormatDuration(lo), " to ",
+                          absl::FormatDuration(hi)));
     }
     *target = *d;
   }
@@ -753,9 +903,11 @@ void ResolveStandalone(const ModeInputs& in, AgentConfig* c) {
   c->embed_listen = "127.0.0.1:0";
   // The agent fills it in with the embedded server's address once it listens.
   c->rdzv_endpoint.clear();
-  // A fresh id per run, as torchrun's uuid: nothing else shares this server,
-  // and a fresh id keeps log directories of consecutive runs apart.
-  if (!in.run_id_given) c->run_id = RandomRunId();
+  // --standalone: a fresh id per run, as torchrun's uuid. A single node without
+  // --standalone keeps torchrun's "none" (TORCHELASTIC_RUN_ID=none): nothing
+  // else shares its embedded server, and log directories get their own
+  // suffix anyway.
+  if (!in.run_id_given && in.standalone) c->run_id = RandomRunId();
 }
 
 absl::Status ResolveStatic(const ModeInputs& in, AgentConfig* c,
@@ -914,8 +1066,8 @@ absl::StatusOr<LaunchCommand> Parse(
   }
   if (const Given* g = get("monitor-interval")) {
     std::optional<absl::Duration> d = ParseSeconds(g->value);
-    if (!d.has_value() || *d <= absl::ZeroDuration()) {
-      return BadValue(*g, "expected seconds > 0, e.g. 0.1 or 5");
+    if (!d.has_value() || *d < absl::Milliseconds(1) || *d > absl::Hours(1)) {
+      return BadValue(*g, "expected seconds from 0.001 to 3600, e.g. 0.1 or 5");
     }
     c.monitor_interval = *d;
   }
@@ -942,6 +1094,55 @@ absl::StatusOr<LaunchCommand> Parse(
     if (m != "spawn" && m != "fork" && m != "forkserver") {
       return BadValue(*g, "expected spawn, fork or forkserver");
     }
+    if (m != "spawn") {
+      // Python's multiprocessing start methods do not apply to a launcher
+      // that execs the program: every worker is a fresh process, as spawn.
+      warnings.push_back(absl::StrCat(
+          g->source, "=", g->value,
+          " has no effect: muster starts every worker as a fresh process "
+          "(fork and exec, like spawn)"));
+    }
+  }
+  // torchrun reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT when the flag is absent.
+  Given shutdown_env;
+  const Given* shutdown = get("shutdown-timeout");
+  if (shutdown == nullptr) {
+    auto it = env.find("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+    if (it != env.end() && !it->second.empty()) {
+      shutdown_env = Given{it->second, it->first};
+      shutdown = &shutdown_env;
+    }
+  }
+  if (shutdown != nullptr) {
+    std::optional<absl::Duration> d = ParseSeconds(shutdown->value);
+    if (!d.has_value() || *d < absl::ZeroDuration()) {
+      return BadValue(*shutdown,
+                      "expected seconds >= 0, e.g. 30 (0 kills at once)");
+    }
+    c.stop_grace = *d;
+  }
+  if (const Given* g = get("signals-to-handle")) {
+    MUSTER_ASSIGN_OR_RETURN(c.signals_to_handle, ParseSignalList(*g));
+  }
+  if (const Given* g = get("numa-binding")) {
+    std::string m = absl::AsciiStrToLower(absl::StripAsciiWhitespace(g->value));
+    if (m != "node" && m != "socket" && m != "exclusive" &&
+        m != "core-complex") {
+      return BadValue(*g, "expected node, socket, exclusive or core-complex");
+    }
+    c.numa_binding = m;
+  }
+  MUSTER_ASSIGN_OR_RETURN(c.virtual_local_rank,
+                          FlagValue(v, "virtual-local-rank"));
+  if (const Given* g = get("event-log-handler")) {
+    std::string h = absl::AsciiStrToLower(absl::StripAsciiWhitespace(g->value));
+    if (h == "dynamic_rendezvous") h = "null";  // torchrun's logs nothing too
+    if (h != "null" && h != "console") {
+      return BadValue(*g,
+                      "expected null or console (torchrun's registered "
+                      "handlers; muster cannot load others)");
+    }
+    c.event_log_handler = h;
   }
   if (const Given* g = get("local-addr")) c.local_addr = g->value;
 
@@ -985,7 +1186,26 @@ absl::StatusOr<LaunchCommand> Parse(
     in.run_id_given = true;
   }
   if (const Given* g = get("rdzv-conf")) {
-    MUSTER_RETURN_IF_ERROR(ParseRdzvConf(*g, &c, &in.is_host));
+    std::string token_file;
+    MUSTER_RETURN_IF_ERROR(
+        ParseRdzvConf(*g, &c, &in.is_host, &warnings, &token_file));
+    MUSTER_RETURN_IF_ERROR(
+        Annotate(c.security.Validate(), "--rdzv-conf (PET_RDZV_CONF)"));
+    if (!token_file.empty()) {
+      absl::StatusOr<std::string> token = rendezvous::ReadTokenFile(token_file);
+      if (!token.ok()) {
+        return Annotate(token.status(), "--rdzv-conf token_file");
+      }
+      c.security.token = *std::move(token);
+    }
+  }
+  if (c.security.token.empty()) {
+    auto token = env.find(rendezvous::kRdzvTokenEnv);
+    if (token != env.end() && !token->second.empty()) {
+      MUSTER_ASSIGN_OR_RETURN(
+          c.security.token,
+          rendezvous::CleanToken(token->second, rendezvous::kRdzvTokenEnv));
+    }
   }
   if (const Given* g = get("master-addr")) {
     absl::string_view addr = absl::StripAsciiWhitespace(g->value);
@@ -1016,6 +1236,20 @@ absl::StatusOr<LaunchCommand> Parse(
   if (const Given* g = get("local-ranks-filter")) {
     MUSTER_ASSIGN_OR_RETURN(c.local_ranks_filter, ParseRankList(*g));
   }
+  if (const Given* g = get("duplicate-stdout-filters")) {
+    c.duplicate_stdout_filters = ParseFilterList(g->value);
+  }
+  if (const Given* g = get("duplicate-stderr-filters")) {
+    c.duplicate_stderr_filters = ParseFilterList(g->value);
+  }
+  if (const Given* g = get("logs-specs")) {
+    return BadValue(
+        *g,
+        "muster cannot load torchrun.logs_specs entry points (Python "
+        "plugins); leave --logs-specs out: muster's logs follow torchrun's "
+        "DefaultLogsSpecs (--log-dir, -r, -t, --local-ranks-filter, "
+        "--duplicate-stdout-filters, --duplicate-stderr-filters)");
+  }
   // Settings for local ranks that will not exist are harmless but probably a
   // mistake (e.g. --nproc-per-node changed and -r was not).
   auto warn_absent_ranks = [&](const char* flag, const std::map<int, int>& m) {
@@ -1035,6 +1269,30 @@ absl::StatusOr<LaunchCommand> Parse(
       warnings.push_back(absl::StrCat("--local-ranks-filter: local rank ", rank,
                                       " does not exist with --nproc-per-node=",
                                       c.nproc_per_node, "; it shows nothing"));
+    }
+  }
+
+  // torchrun writes filtered_*.log from the teed streams only.
+  if ((!c.duplicate_stdout_filters.empty() ||
+       !c.duplicate_stderr_filters.empty()) &&
+      c.tees.empty()) {
+    warnings.push_back(
+        "--duplicate-stdout-filters/--duplicate-stderr-filters copy lines of "
+        "teed streams only (as torchrun); nothing is teed, so nothing is "
+        "copied: add -t 3 (or 1, 2)");
+  }
+  if (c.virtual_local_rank) {
+    // As torchrun: local rank k sees entry k of CUDA_VISIBLE_DEVICES.
+    auto cvd = env.find("CUDA_VISIBLE_DEVICES");
+    if (cvd != env.end()) {
+      std::vector<absl::string_view> devices = absl::StrSplit(cvd->second, ',');
+      if (c.nproc_per_node > static_cast<int>(devices.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--virtual-local-rank with --nproc-per-node=", c.nproc_per_node,
+            " gives each local rank one entry of CUDA_VISIBLE_DEVICES=",
+            cvd->second, ", which has ", devices.size(),
+            "; list a device per worker or start fewer workers"));
+      }
     }
   }
 
@@ -1134,17 +1392,51 @@ absl::StatusOr<LaunchCommand> Parse(
         "--run-path runs PROGRAM as a script file and -m/--module as a module; "
         "give one of them");
   }
+  // The interpreter: --python (or PET_PYTHON), then torchrun's PYTHON_EXEC,
+  // then python3 from PATH (torchrun's own interpreter is sys.executable; the
+  // closest a launcher that is no Python program can come is what `python3`
+  // means here, resolved once at start-up: see ResolvePythonInterpreter).
   auto py = env.find("PYTHON_EXEC");
-  const std::string python =
-      py != env.end() && !py->second.empty() ? py->second : "python3";
+  const bool python_exec_set = py != env.end() && !py->second.empty();
+  std::string python = "python3";
+  c.python_source = "python3 from PATH";
+  if (const Given* g = get("python")) {
+    if (absl::StripAsciiWhitespace(g->value).empty()) {
+      return BadValue(*g, "expected the path of a Python interpreter");
+    }
+    python = g->value;
+    c.python_source = g->source;
+    if (python_exec_set && py->second != g->value) {
+      warnings.push_back(absl::StrCat(g->source, "=", g->value,
+                                      " wins over PYTHON_EXEC=", py->second));
+    }
+  } else if (python_exec_set) {
+    python = py->second;
+    c.python_source = "PYTHON_EXEC";
+  }
   const std::vector<std::string>& prog = parsed.program_args;
+  // torchrun runs any path through Python unless --no-python; muster also
+  // runs programs directly, so a path is run through Python when it ends in
+  // .py or is a file that cannot be executed (a script without its run bit
+  // or its extension).
+  auto is_plain_file = [](const std::string& path) {
+    struct stat st {};
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+           access(path.c_str(), X_OK) != 0;
+  };
   if (module) {
     c.program = {python, "-u", "-m"};
   } else if (!no_python &&
-             (run_path || absl::EndsWithIgnoreCase(prog.front(), ".py"))) {
+             (run_path || absl::EndsWithIgnoreCase(prog.front(), ".py") ||
+              is_plain_file(prog.front()))) {
     // -u: unbuffered, so that worker lines reach the console (and the agent's
     // rank prefixes) as they are printed, not when a buffer fills.
     c.program = {python, "-u"};
+  }
+  if (!c.program.empty()) {
+    c.python_interpreter = python;
+  } else {
+    c.python_source.clear();
   }
   c.program.insert(c.program.end(), prog.begin(), prog.end());
   return cmd;
@@ -1196,7 +1488,9 @@ absl::Status CheckProgram(const AgentConfig& config, const Env& env) {
       if (IsExecutableFile(exe)) {
         hint = absl::StrCat("; to run the one in this directory write ./", exe);
       } else if (config.program.size() > 1 && config.program[1] == "-u") {
-        hint = "; set PYTHON_EXEC to the Python interpreter to use";
+        hint =
+            "; give the Python interpreter with --python=PATH (or "
+            "PYTHON_EXEC=PATH)";
       }
       return absl::InvalidArgumentError(
           absl::StrCat(exe, ": not found in PATH", hint));

@@ -4,6 +4,7 @@
 //   muster --nproc-per-node=4 train.exe
 //   muster --nnodes=2 --nproc-per-node=8 --rdzv-endpoint=host:29400
 //   --rdzv-id=job train.py
+#include <grpc/support/log.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -14,32 +15,46 @@
 
 #include "cli/doctor.h"
 #include "cli/launch_flags.h"
+#include "cli/python_interpreter.h"
 #include "cli/status.h"
 #include "muster/agent/elastic_agent.h"
 #include "muster/agent/exit_codes.h"
+#include "muster/agent/job_keeper.h"
 #include "muster/agent/worker_env.h"
 #include "muster/common/logging.h"
 
 namespace {
 
-// Signals the agent turns into an orderly stop of the workers. They are blocked
-// in every thread (the mask is set before any thread starts) and taken by one
-// sigwait thread, so no work runs in a signal handler. Workers get a clean mask
-// back before exec.
-sigset_t StopSignals() {
+// Wakes the signal thread at exit. A real-time signal: every classic one
+// (SIGUSR1/2 included) may be in --signals-to-handle.
+int WakeSignal() { return SIGRTMIN; }
+
+// Signals the agent turns into an orderly stop of the workers
+// (--signals-to-handle, torchrun's SIGTERM,SIGINT,SIGHUP,SIGQUIT by default).
+// They are blocked in every thread (the mask is set before any thread starts)
+// and taken by one sigwait thread, so no work runs in a signal handler. Workers
+// get a clean mask back before exec.
+sigset_t StopSignals(const std::vector<int>& handled) {
   sigset_t set;
   sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGUSR2);  // private: wakes the signal thread at exit
+  for (int sig : handled) sigaddset(&set, sig);
+  sigaddset(&set, WakeSignal());
   return set;
+}
+
+// gRPC's own log lines go to our logger at debug level: the launcher reports
+// the failures that matter in its own words (a taken port, for one, would
+// otherwise come first as a raw gRPC line).
+void GrpcLogToMuster(gpr_log_func_args* args) {
+  MUSTER_LOG(DEBUG) << "grpc: " << args->file << ":" << args->line << ": "
+                    << args->message;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   muster::SetLogTag("muster");
+  gpr_set_log_function(GrpcLogToMuster);
   std::vector<std::string> args(argv + 1, argv + argc);
   const auto env = muster::agent::CurrentEnvironment();
   // Subcommands come first; anything else is a launch (torchrun's command
@@ -73,9 +88,25 @@ int main(int argc, char** argv) {
     return muster::agent::kExitConfigError;
   }
 
-  // A closed console must not kill the agent mid-job.
+  // torchrun runs workers with its own interpreter; muster resolves the one it
+  // will use (a pyenv shim becomes the interpreter behind it) and says which.
+  if (std::string line =
+          muster::cli::ResolvePythonInterpreter(&command->config, env);
+      !line.empty()) {
+    MUSTER_LOG(INFO) << line;
+  }
+
+  // A closed console must not kill the agent mid-job (nor a keeper that went
+  // away: writes to its pipe then fail with EPIPE).
   signal(SIGPIPE, SIG_IGN);
-  sigset_t stop_signals = StopSignals();
+  // Before any thread exists (the keeper forks without exec): what the job
+  // starts dies with this process, however it dies (kill -9 included).
+  if (absl::Status s = muster::agent::StartJobKeeper(); !s.ok()) {
+    MUSTER_LOG(WARNING) << s.message()
+                        << "; processes the workers start may outlive a "
+                           "launcher killed with SIGKILL";
+  }
+  sigset_t stop_signals = StopSignals(command->config.signals_to_handle);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   muster::agent::ElasticAgent agent(command->config);
@@ -83,12 +114,12 @@ int main(int argc, char** argv) {
     while (true) {
       int sig = 0;
       if (sigwait(&stop_signals, &sig) != 0) continue;
-      if (sig == SIGUSR2) return;
+      if (sig == WakeSignal()) return;
       agent.RequestStop(sig);
     }
   });
   int rc = agent.Run();
-  pthread_kill(signal_thread.native_handle(), SIGUSR2);
+  pthread_kill(signal_thread.native_handle(), WakeSignal());
   signal_thread.join();
   return rc;
 }

@@ -3,6 +3,12 @@
 //
 //   musterd [--config=FILE] [--listen=HOST:PORT] [--port-file=PATH]
 //   [--heartbeat-timeout=2s] [--log-level=info]
+//   [--tls-cert=PEM --tls-key=PEM [--tls-client-ca=PEM]]
+//   [--require-token] [--admin-token-file=FILE]
+//
+// Security (docs/security.md): TLS on the gRPC port, mTLS with
+// --tls-client-ca; jobs bound to their token; SIGHUP re-reads the TLS files
+// without dropping a job.
 //
 // --config reads the same settings from a file of `key = value` lines whose
 // keys are the long flag names (deploy/systemd/musterd.conf); the command line
@@ -17,9 +23,11 @@
 // Exit codes: 0 after SIGTERM/SIGINT and a clean shutdown; 1 when it cannot
 // serve (the port is taken, the address is not on this host); 2 for bad flags
 // or a bad config file.
+#include <fcntl.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -43,6 +51,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "muster/common/logging.h"
+#include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/server.h"
 
 namespace {
@@ -75,17 +84,56 @@ void GrpcLogToMuster(gpr_log_func_args* args) {
                     << args->message;
 }
 
-// Writes the port to path atomically (a reader never sees a partial file).
+// What PATH is, when it exists and is not a regular file: "a FIFO", ... The
+// port file replaces PATH with a new file, so it may only be absent or a
+// regular file: as root, replacing /dev/full or a FIFO someone reads from
+// destroys it.
+std::string NotARegularFile(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0)
+    return "";  // Absent (or unreachable:
+                // the write says why).
+  if (S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Writes the port to path atomically (a reader never sees a partial file),
+// only where path is absent or a regular file.
 bool WritePortFile(const std::string& path, int port, std::string* error) {
+  if (std::string what = NotARegularFile(path); !what.empty()) {
+    *error = absl::StrCat(path, " is ", what,
+                          "; musterd replaces the port file, so give a path "
+                          "that does not exist or is a regular file");
+    return false;
+  }
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << port << "\n";
-    f.close();
-    if (!f) {
-      *error = absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno));
-      return false;
-    }
+  // O_EXCL | O_NOFOLLOW: never write through something already there.
+  const int fd = open(
+      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *error = absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno));
+    return false;
+  }
+  const std::string text = absl::StrCat(port, "\n");
+  const bool written =
+      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int saved = errno;
+  close(fd);
+  if (!written) {
+    *error = absl::StrCat("cannot write ", tmp, ": ", std::strerror(saved));
+    std::remove(tmp.c_str());
+    return false;
+  }
+  if (std::string what = NotARegularFile(path); !what.empty()) {
+    *error = absl::StrCat(path, " became ", what, "; not replacing it");
+    std::remove(tmp.c_str());
+    return false;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     *error = absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
@@ -172,6 +220,9 @@ int main(int argc, char** argv) {
   std::string http_listen;
   std::string heartbeat_timeout;
   std::string log_level;
+  muster::rendezvous::ServerTls tls;
+  bool require_token = false;
+  std::string admin_token_file;
   app.set_config("--config", "",
                  "read settings from FILE: `key = value` lines, keys are the "
                  "long flag names (listen, http-listen, heartbeat-timeout, "
@@ -192,11 +243,45 @@ int main(int argc, char** argv) {
                  "declare an agent lost after this long without a heartbeat, "
                  "for agents that do "
                  "not set their own (e.g. 2s, 500ms; default 2s)");
+  muster::rendezvous::KvStoreLimits store_limits;
+  app.add_option("--store-max-key-bytes", store_limits.max_key_bytes,
+                 "the longest Store key, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--store-max-value-bytes", store_limits.max_value_bytes,
+                 "the largest Store value, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--store-max-keys", store_limits.max_namespace_keys,
+                 "the most Store keys one job's round may hold")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--store-max-bytes", store_limits.max_namespace_bytes,
+                 "the most Store bytes (keys and values) one job's round may "
+                 "hold; a write past a limit fails with RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_option("--log-level", log_level,
                  "debug, info, warning or error (default: $MUSTER_LOG_LEVEL, "
                  "else info)")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"},
                             CLI::ignore_case));
+  app.add_option("--tls-cert", tls.cert,
+                 "serve TLS with this PEM certificate (chain); with --tls-key. "
+                 "SIGHUP re-reads it")
+      ->type_name("PEM");
+  app.add_option("--tls-key", tls.key, "the PEM private key of --tls-cert")
+      ->type_name("PEM");
+  app.add_option("--tls-client-ca", tls.client_ca,
+                 "require client certificates signed by this PEM CA (mTLS)")
+      ->type_name("PEM");
+  app.add_flag("--require-token", require_token,
+               "refuse jobs without a token (agents send MUSTER_RDZV_TOKEN or "
+               "rdzv-conf token_file)");
+  app.add_option("--admin-token-file", admin_token_file,
+                 "a token that may see every job's status (muster status "
+                 "--token-file)")
+      ->type_name("FILE");
   app.set_version_flag("--version", absl::StrCat("musterd ", kVersion,
                                                  " (protocol muster.v1, gRPC ",
                                                  grpc::Version(), ")"));
@@ -221,9 +306,30 @@ int main(int argc, char** argv) {
   // keep it on; the daemon does not pay for it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
+  if (!port_file.empty()) {
+    if (std::string what = NotARegularFile(port_file); !what.empty()) {
+      std::cerr << "musterd: --port-file=" << port_file << " is " << what
+                << "; give a path that does not exist or is a regular file\n";
+      return kExitUsage;
+    }
+  }
+
   muster::rendezvous::ServerOptions options;
   options.listen = listen;
+  options.store_limits = store_limits;
   options.http_listen = http_listen;
+  options.tls = tls;
+  options.require_token = require_token;
+  if (!admin_token_file.empty()) {
+    absl::StatusOr<std::string> admin =
+        muster::rendezvous::ReadTokenFile(admin_token_file);
+    if (!admin.ok()) {
+      std::cerr << "musterd: --admin-token-file: " << admin.status().message()
+                << "\n";
+      return kExitUsage;
+    }
+    options.admin_token = *std::move(admin);
+  }
   if (!heartbeat_timeout.empty()) {
     absl::Duration d;
     if (!ParseDurationFlag(heartbeat_timeout, &d) ||
@@ -241,6 +347,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // reload the TLS files
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -253,7 +360,24 @@ int main(int argc, char** argv) {
                ? kExitUsage
                : kExitCannotServe;
   }
-  MUSTER_LOG(INFO) << "musterd listening on " << (*server)->address();
+  MUSTER_LOG(INFO) << "musterd listening on " << (*server)->address()
+                   << (tls.enabled()
+                           ? (tls.client_ca.empty() ? " (TLS)" : " (mTLS)")
+                           : " (plaintext)")
+                   << (require_token ? ", job tokens required" : "");
+  if (!tls.enabled() || !require_token) {
+    const std::string host = listen.substr(0, listen.rfind(':'));
+    if (host != "127.0.0.1" && host != "localhost" && host != "[::1]") {
+      MUSTER_LOG(WARNING)
+          << "musterd serves other hosts "
+          << (tls.enabled() ? "" : "in plaintext (no --tls-cert) ")
+          << (require_token ? "" : "and accepts jobs without a token ")
+          << "— anyone who reaches this port can "
+          << (tls.enabled() ? "" : "read tokens on the wire, ")
+          << (require_token ? "" : "join and read token-less jobs")
+          << "; see docs/security.md";
+    }
+  }
   if ((*server)->http_port() != 0) {
     MUSTER_LOG(INFO) << "musterd serving /healthz, /readyz, /metrics on port "
                      << (*server)->http_port();
@@ -269,7 +393,22 @@ int main(int argc, char** argv) {
   SystemdNotifier notifier(server->get(), (*server)->address());
 
   int sig = 0;
-  while (sigwait(&stop_signals, &sig) != 0) {
+  while (true) {
+    if (sigwait(&stop_signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    if (!tls.enabled()) {
+      MUSTER_LOG(INFO) << "musterd: SIGHUP: no TLS files to reload";
+      continue;
+    }
+    absl::Status reloaded = (*server)->ReloadTls();
+    if (reloaded.ok()) {
+      MUSTER_LOG(INFO) << "musterd: SIGHUP: TLS certificate and key reloaded; "
+                          "new connections use them, sessions go on";
+    } else {
+      MUSTER_LOG(ERROR) << "musterd: SIGHUP: TLS reload failed, keeping the "
+                           "previous certificates: "
+                        << reloaded.message();
+    }
   }
   const char* signal_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
   MUSTER_LOG(INFO) << "musterd: " << signal_name << ", shutting down";

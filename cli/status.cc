@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "cli/security_flags.h"
 #include "google/protobuf/util/json_util.h"
 #include "muster/agent/exit_codes.h"
 #include "muster/rendezvous/client.h"
@@ -81,6 +82,16 @@ int RunStatus(const std::vector<std::string>& args,
   app.add_flag("--json", json, "Print JSON (the GetStatusResponse message)");
   app.add_option("--timeout", timeout_s, "Seconds to wait for the server")
       ->capture_default_str();
+  std::string rdzv_conf;
+  if (auto it = env.find("PET_RDZV_CONF"); it != env.end())
+    rdzv_conf = it->second;
+  std::string token_file;
+  app.add_option("--rdzv-conf,--rdzv_conf", rdzv_conf,
+                 "tls_ca=PEM,tls_cert=PEM,tls_key=PEM,token_file=FILE (TLS to "
+                 "musterd, and the job's token; docs/security.md)");
+  app.add_option("--token-file", token_file,
+                 "a job's token, or musterd's admin token (every job); "
+                 "default: MUSTER_RDZV_TOKEN");
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -91,12 +102,23 @@ int RunStatus(const std::vector<std::string>& args,
     std::fprintf(stderr, "muster status: %s\n", e.what());
     return agent::kExitConfigError;
   }
-  auto status =
-      rendezvous::QueryStatus(endpoint, job, absl::Seconds(timeout_s));
+  absl::StatusOr<rendezvous::ClientSecurity> security =
+      ClientSecurityFromFlags(rdzv_conf, token_file, env);
+  if (!security.ok()) {
+    std::fprintf(stderr, "muster status: %s\n",
+                 std::string(security.status().message()).c_str());
+    return agent::kExitConfigError;
+  }
+  auto status = rendezvous::QueryStatus(endpoint, job, absl::Seconds(timeout_s),
+                                        *security);
   if (!status.ok()) {
     std::fprintf(stderr, "muster status: %s\n",
                  std::string(status.status().message()).c_str());
-    return status.status().code() == absl::StatusCode::kInvalidArgument
+    const absl::StatusCode code = status.status().code();
+    return code == absl::StatusCode::kInvalidArgument ||
+                   code == absl::StatusCode::kUnauthenticated ||
+                   code == absl::StatusCode::kPermissionDenied ||
+                   code == absl::StatusCode::kNotFound
                ? agent::kExitConfigError
                : agent::kExitUnavailable;
   }

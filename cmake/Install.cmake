@@ -62,6 +62,7 @@ install(FILES ${PROJECT_BINARY_DIR}/musterConfig.cmake ${PROJECT_BINARY_DIR}/mus
 install(TARGETS train RUNTIME DESTINATION ${CMAKE_INSTALL_LIBDIR}/muster/examples
   COMPONENT runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/deployment.md
+  ${PROJECT_SOURCE_DIR}/docs/security.md ${PROJECT_SOURCE_DIR}/deploy/systemd/musterd-security.conf
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/examples/train.cc ${PROJECT_SOURCE_DIR}/examples/ddp_train.py
   ${PROJECT_SOURCE_DIR}/deploy/slurm/muster.sbatch

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libssl-dev openssl
   libabsl-dev libgloo-dev libcli11-dev nlohmann-json3-dev libsystemd-dev libcivetweb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch

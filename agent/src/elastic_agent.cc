@@ -13,21 +13,28 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/src/numa_binding.h"
 #include "agent/src/preflight.h"
 #include "agent/src/watchdog.h"
 #include "muster/agent/exit_codes.h"
+#include "muster/agent/job_keeper.h"
 #include "muster/agent/worker_env.h"
 #include "muster/agent/worker_group.h"
 #include "muster/common/http_server.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
+#include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/client.h"
 #include "muster/rendezvous/server.h"
+#include "nlohmann/json.hpp"
 
 namespace muster::agent {
 namespace {
@@ -80,8 +87,18 @@ class ElasticAgent::Impl {
   void OnRestart(const v1::Restart& restart);
   // Checks the running workers and reports their outcome.
   void CheckWorkers();
-  // Stops the workers of the current round, if any.
-  void StopWorkers(int sig);
+  // Stops the workers of the current round, if any, and returns how they
+  // ended (empty when there were none).
+  GroupStatus StopWorkers(int sig);
+  // Lets go of the current group (stopped or ended): its process groups are
+  // no longer the job keeper's to kill.
+  void ReleaseGroup();
+  // --event-log-handler=console: one torchelastic event as a JSON line on
+  // stderr.
+  void RecordEvent(const std::string& name, nlohmann::json metadata);
+  // --numa-binding: each local rank's CPUs, computed at the first round (the
+  // topology does not change); empty when there is no binding.
+  const std::vector<std::vector<int>>& NumaCpus();
   int Shutdown(int exit_code);
   int StopForSignal(int sig);
   absl::Status Rejoin();
@@ -122,6 +139,9 @@ class ElasticAgent::Impl {
   std::unique_ptr<rendezvous::RendezvousClient> client_;
   v1::Join join_;
   std::string endpoint_;
+  // config_.security, without TLS when this agent's own embedded server
+  // (plaintext) is the endpoint.
+  rendezvous::ClientSecurity security_;
 
   AgentState state_ = AgentState::kJoining;
   v1::RoundReady round_;
@@ -145,6 +165,7 @@ class ElasticAgent::Impl {
   bool session_got_message_ = false;
   // The last WorkersSucceeded/WorkersFailed sent, for the current round.
   std::optional<v1::AgentMessage> last_report_;
+  std::optional<std::vector<std::vector<int>>> numa_cpus_;
 };
 
 ElasticAgent::ElasticAgent(AgentConfig config)
@@ -263,6 +284,12 @@ int ElasticAgent::Impl::Setup() {
   }
   if (absl::Status s = MaybeEmbedServer(); !s.ok()) {
     MUSTER_LOG(ERROR) << "cannot start the rendezvous server: " << s.message();
+    if (config_.mode != RendezvousMode::kStandalone) {
+      MUSTER_LOG(ERROR) << "this node serves the job's rendezvous on "
+                        << config_.embed_listen
+                        << ": free that port, or move it with "
+                           "--rdzv-endpoint=HOST:PORT on every node";
+    }
     return s.code() == absl::StatusCode::kInvalidArgument ||
                    s.code() == absl::StatusCode::kUnavailable
                ? kExitConfigError
@@ -271,6 +298,17 @@ int ElasticAgent::Impl::Setup() {
   endpoint_ = config_.rdzv_endpoint;
   if (config_.mode == RendezvousMode::kStandalone || endpoint_.empty()) {
     endpoint_ = absl::StrCat("127.0.0.1:", server_ ? server_->port() : 29400);
+  }
+  security_ = config_.security;
+  if (server_ != nullptr && security_.tls()) {
+    // The embedded server speaks plaintext (TLS is musterd's: --tls-cert).
+    MUSTER_LOG(WARNING)
+        << "this agent hosts the rendezvous server itself, without TLS: "
+           "tls_ca/tls_cert/tls_key are not used (run a musterd with "
+           "--tls-cert/--tls-key for TLS)";
+    security_.tls_ca.clear();
+    security_.tls_cert.clear();
+    security_.tls_key.clear();
   }
 
   const std::string hostname = LocalHostname();
@@ -317,14 +355,31 @@ int ElasticAgent::Impl::Setup() {
   join_.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(
       config_.heartbeat_interval * config_.heartbeat_max_missed));
   join_.set_role(config_.role);
+  // This agent's node session secret, for its whole life: only it can speak
+  // for this node id again after a reconnect.
+  join_.set_session_secret(rendezvous::NewRandomSecret());
 
   rendezvous::GrpcClientOptions client_options;
   client_options.endpoint = endpoint_;
   client_options.connect_timeout = config_.connect_timeout;
   client_options.heartbeat_interval = config_.heartbeat_interval;
+  client_options.security = security_;
   client_ = rendezvous::NewGrpcRendezvousClient(client_options);
   if (absl::Status s = client_->Start(join_); !s.ok()) {
     MUSTER_LOG(ERROR) << s.message();
+    if (config_.mode == RendezvousMode::kStatic && server_ == nullptr) {
+      // torchrun's static rendezvous needs one port on node rank 0
+      // (--master-port, its TCPStore); muster's needs two, and the second
+      // is the one people forget to open.
+      MUSTER_LOG(ERROR)
+          << "static rendezvous: node rank 0 serves muster's rendezvous on "
+          << endpoint_
+          << ", a second port besides --master-port=" << config_.master_port
+          << " (the workers' store); both must be open from every node to "
+             "node rank 0. Move the rendezvous port with "
+             "--rdzv-endpoint=:PORT on every node; `muster doctor "
+          << endpoint_ << "` names what blocks it";
+    }
     return kExitUnavailable;
   }
   session_started_ = absl::Now();
@@ -360,6 +415,49 @@ std::string ElasticAgent::Impl::LogRunDir() {
     MUSTER_LOG(WARNING) << "cannot create log directory " << run_dir_ << ": "
                         << ec.message();
   return run_dir_;
+}
+
+const std::vector<std::vector<int>>& ElasticAgent::Impl::NumaCpus() {
+  if (numa_cpus_.has_value()) return *numa_cpus_;
+  numa_cpus_.emplace();
+  if (config_.numa_binding.empty()) return *numa_cpus_;
+  auto binding =
+      ComputeNumaBinding(config_.numa_binding, config_.nproc_per_node,
+                         ReadNumaTopology("", CurrentEnvironment()));
+  if (!binding.ok()) {
+    // As torchrun, a binding that cannot be made costs performance, not the
+    // job: say why once and run unbound.
+    MUSTER_LOG(WARNING) << binding.status().message();
+    return *numa_cpus_;
+  }
+  *numa_cpus_ = *std::move(binding);
+  for (size_t k = 0; k < numa_cpus_->size(); ++k) {
+    MUSTER_LOG(INFO) << "--numa-binding=" << config_.numa_binding
+                     << ": local rank " << k << " on CPUs "
+                     << FormatCpuList((*numa_cpus_)[k]);
+  }
+  return *numa_cpus_;
+}
+
+void ElasticAgent::Impl::RecordEvent(const std::string& name,
+                                     nlohmann::json metadata) {
+  if (config_.event_log_handler != "console") return;
+  // torchelastic's Event: name, source, timestamp (ms), metadata.
+  nlohmann::json event = {{"name", name},
+                          {"source", "AGENT"},
+                          {"timestamp", absl::ToUnixMillis(absl::Now())},
+                          {"metadata", std::move(metadata)}};
+  std::string line =
+      event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  line.push_back('\n');
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void ElasticAgent::Impl::ReleaseGroup() {
+  if (group_ == nullptr) return;
+  for (int pid : group_->pids()) KeeperForgetGroup(pid);
+  group_.reset();
 }
 
 int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
@@ -399,7 +497,11 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   last_waiting_joined_ = -1;
   const std::string attempt_dir =
       absl::StrCat(LogRunDir(), "/attempt_", attempt_);
-  const std::map<std::string, std::string> base = CurrentEnvironment();
+  std::map<std::string, std::string> base = CurrentEnvironment();
+  // Marks every process of the job for the keeper (job_keeper.h), also the
+  // ones that leave their worker's process group.
+  if (!JobKeeperTag().empty()) base[kJobTagVariable] = JobKeeperTag();
+  const std::vector<std::vector<int>>& numa_cpus = NumaCpus();
 
   std::vector<WorkerSpec> workers;
   std::vector<std::string> progress_files;
@@ -425,6 +527,14 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
     p.store_endpoint = endpoint_;
     p.store_prefix = ready.store_prefix();
     p.round = ready.round();
+    p.virtual_local_rank = config_.virtual_local_rank;
+    if (!security_.token.empty()) {
+      p.store_token =
+          rendezvous::DeriveStoreCredential(security_.token, p.store_prefix);
+    }
+    p.store_tls_ca = security_.tls_ca;
+    p.store_tls_cert = security_.tls_cert;
+    p.store_tls_key = security_.tls_key;
     std::error_code ec;
     std::filesystem::create_directories(absl::StrCat(attempt_dir, "/", local),
                                         ec);
@@ -434,6 +544,8 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
     spec.argv = config_.program;
     spec.error_file = p.error_file;
     spec.env = BuildWorkerEnv(base, p);
+    if (static_cast<size_t>(local) < numa_cpus.size())
+      spec.cpu_affinity = numa_cpus[static_cast<size_t>(local)];
     workers.push_back(std::move(spec));
   }
   OutputOptions output;
@@ -441,6 +553,8 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   output.tees = config_.tees;
   output.console_local_ranks = config_.local_ranks_filter;
   output.attempt_dir = attempt_dir;
+  output.duplicate_stdout_filters = config_.duplicate_stdout_filters;
+  output.duplicate_stderr_filters = config_.duplicate_stderr_filters;
 
   MUSTER_LOG(INFO) << "round " << ready.round() << ": node "
                    << ready.group_rank() << "/" << ready.group_world_size()
@@ -459,6 +573,7 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
     return kExitConfigError;
   }
   group_ = *std::move(group);
+  for (int pid : group_->pids()) KeeperWatchGroup(pid);
   state_ = AgentState::kRunning;
   watchdog_.reset();
   if (config_.worker_timeout > absl::ZeroDuration()) {
@@ -468,10 +583,11 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   return -1;
 }
 
-void ElasticAgent::Impl::StopWorkers(int sig) {
-  if (group_ == nullptr) return;
-  group_->Stop(sig, config_.stop_grace);
-  group_.reset();
+GroupStatus ElasticAgent::Impl::StopWorkers(int sig) {
+  if (group_ == nullptr) return GroupStatus{};
+  GroupStatus status = group_->Stop(sig, config_.stop_grace);
+  ReleaseGroup();
+  return status;
 }
 
 absl::Status ElasticAgent::Impl::Rejoin() {
@@ -509,9 +625,25 @@ void ElasticAgent::Impl::CheckWorkers() {
   GroupStatus status = group_->Wait(absl::Milliseconds(10));
   if (status.state == GroupState::kRunning) return;
   v1::AgentMessage msg;
+  auto worker_event = [&](const WorkerExit& e, const char* state) {
+    RecordEvent(absl::StrCat("torchelastic.worker.status.", state),
+                {{"run_id", config_.run_id},
+                 {"global_rank", e.global_rank},
+                 {"local_rank", e.local_rank},
+                 {"group_rank", round_.group_rank()},
+                 {"worker_id", absl::StrCat(e.pid)},
+                 {"role", config_.role},
+                 {"hostname", join_.hostname()},
+                 {"state", state},
+                 {"restart_count", round_.restart_count()},
+                 {"exit_code", e.exit_code},
+                 {"signal", e.signal},
+                 {"raw_error", e.error_message}});
+  };
   if (status.state == GroupState::kSucceeded) {
     msg.mutable_workers_succeeded()->set_round(round_.round());
-    group_.reset();
+    for (const WorkerExit& e : status.exits) worker_event(e, "SUCCEEDED");
+    ReleaseGroup();
     MUSTER_LOG(INFO) << "round " << round_.round() << ": all "
                      << config_.nproc_per_node
                      << " workers of this node succeeded";
@@ -522,7 +654,21 @@ void ElasticAgent::Impl::CheckWorkers() {
     for (const WorkerExit& e : status.exits) {
       if (!e.succeeded()) failed.push_back(e);
     }
-    StopWorkers(SIGTERM);
+    const GroupStatus stopped = StopWorkers(SIGTERM);
+    // The output is drained now: the last stderr line of each failed worker is
+    // complete, and stands in for the error file it did not write
+    // ("ModuleNotFoundError: No module named 'torch'").
+    for (WorkerExit& e : failed) {
+      for (const WorkerExit& s : stopped.exits) {
+        if (s.local_rank == e.local_rank)
+          e.last_stderr_line = s.last_stderr_line;
+      }
+      if (e.error_message.empty() && !e.last_stderr_line.empty()) {
+        e.error_message =
+            absl::StrCat(e.last_stderr_line, " (its last line on stderr)");
+      }
+      worker_event(e, "FAILED");
+    }
     auto* report = msg.mutable_workers_failed();
     report->set_round(round_.round());
     for (const WorkerExit& e : failed) {
@@ -535,6 +681,7 @@ void ElasticAgent::Impl::CheckWorkers() {
       f->set_exit_code(e.exit_code);
       f->set_signal(e.signal);
       f->set_error_message(e.error_message);
+      f->set_traceback(e.traceback);
       f->set_timestamp_unix_ms(absl::ToUnixMillis(e.end_time));
       MUSTER_LOG(ERROR) << "worker rank " << e.global_rank << " (local rank "
                         << e.local_rank << ", pid " << e.pid << ") "
@@ -587,6 +734,7 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     options.connect_timeout =
         std::min(absl::Seconds(1), deadline - absl::Now());
     options.heartbeat_interval = config_.heartbeat_interval;
+    options.security = security_;
     auto client = rendezvous::NewGrpcRendezvousClient(options);
     absl::Status s = client->Start(join_);
     if (s.ok()) {
@@ -614,6 +762,7 @@ void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
   std::string out = absl::StrCat("\n", std::string(72, '='), "\n",
                                  "muster: job '", config_.run_id, "' FAILED\n",
                                  "root cause: ", failed.root_cause(), "\n");
+  bool module_missing = false;
   if (failed.failures_size() > 0) {
     absl::StrAppend(&out, "failures of the last round:\n");
     for (const v1::WorkerFailure& f : failed.failures()) {
@@ -624,7 +773,27 @@ void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
       if (!f.error_message().empty()) {
         absl::StrAppend(&out, "    error: ", f.error_message(), "\n");
       }
+      if (!f.traceback().empty()) {
+        // As torchrun's summary: the worker's own traceback, indented.
+        absl::StrAppend(&out, "    traceback:\n");
+        for (absl::string_view line : absl::StrSplit(
+                 absl::StripTrailingAsciiWhitespace(f.traceback()), '\n')) {
+          absl::StrAppend(&out, "      ", line, "\n");
+        }
+      }
+      const std::string text = absl::StrCat(f.error_message(), f.traceback());
+      if (!config_.python_interpreter.empty() &&
+          (absl::StrContains(text, "ModuleNotFoundError") ||
+           absl::StrContains(text, "No module named"))) {
+        module_missing = true;
+      }
     }
+  }
+  if (module_missing) {
+    absl::StrAppend(&out, "the workers ran Python ", config_.python_interpreter,
+                    " (", config_.python_source,
+                    "); if the module is installed for another interpreter, "
+                    "choose it with --python=PATH or PYTHON_EXEC=PATH\n");
   }
   if (!run_dir_.empty())
     absl::StrAppend(&out, "worker logs and error files: ", run_dir_, "\n");
@@ -766,7 +935,12 @@ int ElasticAgent::Impl::Run() {
     MUSTER_LOG(ERROR) << s.message();
     int rc = kExitJobFailed;
     if (s.code() == absl::StatusCode::kFailedPrecondition ||
-        s.code() == absl::StatusCode::kInvalidArgument) {
+        s.code() == absl::StatusCode::kInvalidArgument ||
+        // A missing or wrong job token, or a node id taken by another agent:
+        // retrying cannot help.
+        s.code() == absl::StatusCode::kUnauthenticated ||
+        s.code() == absl::StatusCode::kPermissionDenied ||
+        s.code() == absl::StatusCode::kAlreadyExists) {
       rc = kExitConfigError;
     } else if (s.code() == absl::StatusCode::kUnavailable) {
       rc = kExitUnavailable;

@@ -2,8 +2,11 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 #ifndef _WIN32
 // POSIX leaves the declaration of `environ` to the application.
@@ -49,11 +52,36 @@ std::map<std::string, std::string> BuildWorkerEnv(
   // Without it PyTorch does not abort NCCL collectives that time out: a rank
   // whose peer died can hang in one instead of failing, and the agent never
   // learns. The user's own choice wins.
-  env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  // torch 1.13 to 2.1 read the old name, 2.2 and later the new one (and warn
+  // when the old one is set, once per process): both are set, as the user's
+  // value of either one.
+  {
+    auto user = env.find("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+    if (user == env.end()) user = env.find("NCCL_ASYNC_ERROR_HANDLING");
+    const std::string value = user != env.end() ? user->second : "1";
+    env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", value);
+    env.emplace("NCCL_ASYNC_ERROR_HANDLING", value);
+  }
   // Several workers per node each starting one OpenMP thread per core
   // oversubscribe the CPUs many times over; torchrun sets 1 for the same
   // reason. The user's own choice wins.
   if (params.local_world_size > 1) env.emplace("OMP_NUM_THREADS", "1");
+
+  if (params.virtual_local_rank) {
+    // torchrun's --virtual-local-rank: the worker sees its own GPU as device 0.
+    set("LOCAL_RANK", "0");
+    std::string device = num(params.local_rank);
+    auto cvd = base.find("CUDA_VISIBLE_DEVICES");
+    if (cvd != base.end()) {
+      std::vector<std::string> devices = absl::StrSplit(cvd->second, ',');
+      // The launcher checked that the list is long enough.
+      if (params.local_rank < static_cast<int>(devices.size())) {
+        device = std::string(absl::StripAsciiWhitespace(
+            devices[static_cast<size_t>(params.local_rank)]));
+      }
+    }
+    set("CUDA_VISIBLE_DEVICES", device);
+  }
 
   set("MUSTER_STORE_ENDPOINT", params.store_endpoint);
   set("MUSTER_STORE_PREFIX", params.store_prefix);
@@ -65,6 +93,20 @@ std::map<std::string, std::string> BuildWorkerEnv(
     set("MUSTER_PROGRESS_FILE", params.progress_file);
   } else {
     env.erase("MUSTER_PROGRESS_FILE");
+  }
+  // Workers never see the job token; they get their round's Store credential.
+  env.erase("MUSTER_RDZV_TOKEN");
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string&>{"MUSTER_STORE_TOKEN",
+                                                   params.store_token},
+        {"MUSTER_STORE_TLS_CA", params.store_tls_ca},
+        {"MUSTER_STORE_TLS_CERT", params.store_tls_cert},
+        {"MUSTER_STORE_TLS_KEY", params.store_tls_key}}) {
+    if (value.empty()) {
+      env.erase(name);
+    } else {
+      set(name, value);
+    }
   }
   return env;
 }

@@ -26,9 +26,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "comm/gloo/abortable_transport.h"
 #include "comm/gloo/gloo_status.h"
-#include "comm/gloo/pair_sockets.h"
 #include "comm/gloo/reduce.h"
+#include "comm/src/direct_allreduce.h"
 #include "comm/store/gloo_store.h"
 #include "gloo/algorithm.h"
 #include "gloo/allgather.h"
@@ -131,6 +132,10 @@ class PeerContext : public ::gloo::rendezvous::Context {
   std::shared_ptr<::gloo::transport::Context> transport() {
     return transportContext_;
   }
+  // Every algorithm reaches the transport through this pointer.
+  void set_transport(std::shared_ptr<::gloo::transport::Context> transport) {
+    transportContext_ = std::move(transport);
+  }
   // The counter nextSlot() hands slots out from.
   int slot() const { return slot_; }
   void set_slot(int slot) { slot_ = slot; }
@@ -151,8 +156,8 @@ class PeerContext : public ::gloo::rendezvous::Context {
 // large as the kernel lets a send buffer be (net.core.wmem_max, at most
 // 4 MB): Gloo then sizes every pair's buffer to the maximum once, and never
 // again makes it smaller. Gloo's tcp::Pair, which holds the size, cannot be
-// reached from Debian's headers (see pair_sockets.h); this goes through
-// Gloo's public Buffer API instead.
+// reached from Debian's headers (they include gloo/common/memory.h, which
+// the package does not ship); this goes through Gloo's public Buffer API.
 size_t SendBufferPinBytes() {
   size_t wmem_max = 212992;  // Linux's default.
   if (std::FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
@@ -184,56 +189,31 @@ void PinSendBuffers(PeerContext& context, size_t bytes) {
   for (auto& recv : recvs) recv->waitRecv();
 }
 
-// The listening addresses connectFullMesh published, indexed by rank (empty
-// or AF_UNSPEC where unknown). Best effort: relies on its key layout (the key
+// Each peer's listening address for its pair with this rank, as Gloo prints
+// it ("[10.0.0.2]:41234"), indexed by rank (empty where unknown): what error
+// messages name. Best effort: relies on connectFullMesh's key layout (the key
 // "<rank>" holds that rank's address for each of its peers, in rank order,
-// itself left out), and finds nothing if that ever changes.
-struct MeshAddresses {
-  // Each peer's address for its pair with this rank, as Gloo prints it
-  // ("[10.0.0.2]:41234"): what error messages name.
-  std::vector<std::string> peer_names;
-  // This rank's address for its pair with each peer, and each peer's for its
-  // pair with this rank: what PairSockets matches.
-  std::vector<sockaddr_storage> own;
-  std::vector<sockaddr_storage> theirs;
-};
-
-MeshAddresses ReadMeshAddresses(rendezvous::Store& store,
-                                const std::string& key_prefix,
-                                PeerContext& context) {
+// itself left out), and names nobody if that ever changes.
+std::vector<std::string> ReadPeerNames(rendezvous::Store& store,
+                                       const std::string& key_prefix,
+                                       PeerContext& context) {
   const int n = context.size;
-  MeshAddresses mesh;
-  mesh.peer_names.resize(n);
-  sockaddr_storage unknown{};
-  unknown.ss_family = AF_UNSPEC;
-  mesh.own.assign(n, unknown);
-  mesh.theirs.assign(n, unknown);
-  if (n < 2) return mesh;
+  std::vector<std::string> names(n);
+  if (n < 2) return names;
   for (int r = 0; r < n; ++r) {
+    if (r == context.rank) continue;
     absl::StatusOr<std::string> value =
         store.Get(absl::StrCat(key_prefix, r), absl::ZeroDuration());
     if (!value.ok() || value->empty() || value->size() % (n - 1) != 0) {
       continue;
     }
     std::vector<char> all(value->begin(), value->end());
-    const size_t each = all.size() / (n - 1);
     (void)CallGloo(GlooStage::kConnect, "parsing a peer address", {}, [&] {
-      if (r == context.rank) {
-        for (int peer = 0; peer < n; ++peer) {
-          if (peer == r) continue;
-          const size_t index = peer < r ? peer : peer - 1;
-          std::vector<char> bytes(all.begin() + index * each,
-                                  all.begin() + (index + 1) * each);
-          mesh.own[peer] = ::gloo::transport::tcp::Address(bytes).getSockaddr();
-        }
-        return;
-      }
-      ::gloo::transport::tcp::Address address(context.extractAddress(all, r));
-      mesh.peer_names[r] = address.str();
-      mesh.theirs[r] = address.getSockaddr();
+      names[r] =
+          ::gloo::transport::tcp::Address(context.extractAddress(all, r)).str();
     });
   }
-  return mesh;
+  return names;
 }
 
 // After a join that timed out: which ranks never published their address.
@@ -300,12 +280,14 @@ class RebindableRing final : public ::gloo::AllreduceRing<T> {
 // A Gloo full mesh with what libmuster_comm needs to know of it.
 struct GlooMesh {
   std::shared_ptr<PeerContext> context;
-  std::vector<std::string> peer_names;  // As MeshAddresses::peer_names.
-  PairSockets sockets;
+  std::vector<std::string> peer_names;  // As ReadPeerNames.
+  // Installed as the context's transport: what Abort fails.
+  std::shared_ptr<AbortableTransport> transport;
 };
 
-// Joins the full mesh published under `key_prefix`, finds its sockets and
-// sizes its send buffers (PinSendBuffers with `pin_bytes`).
+// Joins the full mesh published under `key_prefix`, makes it abortable
+// (AbortableTransport) and sizes its send buffers (PinSendBuffers with
+// `pin_bytes`).
 absl::StatusOr<GlooMesh> ConnectMesh(
     const CoreConfig& config,
     std::shared_ptr<::gloo::transport::Device>& device,
@@ -329,40 +311,30 @@ absl::StatusOr<GlooMesh> ConnectMesh(
     }
     return connected;
   }
-  MeshAddresses addresses =
-      ReadMeshAddresses(*config.store, key_prefix, *mesh.context);
-  mesh.sockets =
-      PairSockets::Find(std::move(addresses.own), std::move(addresses.theirs));
-  mesh.peer_names = std::move(addresses.peer_names);
-  if (const size_t found = mesh.sockets.FoundPeers().size();
-      found + 1 != static_cast<size_t>(config.world_size)) {
-    // Collectives still work; only an abort falls back to Gloo's timeout.
-    MUSTER_LOG(WARNING) << who << ": found the sockets of " << found << " of "
-                        << config.world_size - 1
-                        << " Gloo pairs: a dead peer may be noticed only at "
-                           "the collective's timeout";
-  }
+  mesh.peer_names = ReadPeerNames(*config.store, key_prefix, *mesh.context);
+  mesh.transport =
+      std::make_shared<AbortableTransport>(mesh.context->transport());
+  mesh.context->set_transport(mesh.transport);
   MUSTER_RETURN_IF_ERROR(CallGloo(
       GlooStage::kConnect, absl::StrCat(who, ": sizing its send buffers"),
       mesh.peer_names, [&] { PinSendBuffers(*mesh.context, pin_bytes); }));
   return mesh;
 }
 
-// Messages up to this size run on the sync-mode mesh (0: no such mesh).
+// Allreduces up to this size run on the direct mesh (DirectAllreduce, on
+// sockets libmuster_comm owns; 0: no such mesh), as long as the N-1 copies
+// each rank sends stay within kDirectBudgetBytes.
 //
-// In Gloo's default (async) mode a pair's socket is read by the device's
-// event-loop thread, which then wakes the thread waiting in the collective:
-// one thread hand-off per message received. In sync mode the waiting thread
-// reads the socket itself, which halves the latency of small allreduces here
-// (2 ranks, AllreduceRing of 8 B: 97 -> 47 us; 16 KB: 104 -> 63 us). But sync
-// mode blocks in write() too, so two ranks sending each other more than their
-// socket buffers hold would both block for good. So only messages far below
-// the send buffer Gloo keeps (2 x the pinned size: at least 416 KB by
-// default) go there: at most a quarter of it, and at most 128 KB. Sync pairs
-// cannot carry option-based collectives (they need the event loop), hence a
-// mesh of their own. MUSTER_GLOO_SYNC_BYTES sets the limit (0 turns it off).
-size_t SyncMaxBytes(size_t pin_bytes) {
-  size_t limit = std::min<size_t>(128 << 10, pin_bytes / 2);
+// Why: one network step instead of Gloo's two or more, and a waiting thread
+// that reads its own sockets instead of being woken by Gloo's event loop
+// (Gloo's sync mode did the latter, but its blocking reads could not be
+// aborted: see direct_allreduce.h). At most 128 KB by default.
+// MUSTER_GLOO_SYNC_BYTES sets the limit (0 turns the mesh off); the name is
+// kept from the Gloo sync-mode mesh this replaced.
+constexpr size_t kDirectBudgetBytes = 1 << 20;
+
+size_t DirectMaxBytes() {
+  size_t limit = 128 << 10;
   if (const char* env = std::getenv("MUSTER_GLOO_SYNC_BYTES")) {
     uint64_t value = 0;
     if (absl::SimpleAtoi(env, &value)) {
@@ -400,21 +372,19 @@ class GlooP2P final : public PendingP2P {
 
 class GlooBackend final : public Backend {
  public:
-  // `sync` (may be null) is a second mesh to the same peers whose pairs are
-  // in Gloo's sync mode; messages up to `sync_max_bytes` use it.
+  // `direct` (may be null) runs allreduces of up to `direct_max_bytes`
+  // when the algorithm is chosen automatically.
   GlooBackend(int rank, int world_size, AllReduceAlgorithm algorithm,
-              GlooMesh mesh, std::optional<GlooMesh> sync,
-              size_t sync_max_bytes)
+              GlooMesh mesh, std::unique_ptr<DirectAllreduce> direct,
+              size_t direct_max_bytes)
       : rank_(rank),
         world_size_(world_size),
         algorithm_(algorithm),
         peer_addresses_(std::move(mesh.peer_names)),
         context_(std::move(mesh.context)),
-        sync_context_(sync ? std::move(sync->context) : nullptr),
-        sync_max_bytes_(sync_context_ != nullptr ? sync_max_bytes : 0) {
-    sockets_.push_back(std::move(mesh.sockets));
-    if (sync) sockets_.push_back(std::move(sync->sockets));
-  }
+        transport_(std::move(mesh.transport)),
+        direct_(std::move(direct)),
+        direct_max_bytes_(direct_ != nullptr ? direct_max_bytes : 0) {}
 
   ~GlooBackend() override { Close(); }
 
@@ -451,18 +421,17 @@ class GlooBackend final : public Backend {
         std::move(buffer), op.kind == OpKind::kSend, peer_addresses_));
   }
 
-  // Shuts the pairs' sockets down: Gloo fails whatever waits on them with an
-  // IoException (CommCore reports `why`, not Gloo's words), and the peers
-  // read EOF, so they stop too instead of waiting for this rank.
+  // Fails every operation of both meshes, pending or later, through their
+  // owners (AbortableTransport, DirectAllreduce): whatever waits throws or
+  // returns at once (CommCore reports `why`, not Gloo's words), and the
+  // peers read EOF, so they stop too instead of waiting for this rank.
   void Abort(const absl::Status& why) override {
     absl::MutexLock lock(&abort_mu_);
     if (aborted_ || context_ == nullptr) return;
     aborted_ = true;
-    int shut = 0;
-    for (const PairSockets& sockets : sockets_) shut += sockets.ShutdownAll();
-    MUSTER_LOG(DEBUG) << "rank " << rank_ << ": aborting Gloo (" << why
-                      << "): shut down " << shut << " of "
-                      << sockets_.size() * (world_size_ - 1) << " pair sockets";
+    MUSTER_LOG(DEBUG) << "rank " << rank_ << ": aborting Gloo (" << why << ")";
+    if (direct_ != nullptr) direct_->Abort();
+    transport_->Abort();
   }
 
   void Close() override {
@@ -474,8 +443,9 @@ class GlooBackend final : public Backend {
     lru_.clear();
     retired_.clear();
     cached_bytes_ = 0;
-    sync_context_.reset();
+    direct_.reset();
     context_.reset();  // Pairs close their sockets.
+    transport_.reset();
   }
 
  private:
@@ -630,12 +600,18 @@ class GlooBackend final : public Backend {
     if (bytes == 0) return absl::OkStatus();
     if (op.input != op.output) std::memcpy(op.output, op.input, bytes);
     if (world_size_ == 1) return absl::OkStatus();
-    const AllReduceAlgorithm algorithm =
-        algorithm_ != AllReduceAlgorithm::kAuto
-            ? algorithm_
-            : ChooseAllReduceAlgorithm(bytes, world_size_);
-    MUSTER_RETURN_IF_ERROR(RunAllReduce(algorithm, op.output, op.count,
-                                        op.dtype, op.op, deadline));
+    if (algorithm_ == AllReduceAlgorithm::kAuto && bytes <= direct_max_bytes_ &&
+        bytes * (world_size_ - 1) <= kDirectBudgetBytes) {
+      MUSTER_RETURN_IF_ERROR(
+          direct_->Run(op.output, op.count, op.dtype, op.op, deadline));
+    } else {
+      const AllReduceAlgorithm algorithm =
+          algorithm_ != AllReduceAlgorithm::kAuto
+              ? algorithm_
+              : ChooseAllReduceAlgorithm(bytes, world_size_);
+      MUSTER_RETURN_IF_ERROR(RunAllReduce(algorithm, op.output, op.count,
+                                          op.dtype, op.op, deadline));
+    }
     if (op.op == ReduceOp::kAvg) {
       DivideInPlace(op.output, op.count, op.dtype, world_size_);
     }
@@ -678,9 +654,7 @@ class GlooBackend final : public Backend {
           " takes at most 2^31-1 elements; use ring_unbound for more"));
     }
     const size_t bytes = count * DataTypeSize(dtype);
-    // The same choice on every rank: it depends on the shape alone.
-    const std::shared_ptr<PeerContext>& context =
-        bytes <= sync_max_bytes_ ? sync_context_ : context_;
+    const std::shared_ptr<PeerContext>& context = context_;
     if (bytes <= kCacheMaxBytes && ranges_ > kCacheEntries + kRetired &&
         algorithm != AllReduceAlgorithm::kBcube) {
       MUSTER_ASSIGN_OR_RETURN(CacheEntry * entry,
@@ -933,9 +907,9 @@ class GlooBackend final : public Backend {
   const AllReduceAlgorithm algorithm_;
   const std::vector<std::string> peer_addresses_;
   std::shared_ptr<PeerContext> context_;
-  std::shared_ptr<PeerContext> sync_context_;
-  const size_t sync_max_bytes_;
-  std::vector<PairSockets> sockets_;  // Of context_, then of sync_context_.
+  std::shared_ptr<AbortableTransport> transport_;  // context_'s.
+  std::unique_ptr<DirectAllreduce> direct_;        // May be null.
+  const size_t direct_max_bytes_;
   std::vector<char> scratch_;
   uint32_t tag_ = 0;
   std::map<ShapeKey, CacheEntry> cache_;
@@ -981,27 +955,23 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
       GlooMesh mesh,
       ConnectMesh(config, device, config.key_prefix, "connecting to its peers",
                   pin_bytes, deadline));
-  const size_t sync_max_bytes = SyncMaxBytes(pin_bytes);
-  std::optional<GlooMesh> sync;
-  if (sync_max_bytes > 0 && config.world_size > 1) {
-    MUSTER_ASSIGN_OR_RETURN(
-        sync,
-        ConnectMesh(config, device, absl::StrCat(config.key_prefix, "sync/"),
-                    "connecting its low-latency mesh", pin_bytes, deadline));
-    // Only after PinSendBuffers (which needs the event loop): from now on
-    // these pairs read and write on the calling thread only.
-    MUSTER_RETURN_IF_ERROR(
-        CallGloo(GlooStage::kConnect, absl::StrCat(who, ": entering sync mode"),
-                 sync->peer_names, [&] {
-                   for (int r = 0; r < config.world_size; ++r) {
-                     if (r != config.rank)
-                       sync->context->getPair(r)->setSync(true, false);
-                   }
-                 }));
+  const size_t direct_max_bytes = DirectMaxBytes();
+  std::unique_ptr<DirectAllreduce> direct;
+  if (direct_max_bytes > 0 && config.world_size > 1) {
+    TcpMeshOptions options;
+    options.rank = config.rank;
+    options.world_size = config.world_size;
+    options.bind_ip = config.bind_ip;
+    options.store = config.store;
+    options.key_root = absl::StrCat(config.key_prefix, "direct/");
+    options.deadline = deadline;
+    options.who = who;
+    options.what = "direct allreduce mesh";
+    MUSTER_ASSIGN_OR_RETURN(direct, DirectAllreduce::Connect(options));
   }
   return std::unique_ptr<Backend>(new GlooBackend(
       config.rank, config.world_size, config.options.allreduce_algorithm,
-      std::move(mesh), std::move(sync), sync_max_bytes));
+      std::move(mesh), std::move(direct), direct_max_bytes));
 }
 
 }  // namespace muster::comm::internal

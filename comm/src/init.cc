@@ -531,6 +531,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment(
   rendezvous::GrpcStoreOptions store_options;
   store_options.endpoint = endpoint;
   store_options.prefix = prefix;
+  // The round's Store credential and TLS settings the agent gave this worker
+  // (MUSTER_STORE_TOKEN, MUSTER_STORE_TLS_*); none against a plain musterd.
+  store_options.security = rendezvous::StoreSecurityFromEnv();
   absl::StatusOr<std::unique_ptr<rendezvous::Store>> store =
       rendezvous::NewGrpcStore(store_options);
   if (!store.ok()) {

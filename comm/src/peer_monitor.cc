@@ -1,8 +1,5 @@
 #include "comm/src/peer_monitor.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -13,22 +10,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "comm/src/tcp_mesh.h"
 #include "muster/common/logging.h"
-#include "muster/common/net.h"
 #include "muster/common/status.h"
 
 namespace muster::comm::internal {
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x4d535452;  // "MSTR"
 constexpr char kGoodbye = 'B';
 constexpr char kAbort = 'A';
 // The longest abort text sent or accepted.
@@ -39,54 +31,8 @@ constexpr absl::Duration kDeadlineTick = absl::Milliseconds(100);
 // a store that does not answer.
 constexpr absl::Duration kStoreChunk = absl::Seconds(10);
 
-struct Hello {
-  uint32_t magic;
-  int32_t rank;
-  uint64_t token;
-};
-
 std::string Errno(absl::string_view what) {
   return absl::StrCat(what, ": ", std::strerror(errno));
-}
-
-void CloseFd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
-
-int PollMs(absl::Time deadline) {
-  const absl::Duration left = deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) return 0;
-  return static_cast<int>(std::min<int64_t>(
-      absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))),
-      1000 * 60));
-}
-
-// Reads or writes exactly n bytes of a non-blocking socket before `deadline`.
-bool TransferAll(int fd, void* buf, size_t n, bool write, absl::Time deadline) {
-  char* p = static_cast<char*>(buf);
-  while (n > 0) {
-    const ssize_t r =
-        write ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
-    if (r > 0) {
-      p += r;
-      n -= static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0) return false;  // EOF
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
-    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
-    const int ms = PollMs(deadline);
-    if (ms == 0) return false;
-    if (::poll(&pfd, 1, ms) < 0 && errno != EINTR) return false;
-  }
-  return true;
-}
-
-void SetNonBlocking(int fd) {
-  const int flags = fcntl(fd, F_GETFL, 0);
-  if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
 void SetKeepalive(int fd) {
@@ -98,62 +44,6 @@ void SetKeepalive(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-}
-
-absl::StatusOr<addrinfo*> Resolve(const std::string& host,
-                                  const std::string& port, bool passive) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | (passive ? AI_PASSIVE : 0);
-  addrinfo* result = nullptr;
-  const int rv = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
-  if (rv != 0 || result == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "peer monitor: cannot use address '", host, "': ", gai_strerror(rv)));
-  }
-  return result;
-}
-
-// Connects to ip:port before `deadline`; the socket is left non-blocking.
-absl::StatusOr<int> ConnectTo(const std::string& ip, int port,
-                              absl::Time deadline) {
-  MUSTER_ASSIGN_OR_RETURN(addrinfo * ai,
-                          Resolve(ip, absl::StrCat(port), /*passive=*/false));
-  const int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    freeaddrinfo(ai);
-    return absl::UnavailableError(Errno("peer monitor: socket"));
-  }
-  SetNonBlocking(fd);
-  int rv = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-  freeaddrinfo(ai);
-  if (rv != 0 && errno == EINPROGRESS) {
-    pollfd pfd{fd, POLLOUT, 0};
-    rv = ::poll(&pfd, 1, PollMs(deadline));
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (rv == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
-        err == 0) {
-      rv = 0;
-    } else {
-      errno = rv == 0 ? ETIMEDOUT : err;
-      rv = -1;
-    }
-  }
-  if (rv != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("peer monitor: connect to ", ip, ":", port, ": ", why));
-  }
-  return fd;
-}
-
-uint64_t RandomToken() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
 }  // namespace
@@ -170,7 +60,6 @@ absl::StatusOr<std::unique_ptr<PeerMonitor>> PeerMonitor::Start(
   if (!connected.ok()) {
     // Nothing runs yet: close what is open.
     for (Peer& p : monitor->peers_) CloseFd(p.fd);
-    CloseFd(monitor->listen_fd_);
     {
       absl::MutexLock lock(&monitor->mu_);
       monitor->stopped_ = true;
@@ -188,119 +77,22 @@ absl::StatusOr<std::unique_ptr<PeerMonitor>> PeerMonitor::Start(
 }
 
 absl::Status PeerMonitor::Connect() {
-  const int rank = options_.rank;
-  const int n = options_.world_size;
-  peers_.resize(n);
-  token_ = RandomToken();
-
-  // Listen on an ephemeral port of the backend's address.
-  MUSTER_ASSIGN_OR_RETURN(addrinfo * ai,
-                          Resolve(options_.bind_ip, "0", /*passive=*/true));
-  listen_fd_ = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0 || ::bind(listen_fd_, ai->ai_addr, ai->ai_addrlen) != 0 ||
-      ::listen(listen_fd_, std::max(n, 16)) != 0) {
-    const std::string why = Errno(
-        absl::StrCat("peer monitor: cannot listen on ", options_.bind_ip));
-    freeaddrinfo(ai);
-    return absl::UnavailableError(why);
-  }
-  freeaddrinfo(ai);
-  SetNonBlocking(listen_fd_);
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
-  const int port =
-      ntohs(bound.ss_family == AF_INET6
-                ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-
-  // "ip port token pid host" — everything a peer needs, and what names us in
-  // its messages.
-  const std::string key_root = options_.key_prefix + "monitor/";
-  MUSTER_RETURN_IF_ERROR(Annotate(
-      options_.store->Set(absl::StrCat(key_root, rank),
-                          absl::StrCat(options_.bind_ip, " ", port, " ", token_,
-                                       " ", getpid(), " ", LocalHostname())),
-      absl::StrCat(who_, ": publishing the peer monitor's address")));
-
-  auto describe = [](int r, const std::vector<std::string>& f) {
-    return f.size() >= 5
-               ? absl::StrCat("rank ", r, " (pid ", f[3], " on ", f[4], ")")
-               : absl::StrCat("rank ", r);
-  };
-
-  // Connect to every higher rank: their kernels complete the handshake from
-  // the listen backlog, so no rank waits on another's accept here.
-  for (int r = rank + 1; r < n; ++r) {
-    absl::StatusOr<std::string> value = options_.store->Get(
-        absl::StrCat(key_root, r),
-        std::max(options_.deadline - absl::Now(), absl::Milliseconds(1)));
-    if (!value.ok()) {
-      return Annotate(
-          value.status(),
-          absl::StrCat(who_, ": peer monitor: address of rank ", r));
-    }
-    std::vector<std::string> f = absl::StrSplit(*value, ' ');
-    int peer_port = 0;
-    uint64_t token = 0;
-    if (f.size() < 3 || !absl::SimpleAtoi(f[1], &peer_port) ||
-        !absl::SimpleAtoi(f[2], &token)) {
-      return absl::InternalError(
-          absl::StrCat(who_, ": peer monitor: malformed address of rank ", r,
-                       ": '", *value, "'"));
-    }
-    MUSTER_ASSIGN_OR_RETURN(int fd,
-                            ConnectTo(f[0], peer_port, options_.deadline));
-    Hello hello{kHelloMagic, rank, token};
-    if (!TransferAll(fd, &hello, sizeof(hello), /*write=*/true,
-                     options_.deadline)) {
-      ::close(fd);
-      return absl::UnavailableError(absl::StrCat(
-          who_, ": peer monitor: sending hello to rank ", r, " failed"));
-    }
-    peers_[r] = Peer{r, fd, describe(r, f), "", false};
-  }
-
-  // Accept every lower rank.
-  int missing = rank;
-  while (missing > 0) {
-    pollfd pfd{listen_fd_, POLLIN, 0};
-    const int ms = PollMs(options_.deadline);
-    if (ms == 0) break;
-    if (::poll(&pfd, 1, ms) <= 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    SetNonBlocking(fd);
-    Hello hello{};
-    const absl::Time hello_deadline =
-        std::min(options_.deadline, absl::Now() + absl::Seconds(10));
-    if (!TransferAll(fd, &hello, sizeof(hello), /*write=*/false,
-                     hello_deadline) ||
-        hello.magic != kHelloMagic || hello.token != token_ || hello.rank < 0 ||
-        hello.rank >= rank || peers_[hello.rank].fd >= 0) {
-      ::close(fd);  // Not one of ours.
-      continue;
-    }
-    absl::StatusOr<std::string> value = options_.store->Get(
-        absl::StrCat(key_root, hello.rank), absl::ZeroDuration());
-    std::vector<std::string> f;
-    if (value.ok()) f = absl::StrSplit(*value, ' ');
-    peers_[hello.rank] =
-        Peer{hello.rank, fd, describe(hello.rank, f), "", false};
-    --missing;
-  }
-  CloseFd(listen_fd_);
-  if (missing > 0) {
-    std::vector<int> absent;
-    for (int r = 0; r < rank; ++r) {
-      if (peers_[r].fd < 0) absent.push_back(r);
-    }
-    return absl::DeadlineExceededError(
-        absl::StrCat(who_, ": peer monitor: ranks ",
-                     absl::StrJoin(absent, ", "), " did not connect in time"));
-  }
-  for (Peer& p : peers_) {
-    if (p.fd >= 0) SetKeepalive(p.fd);
+  peers_.resize(options_.world_size);
+  TcpMeshOptions mesh;
+  mesh.rank = options_.rank;
+  mesh.world_size = options_.world_size;
+  mesh.bind_ip = options_.bind_ip;
+  mesh.store = options_.store;
+  mesh.key_root = options_.key_prefix + "monitor/";
+  mesh.deadline = options_.deadline;
+  mesh.who = who_;
+  mesh.what = "peer monitor";
+  MUSTER_ASSIGN_OR_RETURN(std::vector<TcpMeshPeer> connected,
+                          ConnectTcpMesh(mesh));
+  for (int r = 0; r < options_.world_size; ++r) {
+    peers_[r] =
+        Peer{r, connected[r].fd, std::move(connected[r].name), "", false};
+    if (peers_[r].fd >= 0) SetKeepalive(peers_[r].fd);
   }
   return absl::OkStatus();
 }
@@ -511,7 +303,6 @@ void PeerMonitor::Stop() {
   absl::MutexLock lock(&send_mu_);
   for (Peer& p : peers_) CloseFd(p.fd);
   CloseFd(wake_fd_);
-  CloseFd(listen_fd_);
 }
 
 void PeerMonitor::CrashForTesting() {

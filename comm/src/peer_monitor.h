@@ -115,9 +115,7 @@ class PeerMonitor {
   std::string StopKey() const;
 
   const PeerMonitorOptions options_;
-  const std::string who_;  // "rank 1/4"
-  uint64_t token_ = 0;
-  int listen_fd_ = -1;
+  const std::string who_;    // "rank 1/4"
   int wake_fd_ = -1;         // eventfd: wakes the socket thread to stop.
   std::vector<Peer> peers_;  // Indexed by rank; peers_[rank].fd == -1.
 

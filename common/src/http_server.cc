@@ -73,9 +73,23 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   std::string ports = (where->host.empty() || where->host == "0.0.0.0")
                           ? absl::StrCat(where->port)
                           : where->ToString();
-  const char* options[] = {
-      "listening_ports",    ports.c_str(), "num_threads", "2",
-      "request_timeout_ms", "5000",        nullptr};
+  // Probes must answer while idle or half-sent connections hold workers (a
+  // port scanner, a load balancer's pre-opened pool, a slowloris): enough
+  // workers that a few dozen such connections leave most free, and a short
+  // request timeout that frees the rest (a probe's request is one small
+  // packet). civetweb's threads sleep when idle; their stacks are mostly
+  // untouched virtual memory.
+  const char* options[] = {"listening_ports",
+                           ports.c_str(),
+                           "num_threads",
+                           "128",
+                           "connection_queue",
+                           "256",
+                           "request_timeout_ms",
+                           "1000",
+                           "enable_keep_alive",
+                           "no",
+                           nullptr};
   mg_callbacks callbacks{};
   // civetweb logs its own errors to stderr; the message below says the same,
   // once.

@@ -14,6 +14,7 @@
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
 
 namespace muster::rendezvous {
@@ -65,9 +66,13 @@ class GrpcRendezvousClient final : public RendezvousClient {
     }
     if (target->host.empty()) target->host = "127.0.0.1";
     target_ = *target;
-    channel_ = NewMusterChannel(target_);
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        NewSecureMusterChannel(target_, options_.security);
+    if (!channel.ok()) return channel.status();
+    channel_ = *std::move(channel);
     absl::Status connected = WaitForChannel(
-        *channel_, target_, "rendezvous server", options_.connect_timeout);
+        *channel_, target_, "rendezvous server", options_.connect_timeout,
+        ChannelWait::kPatient, options_.security.tls());
     if (!connected.ok()) return connected;
     stub_ = v1::Rendezvous::NewStub(channel_);
 

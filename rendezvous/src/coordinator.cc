@@ -49,10 +49,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "muster/common/logging.h"
+#include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/rank_assignment.h"
 #include "rendezvous/src/deadline_queue.h"
 #include "rendezvous/src/outbox.h"
@@ -229,6 +232,9 @@ enum class NodeStatus { kPending, kWaiting, kMember };
 struct Node {
   v1::Join join;  // the latest Join (hostname, address, port, sizes)
   ConnectionId conn = 0;
+  // SHA-256 of the session secret of the node's first Join (none: an agent
+  // that sent no secret). Another stream speaks for the node only with it.
+  std::optional<Digest> session_digest;
   NodeStatus status = NodeStatus::kPending;
   int64_t join_seq = 0;  // when it entered the waiting set; orders newcomers
 };
@@ -285,6 +291,12 @@ struct Job {
   // "node h [id]: why" for each agent lost since the last round formed; the
   // join-timeout root cause names them.
   std::vector<std::string> losses;
+  // OPEN after a restart: the survivors of the ended round that have not
+  // rejoined yet. When the last of them is back the round closes at once
+  // (with min_nodes waiting): there is nobody else it was waiting for, and
+  // last call exists for newcomers, not for a round re-forming.
+  std::set<std::string> awaited_survivors;
+  bool reforming = false;  // OPEN after a restart (awaited_survivors applies).
 
   std::optional<v1::WorkerFailure> first_failure;  // of the whole job
   std::vector<v1::WorkerFailure> round_failures;   // of the last round that ran
@@ -421,6 +433,11 @@ class Coordinator::Impl {
   v1::ServerMessage MakeRoundReady(const Job& job,
                                    const std::string& node_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Join for a node id that is connected on another stream must present the
+  // node's session secret. ALREADY_EXISTS otherwise; nothing is touched.
+  absl::Status CheckSessionSecret(const Job& job, ConnectionId conn,
+                                  const v1::Join& join) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The RoundReady of members[index]: its ranks and the peers it needs
   // (round_peers.h). O(1) for rounds above kFullPeerListMax nodes.
   v1::ServerMessage RoundReadyFor(const Job& job, int index) const
@@ -495,6 +512,30 @@ std::pair<Job*, Node*> Coordinator::Impl::CurrentMember(
     return {nullptr, nullptr};
   }
   return {job, node};
+}
+
+absl::Status Coordinator::Impl::CheckSessionSecret(const Job& job,
+                                                   ConnectionId conn,
+                                                   const v1::Join& join) const {
+  auto n = job.nodes.find(join.node_id());
+  if (n == job.nodes.end() || n->second.conn == conn ||
+      !n->second.session_digest.has_value()) {
+    return absl::OkStatus();  // a new node, its own stream, or a legacy agent
+  }
+  if (!join.session_secret().empty() &&
+      SecretEquals(HashSecret(join.session_secret()),
+                   *n->second.session_digest)) {
+    return absl::OkStatus();  // the node's own agent, reconnecting
+  }
+  MUSTER_LOG(WARNING) << "job " << job.id << ": refused a Join for node "
+                      << join.node_id()
+                      << " from another session without the node's session "
+                         "secret; the connected agent keeps its place";
+  return absl::AlreadyExistsError(absl::StrCat(
+      "node ", join.node_id(), " of job ", job.id,
+      " is connected from another agent, and this Join does not carry that "
+      "agent's session secret; give every agent its own node id (a restarted "
+      "agent joins as a new node)"));
 }
 
 std::pair<Job*, Node*> Coordinator::Impl::Find(ConnectionId conn) {
@@ -661,6 +702,24 @@ std::string Coordinator::Impl::JoinTimeoutCause(const Job& job) const {
   return out;
 }
 
+// Job and node ids: what agents send and status prints; they appear in store
+// prefixes ("<job>/<round>") and logs, so the grammar leaves out '/', spaces
+// and control characters, and bounds the length.
+namespace {
+constexpr char kIdGrammar[] = "1 to 128 characters from A-Z a-z 0-9 . _ -";
+
+bool IsValidId(absl::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
+        c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
 // ---------- transitions
 
 void Coordinator::Impl::OpenRound(Job& job) {
@@ -682,12 +741,21 @@ void Coordinator::Impl::OpenRound(Job& job) {
 void Coordinator::Impl::AddWaiting(Job& job, Node& node) {
   job.SetStatus(node, NodeStatus::kWaiting);
   node.join_seq = job.next_join_seq++;
+  job.awaited_survivors.erase(node.join.node_id());
   CheckCount(job, &node);
 }
 
 void Coordinator::Impl::CheckCount(Job& job, const Node* joiner) {
   const int waiting = job.WaitingCount();
   if (waiting >= job.max_nodes) {
+    CloseRound(job);
+    return;
+  }
+  if (waiting >= job.min_nodes && job.reforming &&
+      job.awaited_survivors.empty()) {
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": round " << job.round
+        << ": every survivor is back; closing without last call";
     CloseRound(job);
     return;
   }
@@ -747,6 +815,8 @@ void Coordinator::Impl::CloseRound(Job& job) {
   }
 
   job.state = JobState::kRunning;
+  job.reforming = false;
+  job.awaited_survivors.clear();
   job.join_deadline = absl::InfiniteFuture();
   job.last_call_deadline = absl::InfiniteFuture();
   job.members.clear();
@@ -809,12 +879,15 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
   restart->set_round(job.round);
   restart->set_reason(reason);
   restart->set_restart_count(job.restart_count);
+  job.reforming = true;
+  job.awaited_survivors.clear();
   std::shared_ptr<const v1::ServerMessage> shared = std::move(msg);
   for (auto& [id, node] : job.nodes) {
     if (node.status != NodeStatus::kMember) continue;
     Send(node.conn, shared);
     // It must stop its workers and Join again.
     job.SetStatus(node, NodeStatus::kPending);
+    job.awaited_survivors.insert(id);
   }
   DropNamespace(StorePrefix(job.id, job.round));
   OpenRound(job);
@@ -868,6 +941,7 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
     conns_.erase(c);
   }
   job.EraseNode(it);
+  job.awaited_survivors.erase(node_id);
 
   if (job.ended()) {
     MaybeStartRetention(job);
@@ -879,6 +953,14 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
       MUSTER_LOG_AT(options_.event_log_level)
           << "job " << job.id << ": " << who << " lost (" << why
           << ") while round " << job.round << " was open";
+      if (job.nodes.empty()) {
+        // Nobody is left to run it, and nothing ran that status should
+        // remember: forget it at the next Tick (a rejoin before then keeps
+        // it). Thousands of abandoned jobs must not pile up in a shared
+        // server.
+        job.forget_at = clock_->Now();
+        break;
+      }
       if (status == NodeStatus::kWaiting) CheckCount(job);
       break;
     case JobState::kRunning:
@@ -915,16 +997,38 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   if (join.job_id().empty()) {
     return absl::InvalidArgumentError("Join: job_id is empty; pass --rdzv-id");
   }
+  if (!IsValidId(join.job_id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Join: job_id '", absl::CHexEscape(join.job_id().substr(0, 64)),
+        join.job_id().size() > 64 ? "...' (" : "' (", join.job_id().size(),
+        " bytes) is not a valid id: ", kIdGrammar, " (--rdzv-id)"));
+  }
   if (join.node_id().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Join for job ", join.job_id(), ": node_id is empty"));
   }
+  if (!IsValidId(join.node_id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Join for job ", join.job_id(), ": node_id '",
+        absl::CHexEscape(join.node_id().substr(0, 64)),
+        join.node_id().size() > 64 ? "...' (" : "' (", join.node_id().size(),
+        " bytes) is not a valid id: ", kIdGrammar));
+  }
   const std::string ctx = absl::StrCat("Join of node ", join.node_id(),
                                        " for job ", join.job_id(), ": ");
-  if (join.local_world_size() < 1) {
+  if (join.local_world_size() < 1 ||
+      join.local_world_size() > kMaxLocalWorldSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx, "local_world_size is ", join.local_world_size(),
+        "; --nproc-per-node must be from 1 to ", kMaxLocalWorldSize));
+  }
+  if (int64_t{join.local_world_size()} * join.max_nodes() > kMaxWorldSize) {
     return absl::InvalidArgumentError(
-        absl::StrCat(ctx, "local_world_size is ", join.local_world_size(),
-                     "; --nproc-per-node must be at least 1"));
+        absl::StrCat(ctx, join.max_nodes(), " nodes of ",
+                     join.local_world_size(), " workers would make a world of ",
+                     int64_t{join.local_world_size()} * join.max_nodes(),
+                     " ranks, above the limit of ", kMaxWorldSize,
+                     "; lower --nnodes or --nproc-per-node"));
   }
   if (join.min_nodes() < 1) {
     return absl::InvalidArgumentError(
@@ -994,7 +1098,11 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         "); its agents are still disconnecting — this node joins again "
         "shortly (or use another --rdzv-id)"));
   }
-  if (!created && !rerun &&
+  // An OPEN job whose agents all left (forgotten at the next Tick) starts
+  // afresh too: nobody is there to disagree with.
+  const bool abandoned =
+      !created && job.state == JobState::kOpen && job.nodes.empty();
+  if (!created && !rerun && !abandoned &&
       (job.min_nodes != join.min_nodes() || job.max_nodes != join.max_nodes() ||
        job.max_restarts != join.max_restarts())) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -1006,7 +1114,11 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         "; give every node the same --nnodes and --max-restarts, or use "
         "another --rdzv-id"));
   }
-  if (created || rerun) {
+  if (!created && !rerun && !abandoned) {
+    absl::Status taken = CheckSessionSecret(job, conn, join);
+    if (!taken.ok()) return taken;
+  }
+  if (created || rerun || abandoned) {
     // A fresh job, or a rerun: everything but the round counter starts over, so
     // a rerun's store prefixes never repeat those of the previous run.
     const int64_t last_round = created ? 0 : job.round;
@@ -1056,9 +1168,14 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         << "job " << job.id << ": " << who << " reconnected";
   }
   node.join = join;
+  node.join.clear_session_secret();  // kept only as a digest
+  if (!node.session_digest.has_value() && !join.session_secret().empty())
+    node.session_digest = HashSecret(join.session_secret());
   node.conn = conn;
 
-  if (created || rerun) {
+  if (created || rerun || abandoned) {
+    job.reforming = false;
+    job.awaited_survivors.clear();
     OpenRound(job);  // round 1 (or the rerun's first), with no one waiting yet
   }
   switch (job.state) {
@@ -1122,11 +1239,18 @@ void Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
 }
 
 void Coordinator::Impl::OnWorkersFailed(ConnectionId conn,
-                                        const v1::WorkersFailed& failed) {
+                                        const v1::WorkersFailed& report) {
   absl::MutexLock lock(&mu_);
   Touch(conn);
-  auto [job, node] = CurrentMember(conn, failed.round(), "failure report");
+  auto [job, node] = CurrentMember(conn, report.round(), "failure report");
   if (job == nullptr) return;
+  // A stream speaks only for its own node: whatever node the report names,
+  // its failures are this node's.
+  v1::WorkersFailed failed = report;
+  for (v1::WorkerFailure& f : *failed.mutable_failures()) {
+    f.set_node_id(node->join.node_id());
+    f.set_hostname(node->join.hostname());
+  }
   for (const v1::WorkerFailure& f : failed.failures())
     job->round_failures.push_back(f);
   std::string reason;
@@ -1263,14 +1387,32 @@ absl::Time Coordinator::Impl::Tick() {
       } else if (job.join_deadline <= now) {
         FailJob(job, JoinTimeoutCause(job));
       }
+      if (job.state == JobState::kOpen && job.nodes.empty() &&
+          job.forget_at <= now) {
+        forget.push_back(id);
+      }
     } else if (job.ended() && job.forget_at <= now) {
       forget.push_back(id);
     }
   }
+  // At most max_finished_jobs ended jobs are kept for status: the oldest go
+  // first.
+  std::vector<std::pair<absl::Time, std::string>> kept;
+  for (const auto& [id, job] : jobs_) {
+    if (job.ended() && job.nodes.empty() && job.forget_at > now) {
+      kept.emplace_back(job.forget_at, id);
+    }
+  }
+  if (kept.size() > static_cast<size_t>(options_.max_finished_jobs)) {
+    const size_t extra = kept.size() - options_.max_finished_jobs;
+    std::nth_element(kept.begin(), kept.begin() + extra, kept.end());
+    for (size_t i = 0; i < extra; ++i) forget.push_back(kept[i].second);
+  }
   for (const std::string& id : forget) {
     MUSTER_LOG_AT(options_.event_log_level)
         << "job " << id << ": forgotten (" << JobStateName(jobs_.at(id).state)
-        << ", retention passed)";
+        << (jobs_.at(id).ended() ? ", retention passed or too many kept)"
+                                 : ", no agent left)");
     jobs_.erase(id);
     DropNamespace(absl::StrCat(id, "/"));
   }
@@ -1293,6 +1435,7 @@ v1::GetStatusResponse Coordinator::Impl::Status(
   v1::GetStatusResponse out;
   for (const auto& [id, job] : jobs_) {
     if (!job_id.empty() && id != job_id) continue;
+    if (job.state == JobState::kOpen && job.nodes.empty()) continue;  // Gone.
     v1::JobStatus* s = out.add_jobs();
     s->set_job_id(id);
     s->set_state(std::string(JobStateName(job.state)));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "muster/common/probe.h"
+#include "rendezvous/src/grpc_security.h"
 
 namespace muster::rendezvous {
 
@@ -83,7 +84,7 @@ absl::Status Unreachable(const HostPort& target, absl::string_view what,
 
 absl::Status WaitForChannel(grpc::Channel& channel, const HostPort& target,
                             absl::string_view what, absl::Duration timeout,
-                            ChannelWait wait) {
+                            ChannelWait wait, bool client_tls) {
   const absl::Time start = absl::Now();
   const absl::Time deadline = start + timeout;
   if (wait == ChannelWait::kFailFast) {
@@ -98,9 +99,31 @@ absl::Status WaitForChannel(grpc::Channel& channel, const HostPort& target,
   }
   // Keep a little of the budget for the probe that names the cause.
   const absl::Duration probe_budget = std::min(timeout / 5, absl::Seconds(1));
-  if (channel.WaitForConnected(absl::ToChronoTime(deadline - probe_budget))) {
-    return absl::OkStatus();
+  // Waits for READY; each time the channel fails (at most once a second) a
+  // TLS probe checks for a plaintext/TLS mismatch, which no retry mends.
+  absl::Time next_tls_check = absl::InfinitePast();
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE &&
+        absl::Now() >= next_tls_check) {
+      next_tls_check = absl::Now() + absl::Seconds(1);
+      std::string mismatch = DescribeTlsMismatch(
+          target, client_tls,
+          std::max(absl::Milliseconds(100),
+                   std::min(absl::Seconds(2), deadline - absl::Now())));
+      if (!mismatch.empty()) {
+        return absl::UnavailableError(absl::StrCat("cannot talk to the ", what,
+                                                   " at ", target.ToString(),
+                                                   ": ", mismatch));
+      }
+    }
+    const absl::Time wake =
+        std::min(deadline - probe_budget, absl::Now() + absl::Seconds(1));
+    if (absl::Now() >= deadline - probe_budget) break;
+    channel.WaitForStateChange(state, absl::ToChronoTime(wake));
+    state = channel.GetState(/*try_to_connect=*/true);
   }
+  if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
   const ProbeResult probe =
       ProbeTcp(target.host, target.port,
                std::max(absl::Milliseconds(1), deadline - absl::Now()));

@@ -46,9 +46,15 @@ enum class ChannelWait {
 // where the cause comes from a TCP probe at the end of the wait (nothing
 // listening / no answer / unresolvable / rejected / not gRPC). Blocks up to
 // `timeout`.
+//
+// When the channel fails while the port is open, a TLS probe tells a
+// plaintext/TLS mismatch (or a failed TLS handshake) apart and the wait ends
+// at once with UNAVAILABLE naming TLS and the fix. `client_tls`: whether the
+// channel uses TLS.
 absl::Status WaitForChannel(grpc::Channel& channel, const HostPort& target,
                             absl::string_view what, absl::Duration timeout,
-                            ChannelWait wait = ChannelWait::kPatient);
+                            ChannelWait wait = ChannelWait::kPatient,
+                            bool client_tls = false);
 
 }  // namespace muster::rendezvous
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "muster/common/net.h"
 #include "muster/v1/store.grpc.pb.h"
+#include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
 
 namespace muster::rendezvous {
@@ -245,9 +246,13 @@ absl::StatusOr<std::unique_ptr<Store>> NewGrpcStore(
         absl::StrCat("bad store endpoint: ", target.status().message()));
   }
   if (target->host.empty()) target->host = "127.0.0.1";
-  std::shared_ptr<grpc::Channel> channel = NewMusterChannel(*target);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> secure =
+      NewSecureMusterChannel(*target, options.security);
+  if (!secure.ok()) return secure.status();
+  std::shared_ptr<grpc::Channel> channel = *std::move(secure);
   absl::Status connected =
-      WaitForChannel(*channel, *target, "store", options.connect_timeout);
+      WaitForChannel(*channel, *target, "store", options.connect_timeout,
+                     ChannelWait::kPatient, options.security.tls());
   if (!connected.ok()) return connected;
   return std::unique_ptr<Store>(
       new GrpcStore(*target, options.prefix, std::move(channel)));

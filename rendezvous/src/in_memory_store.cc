@@ -15,8 +15,7 @@ InMemoryStore::InMemoryStore(std::shared_ptr<KvStore> kv, std::string ns)
 
 absl::Status InMemoryStore::Set(absl::string_view key,
                                 absl::string_view value) {
-  kv_->Set(ns_, key, value);
-  return absl::OkStatus();
+  return kv_->Set(ns_, key, value);
 }
 
 absl::StatusOr<std::string> InMemoryStore::Get(absl::string_view key,

@@ -9,15 +9,83 @@
 
 namespace muster::rendezvous {
 
-void KvStore::Set(absl::string_view ns, absl::string_view key,
-                  absl::string_view value) {
+absl::Status KvStore::CheckWriteLocked(absl::string_view ns, const Namespace* n,
+                                       absl::string_view key,
+                                       absl::string_view value,
+                                       int64_t* added_keys,
+                                       int64_t* added_bytes) const {
+  const int64_t key_bytes = static_cast<int64_t>(key.size());
+  const int64_t value_bytes = static_cast<int64_t>(value.size());
+  if (key_bytes > limits_.max_key_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "store key of ", key_bytes, " bytes is longer than the limit of ",
+        limits_.max_key_bytes, " bytes (musterd --store-max-key-bytes)"));
+  }
+  if (value_bytes > limits_.max_value_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("store value of ", value_bytes, " bytes for key '", key,
+                     "' is larger than the limit of ", limits_.max_value_bytes,
+                     " bytes (musterd --store-max-value-bytes)"));
+  }
+  const std::string* old = nullptr;
+  if (n != nullptr) {
+    auto it = n->entries.find(key);
+    if (it != n->entries.end()) old = &it->second;
+  }
+  if (old == nullptr) {
+    *added_keys += 1;
+    *added_bytes += key_bytes + value_bytes;
+  } else {
+    *added_bytes += value_bytes - static_cast<int64_t>(old->size());
+  }
+  const int64_t keys =
+      (n == nullptr ? 0 : static_cast<int64_t>(n->entries.size())) +
+      *added_keys;
+  const int64_t bytes = (n == nullptr ? 0 : n->bytes) + *added_bytes;
+  if (keys > limits_.max_namespace_keys) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the store namespace '", ns, "' would hold ", keys,
+        " keys, above its quota of ", limits_.max_namespace_keys,
+        " (musterd --store-max-keys); delete keys the job no longer needs"));
+  }
+  if (bytes > limits_.max_namespace_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the store namespace '", ns, "' would hold ", bytes,
+        " bytes, above its quota of ", limits_.max_namespace_bytes,
+        " bytes (musterd --store-max-bytes); the store is for bootstrap "
+        "data, not for bulk data"));
+  }
+  return absl::OkStatus();
+}
+
+void KvStore::PutLocked(Namespace& n, absl::string_view key,
+                        std::string value) {
+  auto [it, inserted] = n.entries.try_emplace(key);
+  if (inserted) {
+    n.bytes += static_cast<int64_t>(key.size());
+  } else {
+    n.bytes -= static_cast<int64_t>(it->second.size());
+  }
+  n.bytes += static_cast<int64_t>(value.size());
+  it->second = std::move(value);
+}
+
+absl::Status KvStore::Set(absl::string_view ns, absl::string_view key,
+                          absl::string_view value) {
   std::vector<std::pair<WaitCallback, std::vector<std::string>>> ready;
   {
     absl::MutexLock lock(&mu_);
-    data_[ns][key] = std::string(value);
+    auto found = data_.find(ns);
+    int64_t keys = 0, bytes = 0;
+    absl::Status fits =
+        CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second,
+                         key, value, &keys, &bytes);
+    if (!fits.ok()) return fits;
+    PutLocked(data_[ns], key, std::string(value));
     CollectReadyLocked(std::string(ns), &ready);
   }
   for (auto& [done, values] : ready) done(std::move(values));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> KvStore::Get(absl::string_view ns,
@@ -25,8 +93,8 @@ absl::StatusOr<std::string> KvStore::Get(absl::string_view ns,
   absl::MutexLock lock(&mu_);
   auto n = data_.find(ns);
   if (n != data_.end()) {
-    auto it = n->second.find(key);
-    if (it != n->second.end()) return it->second;
+    auto it = n->second.entries.find(key);
+    if (it != n->second.entries.end()) return it->second;
   }
   return absl::NotFoundError(absl::StrCat("key '", key, "' is not set"));
 }
@@ -37,39 +105,55 @@ absl::StatusOr<int64_t> KvStore::Add(absl::string_view ns,
   int64_t result = 0;
   {
     absl::MutexLock lock(&mu_);
-    std::string& slot = data_[ns][key];
+    auto found = data_.find(ns);
     int64_t current = 0;
-    if (!slot.empty() && !absl::SimpleAtoi(slot, &current)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Add on key '", key, "': its value is not an integer"));
+    if (found != data_.end()) {
+      auto it = found->second.entries.find(key);
+      if (it != found->second.entries.end() && !it->second.empty() &&
+          !absl::SimpleAtoi(it->second, &current)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Add on key '", key, "': its value is not an integer"));
+      }
     }
     result = current + delta;
-    slot = absl::StrCat(result);
+    std::string text = absl::StrCat(result);
+    int64_t keys = 0, bytes = 0;
+    absl::Status fits =
+        CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second,
+                         key, text, &keys, &bytes);
+    if (!fits.ok()) return fits;
+    PutLocked(data_[ns], key, std::move(text));
     CollectReadyLocked(std::string(ns), &ready);
   }
   for (auto& [done, values] : ready) done(std::move(values));
   return result;
 }
 
-std::string KvStore::CompareSet(absl::string_view ns, absl::string_view key,
-                                absl::string_view expected,
-                                absl::string_view desired) {
+absl::StatusOr<std::string> KvStore::CompareSet(absl::string_view ns,
+                                                absl::string_view key,
+                                                absl::string_view expected,
+                                                absl::string_view desired) {
   std::vector<std::pair<WaitCallback, std::vector<std::string>>> ready;
   std::string result;
   {
     absl::MutexLock lock(&mu_);
-    Namespace& n = data_[ns];
-    auto it = n.find(key);
-    if (it == n.end()) {
-      if (expected.empty()) {
-        n[key] = std::string(desired);
-        result = std::string(desired);
-        CollectReadyLocked(std::string(ns), &ready);
-      }
-    } else {
-      if (it->second == expected) it->second = std::string(desired);
-      result = it->second;
+    auto found = data_.find(ns);
+    const std::string* current = nullptr;
+    if (found != data_.end()) {
+      auto it = found->second.entries.find(key);
+      if (it != found->second.entries.end()) current = &it->second;
     }
+    const bool swap =
+        current == nullptr ? expected.empty() : *current == expected;
+    if (!swap) return current == nullptr ? std::string() : *current;
+    int64_t keys = 0, bytes = 0;
+    absl::Status fits =
+        CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second,
+                         key, desired, &keys, &bytes);
+    if (!fits.ok()) return fits;
+    PutLocked(data_[ns], key, std::string(desired));
+    result = std::string(desired);
+    CollectReadyLocked(std::string(ns), &ready);
   }
   for (auto& [done, values] : ready) done(std::move(values));
   return result;
@@ -85,8 +169,20 @@ absl::Status KvStore::MultiSet(absl::string_view ns,
   std::vector<std::pair<WaitCallback, std::vector<std::string>>> ready;
   {
     absl::MutexLock lock(&mu_);
-    Namespace& n = data_[ns];
-    for (size_t i = 0; i < keys.size(); ++i) n[keys[i]] = values[i];
+    auto found = data_.find(ns);
+    const Namespace* n = found == data_.end() ? nullptr : &found->second;
+    // All or nothing. A key named twice is counted as new twice: a slightly
+    // strict quota, never a loose one.
+    int64_t added_keys = 0, added_bytes = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      absl::Status fits = CheckWriteLocked(ns, n, keys[i], values[i],
+                                           &added_keys, &added_bytes);
+      if (!fits.ok()) return fits;
+    }
+    Namespace& target = data_[ns];
+    for (size_t i = 0; i < keys.size(); ++i) {
+      PutLocked(target, keys[i], values[i]);
+    }
     CollectReadyLocked(std::string(ns), &ready);
   }
   for (auto& [done, vals] : ready) done(std::move(vals));
@@ -97,13 +193,17 @@ bool KvStore::Delete(absl::string_view ns, absl::string_view key) {
   absl::MutexLock lock(&mu_);
   auto n = data_.find(ns);
   if (n == data_.end()) return false;
-  return n->second.erase(key) > 0;
+  auto it = n->second.entries.find(key);
+  if (it == n->second.entries.end()) return false;
+  n->second.bytes -= static_cast<int64_t>(key.size() + it->second.size());
+  n->second.entries.erase(it);
+  return true;
 }
 
 int64_t KvStore::NumKeys(absl::string_view ns) const {
   absl::MutexLock lock(&mu_);
   auto n = data_.find(ns);
-  return n == data_.end() ? 0 : static_cast<int64_t>(n->second.size());
+  return n == data_.end() ? 0 : static_cast<int64_t>(n->second.entries.size());
 }
 
 KvStore::WaiterId KvStore::WaitFor(absl::string_view ns,
@@ -119,8 +219,8 @@ KvStore::WaiterId KvStore::WaitFor(absl::string_view ns,
         all = false;
         break;
       }
-      auto it = n->second.find(k);
-      if (it == n->second.end()) {
+      auto it = n->second.entries.find(k);
+      if (it == n->second.entries.end()) {
         all = false;
         break;
       }
@@ -147,7 +247,8 @@ void KvStore::CancelWait(WaiterId id, const absl::Status& why) {
     std::vector<std::string> missing;
     auto n = data_.find(it->second.ns);
     for (const std::string& k : it->second.keys) {
-      if (n == data_.end() || !n->second.contains(k)) missing.push_back(k);
+      if (n == data_.end() || !n->second.entries.contains(k))
+        missing.push_back(k);
     }
     message = absl::StrCat(
         why.message(), " (keys not set: ", absl::StrJoin(missing, ", "), ")");
@@ -208,8 +309,8 @@ void KvStore::CollectReadyLocked(
     std::vector<std::string> values;
     bool all = true;
     for (const std::string& k : w.keys) {
-      auto v = n->second.find(k);
-      if (v == n->second.end()) {
+      auto v = n->second.entries.find(k);
+      if (v == n->second.entries.end()) {
         all = false;
         break;
       }

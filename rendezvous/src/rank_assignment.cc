@@ -94,6 +94,14 @@ absl::StatusOr<std::vector<RankAssignment>> AssignRanks(
     if (member_at[r] == -1) member_at[r] = *next++;
   }
 
+  int64_t total = 0;
+  for (const MemberSpec& m : members) total += m.local_world_size;
+  if (total > kMaxWorldSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot assign ranks: the round's ", n, " nodes run ", total,
+        " workers in all, above the limit of ", kMaxWorldSize,
+        "; run fewer workers per node or fewer nodes"));
+  }
   std::vector<RankAssignment> out;
   out.reserve(n);
   int offset = 0;

@@ -18,6 +18,7 @@
 #include "muster/common/http_server.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
+#include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/metrics.h"
 #include "rendezvous/src/session_service.h"
 #include "rendezvous/src/store_service.h"
@@ -72,10 +73,12 @@ class RendezvousServer::Impl {
  public:
   explicit Impl(ServerOptions options)
       : options_(std::move(options)),
-        coordinator_(WithStoreCleanup(options_.coordinator, &store_),
+        auth_(MakeAuthPolicy(options_)),
+        store_(options_.store_limits),
+        coordinator_(WithStoreCleanup(options_.coordinator, &store_, &auth_),
                      Clock::Real()),
-        session_service_(&coordinator_, &metrics_),
-        store_service_(&store_) {}
+        session_service_(&coordinator_, &auth_, &metrics_),
+        store_service_(&store_, &auth_) {}
 
   ~Impl() { Shutdown(absl::Seconds(2)); }
 
@@ -108,8 +111,16 @@ class RendezvousServer::Impl {
     // agents a syscall pair per burst for nothing.
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     int bound_port = 0;
-    builder.AddListeningPort(where->ToString(),
-                             grpc::InsecureServerCredentials(), &bound_port);
+    std::shared_ptr<grpc::ServerCredentials> credentials =
+        grpc::InsecureServerCredentials();
+    if (options_.tls.enabled()) {
+      absl::StatusOr<std::unique_ptr<ServerTlsCredentials>> tls =
+          ServerTlsCredentials::Create(options_.tls);
+      if (!tls.ok()) return tls.status();
+      tls_ = *std::move(tls);
+      credentials = tls_->credentials();
+    }
+    builder.AddListeningPort(where->ToString(), credentials, &bound_port);
     builder.RegisterService(&session_service_);
     builder.RegisterService(&store_service_);
     std::vector<
@@ -144,6 +155,14 @@ class RendezvousServer::Impl {
   }
 
   int http_port() const { return http_ ? http_->port() : 0; }
+
+  absl::Status ReloadTls() {
+    if (tls_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "this server runs without TLS (no --tls-cert): nothing to reload");
+    }
+    return tls_->Reload();
+  }
 
   void Shutdown(absl::Duration grace) {
     {
@@ -194,12 +213,16 @@ class RendezvousServer::Impl {
  private:
   // The Coordinator's options, with on_round_end also dropping the round's
   // store namespace (or every round of a forgotten job, for a prefix "<job>/").
+  // A forgotten job's token binding goes with it.
   static CoordinatorOptions WithStoreCleanup(CoordinatorOptions options,
-                                             KvStore* store) {
-    options.on_round_end = [store, user = std::move(options.on_round_end)](
+                                             KvStore* store,
+                                             JobAuthRegistry* auth) {
+    options.on_round_end = [store, auth,
+                            user = std::move(options.on_round_end)](
                                const std::string& store_prefix) {
       if (absl::EndsWith(store_prefix, "/")) {
         store->DropNamespacesWithPrefix(store_prefix);
+        auth->Forget(store_prefix);
       } else {
         store->DropNamespace(store_prefix);
       }
@@ -245,9 +268,19 @@ class RendezvousServer::Impl {
     }
   }
 
+  static AuthPolicy MakeAuthPolicy(const ServerOptions& options) {
+    AuthPolicy policy;
+    policy.require_token = options.require_token;
+    if (!options.admin_token.empty())
+      policy.admin_digest = HashSecret(options.admin_token);
+    return policy;
+  }
+
   const ServerOptions options_;
   // Declared before what uses them: destroyed after the server and the
   // services.
+  JobAuthRegistry auth_;
+  std::unique_ptr<ServerTlsCredentials> tls_;
   RpcMetrics metrics_;
   std::atomic<bool> draining_{false};
   KvStore store_;
@@ -286,6 +319,8 @@ int RendezvousServer::port() const { return impl_->port(); }
 std::string RendezvousServer::address() const { return impl_->address(); }
 
 int RendezvousServer::http_port() const { return impl_->http_port(); }
+
+absl::Status RendezvousServer::ReloadTls() { return impl_->ReloadTls(); }
 
 void RendezvousServer::Shutdown(absl::Duration grace) {
   impl_->Shutdown(grace);

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "muster/common/logging.h"
+#include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
 
 namespace muster::rendezvous {
@@ -175,11 +176,13 @@ const char* KindName(const v1::AgentMessage& msg) {
 // after its OnDisconnect (events_mu_).
 class SessionService::Reactor final : public SessionReactor {
  public:
-  Reactor(SessionService* service, ConnectionId id, std::string peer)
+  Reactor(SessionService* service, ConnectionId id, std::string peer,
+          Credential credential)
       : service_(service),
         coordinator_(service->coordinator_),
         id_(id),
         peer_(std::move(peer)),
+        credential_(std::move(credential)),
         start_(absl::Now()),
         channel_(std::make_shared<SessionChannel>(this)) {
     absl::Status refusal;
@@ -237,7 +240,8 @@ class SessionService::Reactor final : public SessionReactor {
       } else {
         switch (msg.kind_case()) {
           case v1::AgentMessage::kJoin:
-            refused = coordinator_->OnJoin(id_, msg.join(), channel_);
+            refused = service_->AuthorizedJoin(id_, credential_, msg.join(),
+                                               channel_);
             if (refused.ok()) joined_ = true;
             break;
           case v1::AgentMessage::kHeartbeat:
@@ -285,6 +289,7 @@ class SessionService::Reactor final : public SessionReactor {
   Coordinator* const coordinator_;
   const ConnectionId id_;
   const std::string peer_;
+  const Credential credential_;  // from the stream's metadata; never logged
   const absl::Time start_;
   const std::shared_ptr<SessionChannel> channel_;
   // Owned by the read path: one read in flight at a time.
@@ -295,22 +300,55 @@ class SessionService::Reactor final : public SessionReactor {
   bool disconnected_ ABSL_GUARDED_BY(events_mu_) = false;
 };
 
-SessionService::SessionService(Coordinator* coordinator, RpcMetrics* metrics)
-    : coordinator_(coordinator), metrics_(metrics) {}
+SessionService::SessionService(Coordinator* coordinator, JobAuthRegistry* auth,
+                               RpcMetrics* metrics)
+    : coordinator_(coordinator), auth_(auth), metrics_(metrics) {}
+
+absl::Status SessionService::AuthorizedJoin(
+    ConnectionId conn, const Credential& credential, const v1::Join& join,
+    std::shared_ptr<AgentChannel> channel) {
+  if (auth_ == nullptr) return coordinator_->OnJoin(conn, join, channel);
+  absl::MutexLock lock(&join_mu_);
+  absl::Status allowed = auth_->Check(credential, Access::kJoin, join.job_id());
+  if (!allowed.ok()) return allowed;
+  absl::Status joined = coordinator_->OnJoin(conn, join, std::move(channel));
+  if (joined.ok()) auth_->Bind(join.job_id(), credential);
+  return joined;
+}
 
 SessionService::~SessionService() = default;
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>*
 SessionService::Session(grpc::CallbackServerContext* context) {
-  return new Reactor(this, next_connection_.fetch_add(1), context->peer());
+  return new Reactor(this, next_connection_.fetch_add(1), context->peer(),
+                     CredentialOf(*context));
 }
 
 grpc::ServerUnaryReactor* SessionService::GetStatus(
     grpc::CallbackServerContext* context, const v1::GetStatusRequest* request,
     v1::GetStatusResponse* response) {
-  *response = coordinator_->Status(request->job_id());
-  response->set_server_version(MUSTER_VERSION);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (auth_ != nullptr) {
+    // One job: the caller may see it or is told why not. Every job: those it
+    // may see, silently (a job's existence is not a secret, its details are).
+    const Credential credential = CredentialOf(*context);
+    if (!request->job_id().empty()) {
+      absl::Status allowed =
+          auth_->Check(credential, Access::kStatus, request->job_id());
+      if (!allowed.ok()) {
+        reactor->Finish(ToGrpcStatus(allowed));
+        return reactor;
+      }
+    }
+    v1::GetStatusResponse all = coordinator_->Status(request->job_id());
+    for (v1::JobStatus& job : *all.mutable_jobs()) {
+      if (auth_->Check(credential, Access::kStatus, job.job_id()).ok())
+        *response->add_jobs() = std::move(job);
+    }
+  } else {
+    *response = coordinator_->Status(request->job_id());
+  }
+  response->set_server_version(MUSTER_VERSION);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/src/metrics.h"
@@ -25,9 +26,13 @@ class SessionChannel;
 // (Server::Shutdown waits for every stream to be done).
 class SessionService final : public v1::Rendezvous::CallbackService {
  public:
-  // coordinator (and metrics, when given) must outlive the service. Each
-  // stream's end is recorded in metrics (the interceptor skips streams).
+  // coordinator must outlive the service; so must auth, which (when given)
+  // decides each Join and GetStatus by the caller's authorization metadata
+  // and binds a job to the token of its first accepted Join, and metrics (when
+  // given), where each stream's end is recorded (the interceptor skips
+  // streams).
   explicit SessionService(Coordinator* coordinator,
+                          JobAuthRegistry* auth = nullptr,
                           RpcMetrics* metrics = nullptr);
   ~SessionService() override;
 
@@ -55,9 +60,17 @@ class SessionService final : public v1::Rendezvous::CallbackService {
                 absl::Status* refusal);
   void Unregister(ConnectionId id);
 
+  // A Join: the job's token check, the Coordinator, then the binding, with no
+  // other Join in between (so a job is never created unbound).
+  absl::Status AuthorizedJoin(ConnectionId conn, const Credential& credential,
+                              const v1::Join& join,
+                              std::shared_ptr<AgentChannel> channel);
+
   Coordinator* const coordinator_;
+  JobAuthRegistry* const auth_;
   RpcMetrics* const metrics_;
   std::atomic<ConnectionId> next_connection_{1};
+  absl::Mutex join_mu_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ConnectionId, std::shared_ptr<SessionChannel>> channels_

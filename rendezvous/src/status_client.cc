@@ -6,6 +6,7 @@
 #include "muster/common/status.h"
 #include "muster/rendezvous/client.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
 
 namespace muster::rendezvous {
@@ -13,10 +14,18 @@ namespace muster::rendezvous {
 absl::StatusOr<v1::GetStatusResponse> QueryStatus(const std::string& endpoint,
                                                   const std::string& job_id,
                                                   absl::Duration timeout) {
+  return QueryStatus(endpoint, job_id, timeout, ClientSecurity());
+}
+
+absl::StatusOr<v1::GetStatusResponse> QueryStatus(
+    const std::string& endpoint, const std::string& job_id,
+    absl::Duration timeout, const ClientSecurity& security) {
   MUSTER_ASSIGN_OR_RETURN(HostPort target, ParseHostPort(endpoint, 29400));
-  auto channel = NewMusterChannel(target);
+  MUSTER_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                          NewSecureMusterChannel(target, security));
   MUSTER_RETURN_IF_ERROR(WaitForChannel(*channel, target, "rendezvous server",
-                                        timeout, ChannelWait::kFailFast));
+                                        timeout, ChannelWait::kFailFast,
+                                        security.tls()));
   auto stub = v1::Rendezvous::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "muster/common/logging.h"
+#include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
 
 namespace muster::rendezvous {
@@ -241,7 +242,15 @@ class StoreService::WaitReactor final : public grpc::ServerUnaryReactor {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-StoreService::StoreService(KvStore* store) : store_(store) {}
+StoreService::StoreService(KvStore* store, const JobAuthRegistry* auth)
+    : store_(store), auth_(auth) {}
+
+absl::Status StoreService::CheckAccess(grpc::CallbackServerContext* context,
+                                       const std::string& prefix) const {
+  absl::Status valid = CheckPrefix(prefix);
+  if (!valid.ok() || auth_ == nullptr) return valid;
+  return auth_->CheckStore(CredentialOf(*context), prefix);
+}
 
 StoreService::~StoreService() {
   Shutdown(absl::UnavailableError("the store is shutting down"));
@@ -289,19 +298,19 @@ absl::Status StoreService::ShutdownStatus() const {
 grpc::ServerUnaryReactor* StoreService::Set(
     grpc::CallbackServerContext* context, const v1::SetRequest* request,
     v1::SetResponse* /*response*/) {
-  absl::Status check =
-      FirstError({CheckPrefix(request->prefix()), CheckKey(request->key())});
+  absl::Status check = FirstError(
+      {CheckAccess(context, request->prefix()), CheckKey(request->key())});
   if (check.ok())
-    store_->Set(request->prefix(), request->key(), request->value());
+    check = store_->Set(request->prefix(), request->key(), request->value());
   return FinishNow(context, check);
 }
 
 grpc::ServerUnaryReactor* StoreService::Get(
     grpc::CallbackServerContext* context, const v1::GetRequest* request,
     v1::GetResponse* response) {
-  absl::Status check =
-      FirstError({CheckPrefix(request->prefix()), CheckKey(request->key()),
-                  CheckTimeout(request->timeout_ms())});
+  absl::Status check = FirstError({CheckAccess(context, request->prefix()),
+                                   CheckKey(request->key()),
+                                   CheckTimeout(request->timeout_ms())});
   if (!check.ok()) return FinishNow(context, check);
   if (request->timeout_ms() == 0) {
     absl::StatusOr<std::string> value =
@@ -323,8 +332,8 @@ grpc::ServerUnaryReactor* StoreService::Get(
 grpc::ServerUnaryReactor* StoreService::Add(
     grpc::CallbackServerContext* context, const v1::AddRequest* request,
     v1::AddResponse* response) {
-  absl::Status check =
-      FirstError({CheckPrefix(request->prefix()), CheckKey(request->key())});
+  absl::Status check = FirstError(
+      {CheckAccess(context, request->prefix()), CheckKey(request->key())});
   if (!check.ok()) return FinishNow(context, check);
   absl::StatusOr<int64_t> value =
       store_->Add(request->prefix(), request->key(), request->delta());
@@ -335,12 +344,17 @@ grpc::ServerUnaryReactor* StoreService::Add(
 grpc::ServerUnaryReactor* StoreService::CompareSet(
     grpc::CallbackServerContext* context, const v1::CompareSetRequest* request,
     v1::CompareSetResponse* response) {
-  absl::Status check =
-      FirstError({CheckPrefix(request->prefix()), CheckKey(request->key())});
+  absl::Status check = FirstError(
+      {CheckAccess(context, request->prefix()), CheckKey(request->key())});
   if (check.ok()) {
-    response->set_value(store_->CompareSet(request->prefix(), request->key(),
-                                           request->expected(),
-                                           request->desired()));
+    absl::StatusOr<std::string> value =
+        store_->CompareSet(request->prefix(), request->key(),
+                           request->expected(), request->desired());
+    if (value.ok()) {
+      response->set_value(*std::move(value));
+    } else {
+      check = value.status();
+    }
   }
   return FinishNow(context, check);
 }
@@ -348,9 +362,9 @@ grpc::ServerUnaryReactor* StoreService::CompareSet(
 grpc::ServerUnaryReactor* StoreService::Wait(
     grpc::CallbackServerContext* context, const v1::WaitRequest* request,
     v1::WaitResponse* /*response*/) {
-  absl::Status check =
-      FirstError({CheckPrefix(request->prefix()), CheckKeys(request->keys()),
-                  CheckTimeout(request->timeout_ms())});
+  absl::Status check = FirstError({CheckAccess(context, request->prefix()),
+                                   CheckKeys(request->keys()),
+                                   CheckTimeout(request->timeout_ms())});
   if (!check.ok()) return FinishNow(context, check);
   if (request->timeout_ms() == 0) {
     std::vector<std::string> missing;
@@ -375,9 +389,9 @@ grpc::ServerUnaryReactor* StoreService::Wait(
 grpc::ServerUnaryReactor* StoreService::MultiGet(
     grpc::CallbackServerContext* context, const v1::MultiGetRequest* request,
     v1::MultiGetResponse* response) {
-  absl::Status check =
-      FirstError({CheckPrefix(request->prefix()), CheckKeys(request->keys()),
-                  CheckTimeout(request->timeout_ms())});
+  absl::Status check = FirstError({CheckAccess(context, request->prefix()),
+                                   CheckKeys(request->keys()),
+                                   CheckTimeout(request->timeout_ms())});
   if (!check.ok()) return FinishNow(context, check);
   if (request->timeout_ms() == 0) {
     std::vector<std::string> missing;
@@ -410,8 +424,8 @@ grpc::ServerUnaryReactor* StoreService::MultiGet(
 grpc::ServerUnaryReactor* StoreService::MultiSet(
     grpc::CallbackServerContext* context, const v1::MultiSetRequest* request,
     v1::MultiSetResponse* /*response*/) {
-  absl::Status check =
-      FirstError({CheckPrefix(request->prefix()), CheckKeys(request->keys())});
+  absl::Status check = FirstError(
+      {CheckAccess(context, request->prefix()), CheckKeys(request->keys())});
   if (!check.ok()) return FinishNow(context, check);
   return FinishNow(
       context, store_->MultiSet(request->prefix(), ToVector(request->keys()),
@@ -421,8 +435,8 @@ grpc::ServerUnaryReactor* StoreService::MultiSet(
 grpc::ServerUnaryReactor* StoreService::Delete(
     grpc::CallbackServerContext* context, const v1::DeleteRequest* request,
     v1::DeleteResponse* response) {
-  absl::Status check =
-      FirstError({CheckPrefix(request->prefix()), CheckKey(request->key())});
+  absl::Status check = FirstError(
+      {CheckAccess(context, request->prefix()), CheckKey(request->key())});
   if (check.ok())
     response->set_deleted(store_->Delete(request->prefix(), request->key()));
   return FinishNow(context, check);
@@ -431,7 +445,7 @@ grpc::ServerUnaryReactor* StoreService::Delete(
 grpc::ServerUnaryReactor* StoreService::NumKeys(
     grpc::CallbackServerContext* context, const v1::NumKeysRequest* request,
     v1::NumKeysResponse* response) {
-  absl::Status check = CheckPrefix(request->prefix());
+  absl::Status check = CheckAccess(context, request->prefix());
   if (check.ok()) response->set_count(store_->NumKeys(request->prefix()));
   return FinishNow(context, check);
 }

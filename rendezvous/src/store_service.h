@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/kv_store.h"
 #include "muster/v1/store.grpc.pb.h"
 
@@ -78,7 +79,9 @@ class DeadlineScheduler {
 // grpc::Server it is registered with.
 class StoreService final : public v1::Store::CallbackService {
  public:
-  explicit StoreService(KvStore* store);
+  // auth, when given, decides every call by its namespace's job and the
+  // caller's authorization metadata (auth.h); it must outlive the service.
+  explicit StoreService(KvStore* store, const JobAuthRegistry* auth = nullptr);
   // Shutdown(UNAVAILABLE) when not done yet.
   ~StoreService() override;
 
@@ -126,8 +129,12 @@ class StoreService final : public v1::Store::CallbackService {
   bool Track(KvStore::WaiterId id, absl::Status* refusal);
   void Untrack(KvStore::WaiterId id);
   absl::Status ShutdownStatus() const;
+  // The namespace is well-formed and the caller may use it.
+  absl::Status CheckAccess(grpc::CallbackServerContext* context,
+                           const std::string& prefix) const;
 
   KvStore* const store_;
+  const JobAuthRegistry* const auth_;
   DeadlineScheduler scheduler_;
 
   mutable absl::Mutex mu_;

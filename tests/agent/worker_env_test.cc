@@ -57,6 +57,7 @@ TEST(BuildWorkerEnvTest, EveryContractVariableForHeterogeneousTwoNodeJob) {
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
       {"TORCHELASTIC_ERROR_FILE", "/tmp/logs/job-42/attempt_2/1/error.json"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"OMP_NUM_THREADS", "1"},
       {"MUSTER_STORE_ENDPOINT", "10.0.0.1:29400"},
       {"MUSTER_STORE_PREFIX", "job-42/2/"},
@@ -147,6 +148,43 @@ TEST(CurrentEnvironmentTest, ReadsTheProcessEnvironment) {
   EXPECT_EQ(env["MUSTER_ENV_TEST_EMPTY"], "");
   unsetenv("MUSTER_ENV_TEST_VAR");
   EXPECT_EQ(CurrentEnvironment().count("MUSTER_ENV_TEST_VAR"), 0u);
+}
+
+}  // namespace
+}  // namespace muster::agent
+
+namespace muster::agent {
+namespace {
+
+TEST(BuildWorkerEnvTest, BothSpellingsOfAsyncErrorHandling) {
+  // torch 1.13-2.1 read NCCL_ASYNC_ERROR_HANDLING, 2.2+ the TORCH_ name.
+  Env env = BuildWorkerEnv({}, NodeBRank1());
+  EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
+  // A user's value for either name is used for both.
+  Env old_name =
+      BuildWorkerEnv({{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, NodeBRank1());
+  EXPECT_EQ(old_name["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0");
+  EXPECT_EQ(old_name["NCCL_ASYNC_ERROR_HANDLING"], "0");
+  Env new_name =
+      BuildWorkerEnv({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, NodeBRank1());
+  EXPECT_EQ(new_name["NCCL_ASYNC_ERROR_HANDLING"], "3");
+}
+
+TEST(BuildWorkerEnvTest, VirtualLocalRank) {
+  WorkerEnvParams p = NodeBRank1();  // local rank 1
+  p.virtual_local_rank = true;
+  Env env = BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "5, 7"}}, p);
+  EXPECT_EQ(env["LOCAL_RANK"], "0");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "7");
+  EXPECT_EQ(env["RANK"], "4");
+  // No list: the local rank's own index.
+  EXPECT_EQ(BuildWorkerEnv({}, p)["CUDA_VISIBLE_DEVICES"], "1");
+  // Off: LOCAL_RANK is the real one and the list is inherited as it is.
+  p.virtual_local_rank = false;
+  Env off = BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "5,7"}}, p);
+  EXPECT_EQ(off["LOCAL_RANK"], "1");
+  EXPECT_EQ(off["CUDA_VISIBLE_DEVICES"], "5,7");
 }
 
 }  // namespace

@@ -684,6 +684,80 @@ TEST(ReadErrorFileTest, BothFormsAndGarbage) {
   EXPECT_EQ(ReadErrorFile(dir.path().string()), "");  // a directory
 }
 
+TEST(ReadErrorFileTest, TracebackOfRecord) {
+  TempDir dir;
+  const fs::path p = dir.path() / "e.json";
+  WriteFile(p,
+            R"({"message": {"message": "ValueError: bad",
+  "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File \"t.py\"\nValueError: bad\n", "timestamp": "1"}}})",
+            0644);
+  ErrorFileContents c = ReadErrorFileContents(p.string());
+  EXPECT_EQ(c.message, "ValueError: bad");
+  EXPECT_EQ(c.traceback,
+            "Traceback (most recent call last):\n  File \"t.py\"\nValueError: "
+            "bad\n");
+  // A huge traceback keeps its end, where the error is.
+  const std::string big(40000, 'x');
+  WriteFile(p,
+            absl::StrCat(R"({"message": {"message": "m", "extraInfo": )",
+                         R"({"py_callstack": ")", big, R"(END"}}})"),
+            0644);
+  c = ReadErrorFileContents(p.string());
+  EXPECT_LT(c.traceback.size(), 17000u);
+  EXPECT_TRUE(absl::EndsWith(c.traceback, "xEND"));
+  EXPECT_EQ(ReadErrorFileContents(p.string() + ".missing").traceback, "");
+}
+
+// --numa-binding's CPU set is applied in the worker before exec.
+TEST(WorkerGroupTest, CpuAffinityIsSetBeforeExec) {
+  Consoles c;
+  WorkerSpec s = Spec(0, 0, {});
+  s.argv = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"};
+  s.cpu_affinity = {0};
+  auto g = WorkerGroup::Start({s}, c.Options());
+  ASSERT_TRUE(g.ok()) << g.status();
+  GroupStatus st = WaitAllExited(**g, 1, absl::Seconds(30));
+  (*g)->Stop(SIGTERM, absl::Seconds(1));
+  ASSERT_EQ(st.exits.size(), 1u);
+  EXPECT_TRUE(st.exits[0].succeeded());
+  EXPECT_THAT(c.out.Finish(), HasSubstr("Cpus_allowed_list:\t0\n"));
+}
+
+// torchrun's --duplicate-*-filters: matching lines of teed streams are copied
+// to one filtered file per stream; a failed worker's last stderr line is kept.
+TEST(WorkerGroupTest, FilteredFilesAndLastStderrLine) {
+  TempDir dir;
+  Consoles c;
+  OutputOptions o = c.Options();
+  o.attempt_dir = dir.path().string();
+  o.tees = {{0, kStdAll}};  // rank 1 is not teed: not copied
+  o.duplicate_stdout_filters = {"loss"};
+  o.duplicate_stderr_filters = {"WARN"};
+  std::vector<WorkerSpec> specs;
+  for (int r = 0; r < 2; ++r) {
+    WorkerSpec s = Spec(r, 10 + r, {});
+    s.argv = {"sh", "-c",
+              "echo loss=1; echo step; echo WARN x >&2; echo 'Boom: "
+              "last' >&2; echo >&2; exit 3"};
+    specs.push_back(s);
+  }
+  auto g = WorkerGroup::Start(std::move(specs), o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  WaitAllExited(**g, 2, absl::Seconds(30));
+  GroupStatus st = (*g)->Stop(SIGTERM, absl::Seconds(1));
+  ASSERT_EQ(st.exits.size(), 2u);
+  EXPECT_EQ(FindExit(st, 10)->last_stderr_line, "Boom: last");
+  EXPECT_EQ(FindExit(st, 11)->last_stderr_line, "Boom: last");
+  std::ifstream out(dir.path() / "filtered_stdout.log");
+  std::string text((std::istreambuf_iterator<char>(out)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "[rank10]:loss=1\n");
+  std::ifstream err(dir.path() / "filtered_stderr.log");
+  std::string errs((std::istreambuf_iterator<char>(err)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_EQ(errs, "[rank10]:WARN x\n");
+}
+
 TEST(WorkerGroupTest, ProgramNotFoundNamesTheProgram) {
   Consoles c;
   WorkerSpec s = Spec(0, 0, {});

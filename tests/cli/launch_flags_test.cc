@@ -1,5 +1,8 @@
 #include "cli/launch_flags.h"
 
+#include <signal.h>
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -24,6 +27,7 @@ using agent::RendezvousMode;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using Args = std::vector<std::string>;
 using Env = std::map<std::string, std::string>;
 
@@ -199,6 +203,61 @@ std::vector<FlagCase> AllFlagCases() {
        [](const LaunchCommand& c) {
          EXPECT_EQ(c.config.local_ranks_filter, (std::set<int>{0, 2}));
        }},
+      // torchrun 2.x's flags.
+      {"shutdown-timeout",
+       "12",
+       {},
+       [](const LaunchCommand& c) {
+         EXPECT_EQ(c.config.stop_grace, absl::Seconds(12));
+       }},
+      {"signals-to-handle",
+       "SIGTERM,SIGUSR1,usr2,15,HUP",
+       {},
+       [](const LaunchCommand& c) {
+         EXPECT_THAT(c.config.signals_to_handle,
+                     ElementsAre(SIGTERM, SIGUSR1, SIGUSR2, SIGHUP));
+       }},
+      {"numa-binding",
+       "exclusive",
+       {},
+       [](const LaunchCommand& c) {
+         EXPECT_EQ(c.config.numa_binding, "exclusive");
+       }},
+      {"virtual-local-rank",
+       "",
+       {},
+       [](const LaunchCommand& c) {
+         EXPECT_TRUE(c.config.virtual_local_rank);
+       }},
+      {"event-log-handler",
+       "console",
+       {},
+       [](const LaunchCommand& c) {
+         EXPECT_EQ(c.config.event_log_handler, "console");
+       }},
+      {"duplicate-stdout-filters",
+       "loss,,acc,step",
+       {"-t3"},
+       [](const LaunchCommand& c) {
+         EXPECT_THAT(c.config.duplicate_stdout_filters,
+                     ElementsAre("loss,acc", "step"));
+         EXPECT_THAT(c.warnings, IsEmpty());
+       }},
+      {"duplicate-stderr-filters",
+       "NCCL WARN",
+       {"-t3"},
+       [](const LaunchCommand& c) {
+         EXPECT_THAT(c.config.duplicate_stderr_filters,
+                     ElementsAre("NCCL WARN"));
+       }},
+      // muster's own.
+      {"python",
+       "/opt/py/bin/python",
+       {"--run-path"},
+       [](const LaunchCommand& c) {
+         EXPECT_THAT(c.config.program,
+                     ElementsAre("/opt/py/bin/python", "-u", "train.exe"));
+       }},
   };
 }
 
@@ -367,7 +426,8 @@ TEST(LaunchFlagsTest, SingleNodeWithoutEndpointBehavesAsStandalone) {
     EXPECT_TRUE(c.config.embed_server);
     EXPECT_EQ(c.config.embed_listen, "127.0.0.1:0");
     EXPECT_EQ(c.config.node_rank, 0);
-    EXPECT_TRUE(LooksLikeUuid(c.config.run_id));
+    // torchrun's TORCHELASTIC_RUN_ID without --standalone and --rdzv-id.
+    EXPECT_EQ(c.config.run_id, "none");
   }
   EXPECT_EQ(ParseOk({"--rdzv-id=abc", "x"}).config.run_id, "abc");
 }
@@ -702,17 +762,26 @@ TEST(LaunchFlagsTest, RdzvConf) {
       absl::Milliseconds(250));
 }
 
-TEST(LaunchFlagsTest, MalformedRdzvConf) {
-  std::string unknown = ParseError({"--rdzv-conf=join_timout=5", "x"});
-  EXPECT_THAT(
-      unknown,
-      HasSubstr("--rdzv-conf=join_timout=5: unknown key 'join_timout'"));
+TEST(LaunchFlagsTest, UnknownRdzvConfKeysAreWarnings) {
+  // torchrun's own keys (use_libuv, store_type) must not stop a command line
+  // that runs under torchrun; a typo is named with the key it resembles.
+  LaunchCommand c =
+      ParseOk({"--rdzv-conf=use_libuv=1,join_timout=5,join_timeout=7", "x"});
+  EXPECT_EQ(c.config.join_timeout, absl::Seconds(7));
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_THAT(c.warnings[0], HasSubstr("ignoring key 'use_libuv'"));
+  EXPECT_THAT(c.warnings[1], HasSubstr("ignoring key 'join_timout' (did you "
+                                       "mean join_timeout?)"));
+  const std::string& unknown = c.warnings[1];
   for (const char* key :
        {"join_timeout", "last_call_timeout", "close_timeout", "read_timeout",
         "connect_timeout", "reconnect_timeout", "keep_alive_interval",
         "keep_alive_max_attempt", "is_host"}) {
     EXPECT_THAT(unknown, HasSubstr(key));
   }
+}
+
+TEST(LaunchFlagsTest, MalformedRdzvConf) {
   EXPECT_THAT(ParseError({"--rdzv-conf=join_timeout=abc", "x"}),
               HasSubstr("join_timeout=abc: expected seconds > 0"));
   EXPECT_THAT(ParseError({"--rdzv-conf=join_timeout=0", "x"}),
@@ -727,6 +796,36 @@ TEST(LaunchFlagsTest, MalformedRdzvConf) {
               HasSubstr("keep_alive_max_attempt=0"));
   EXPECT_THAT(ParseError({"--rdzv-conf=keep_alive_interval=0", "x"}),
               HasSubstr("keep_alive_interval=0"));
+}
+
+// Issue 11: out-of-range numbers are refused at once, naming the range.
+TEST(LaunchFlagsTest, NumbersAndDurationsHaveBounds) {
+  EXPECT_THAT(ParseError({"--nproc-per-node=2147483647", "x"}),
+              HasSubstr("at most 4096 workers per node"));
+  EXPECT_EQ(ParseOk({"--nproc-per-node=4096", "x"}).config.nproc_per_node,
+            4096);
+  EXPECT_THAT(ParseError({"--rdzv-conf=keep_alive_interval=1e-9", "x"}),
+              HasSubstr("keep_alive_interval=1e-9 is out of range: expected "
+                        "seconds from 10ms to 1m"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=keep_alive_interval=3600", "x"}),
+              HasSubstr("out of range"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=join_timeout=1e12", "x"}),
+              HasSubstr("join_timeout=1e12 is out of range"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=join_timeout=nan", "x"}),
+              HasSubstr("join_timeout=nan"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=read_timeout=inf", "x"}),
+              HasSubstr("read_timeout=inf"));
+  EXPECT_THAT(ParseError({"--rdzv-conf=keep_alive_max_attempt=100000", "x"}),
+              HasSubstr("from 1 to 1000"));
+  EXPECT_THAT(ParseError({"--monitor-interval=1e-9", "x"}),
+              HasSubstr("from 0.001 to 3600"));
+  // Zero stays a valid "at once" where it was.
+  EXPECT_EQ(ParseOk({"--rdzv-conf=last_call_timeout=0", "x"})
+                .config.last_call_timeout,
+            absl::ZeroDuration());
+  EXPECT_EQ(ParseOk({"--rdzv-conf=keep_alive_interval=0.01", "x"})
+                .config.heartbeat_interval,
+            absl::Milliseconds(10));
 }
 
 TEST(LaunchFlagsTest, RedirectAndTeeMaps) {
@@ -891,6 +990,124 @@ TEST(LaunchFlagsTest, DoubleSpelledProgramFlagValuesAreNotConsumed) {
 
 // --- host resources and program checks
 // ----------------------------------------------------------
+
+// --- torchrun 2.x parity (issue 16)
+// ------------------------------------------------------
+
+TEST(TorchrunParityTest, LogsSpecsIsRecognisedAndRefusedInEverySpelling) {
+  // torchrun fails for an entry point it cannot load; muster can load none.
+  for (const Args& args :
+       {Args{"--logs-specs=mine", "x"}, Args{"--logs_specs", "mine", "x"}}) {
+    std::string e = ParseError(args);
+    EXPECT_THAT(e, HasSubstr("cannot load torchrun.logs_specs entry points"));
+    EXPECT_THAT(e, Not(HasSubstr("unknown flag")));
+  }
+  EXPECT_THAT(ParseError({"x"}, {{"PET_LOGS_SPECS", "mine"}}),
+              HasSubstr("PET_LOGS_SPECS=mine"));
+}
+
+TEST(TorchrunParityTest, ShutdownTimeoutDefaultsAndEnvironment) {
+  EXPECT_EQ(ParseOk({"x"}).config.stop_grace, absl::Seconds(30));
+  EXPECT_EQ(ParseOk({"x"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}})
+                .config.stop_grace,
+            absl::Seconds(7));
+  EXPECT_EQ(ParseOk({"--shutdown-timeout=2", "x"},
+                    {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}})
+                .config.stop_grace,
+            absl::Seconds(2));
+  EXPECT_EQ(ParseOk({"--shutdown_timeout=0", "x"}).config.stop_grace,
+            absl::ZeroDuration());
+  EXPECT_THAT(ParseError({"--shutdown-timeout=-1", "x"}),
+              HasSubstr("--shutdown-timeout=-1: expected seconds >= 0"));
+  EXPECT_THAT(ParseError({"x"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}),
+              HasSubstr("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon"));
+}
+
+TEST(TorchrunParityTest, SignalsToHandle) {
+  EXPECT_THAT(ParseOk({"x"}).config.signals_to_handle,
+              ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT));
+  EXPECT_THAT(ParseError({"--signals-to-handle=SIGTERM,SIGBOGUS", "x"}),
+              HasSubstr("unknown signal 'SIGBOGUS'"));
+  EXPECT_THAT(ParseError({"--signals-to-handle=SIGKILL", "x"}),
+              HasSubstr("cannot be caught"));
+  EXPECT_THAT(ParseError({"--signals-to-handle=,", "x"}),
+              HasSubstr("at least one signal"));
+}
+
+TEST(TorchrunParityTest, NumaBindingAndEventHandlerValues) {
+  for (const char* mode : {"node", "socket", "exclusive", "core-complex"}) {
+    EXPECT_EQ(ParseOk({absl::StrCat("--numa-binding=", mode), "x"})
+                  .config.numa_binding,
+              mode);
+  }
+  EXPECT_THAT(ParseError({"--numa-binding=rack", "x"}),
+              HasSubstr("expected node, socket, exclusive or core-complex"));
+  EXPECT_EQ(ParseOk({"x"}).config.event_log_handler, "null");
+  EXPECT_EQ(ParseOk({"--event-log-handler=dynamic_rendezvous", "x"})
+                .config.event_log_handler,
+            "null");
+  EXPECT_THAT(ParseError({"--event_log_handler=kafka", "x"}),
+              HasSubstr("expected null or console"));
+}
+
+TEST(TorchrunParityTest, DuplicateFiltersWithoutTeeWarn) {
+  LaunchCommand c = ParseOk({"--duplicate-stdout-filters=loss", "x"});
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], HasSubstr("teed streams only"));
+  // "" filters nothing (torchrun: an empty list duplicates no line).
+  EXPECT_THAT(ParseOk({"--duplicate-stdout-filters=,", "-t1", "x"})
+                  .config.duplicate_stdout_filters,
+              IsEmpty());
+}
+
+TEST(TorchrunParityTest, VirtualLocalRankNeedsADevicePerWorker) {
+  EXPECT_TRUE(ParseOk({"--virtual-local-rank", "--nproc-per-node=2", "x"},
+                      {{"CUDA_VISIBLE_DEVICES", "3,5"}})
+                  .config.virtual_local_rank);
+  EXPECT_THAT(ParseError({"--virtual-local-rank", "--nproc-per-node=3", "x"},
+                         {{"CUDA_VISIBLE_DEVICES", "3,5"}}),
+              HasSubstr("CUDA_VISIBLE_DEVICES=3,5, which has 2"));
+}
+
+TEST(TorchrunParityTest, StartMethodOtherThanSpawnWarnsOnce) {
+  EXPECT_THAT(ParseOk({"--start-method=spawn", "x"}).warnings, IsEmpty());
+  LaunchCommand c = ParseOk({"--start_method=fork", "x"});
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], HasSubstr("--start-method=fork has no effect"));
+}
+
+TEST(TorchrunParityTest, PythonInterpreterPrecedence) {
+  const Env exec = {{"PYTHON_EXEC", "/usr/bin/python3"}};
+  LaunchCommand from_path = ParseOk({"t.py"});
+  EXPECT_EQ(from_path.config.python_interpreter, "python3");
+  EXPECT_EQ(from_path.config.python_source, "python3 from PATH");
+  LaunchCommand from_exec = ParseOk({"t.py"}, exec);
+  EXPECT_THAT(from_exec.config.program,
+              ElementsAre("/usr/bin/python3", "-u", "t.py"));
+  EXPECT_EQ(from_exec.config.python_source, "PYTHON_EXEC");
+  LaunchCommand flag = ParseOk({"--python=/opt/p", "t.py"}, exec);
+  EXPECT_THAT(flag.config.program, ElementsAre("/opt/p", "-u", "t.py"));
+  EXPECT_EQ(flag.config.python_source, "--python");
+  ASSERT_EQ(flag.warnings.size(), 1u);
+  EXPECT_THAT(flag.warnings[0], HasSubstr("wins over PYTHON_EXEC"));
+  // Not run through Python: no interpreter to report.
+  EXPECT_EQ(ParseOk({"./train"}).config.python_interpreter, "");
+}
+
+TEST(TorchrunParityTest, ScriptWithoutRunBitOrExtensionRunsThroughPython) {
+  const std::string dir = ::testing::TempDir();
+  const std::string script = dir + "/parity_script_no_ext";
+  const std::string tool = dir + "/parity_tool";
+  { std::ofstream(script) << "print('hi')\n"; }
+  { std::ofstream(tool) << "#!/bin/sh\n"; }
+  chmod(script.c_str(), 0644);
+  chmod(tool.c_str(), 0755);
+  EXPECT_THAT(ParseOk({script, "a"}).config.program,
+              ElementsAre("python3", "-u", script, "a"));
+  EXPECT_THAT(ParseOk({tool}).config.program, ElementsAre(tool));
+  EXPECT_THAT(ParseOk({"--no-python", script}).config.program,
+              ElementsAre(script));
+}
 
 TEST(DetectHostResourcesTest, CountsSomething) {
   HostResources h = DetectHostResources({});

@@ -1,18 +1,20 @@
 // The worker of libmuster_comm's process tests.
 //
 //   comm_worker [--init=METHOD] [--rank=R --world-size=N] [--mode=MODE]
-//               [--victim=K] [--timeout=SECONDS]
+//               [--victim=K] [--timeout=SECONDS] [--count=ELEMENTS]
 //
 // METHOD is env:// (default: under muster), tcp://HOST:PORT or file:///PATH.
 // Modes:
 //   check   every collective x dtype x op against the reference
 //           (collective_checks.h), then subgroups; prints "rank R/N: all
 //           collectives OK" and exits 0, or the first mismatch and exits 1.
-//   kill    every rank loops on a 4 MB AllReduce; rank K (--victim) SIGKILLs
-//           itself 300 ms into the loop, in the middle of one. The others
-//           print "rank R/N: AllReduce failed after T ms: STATUS" and exit 0
-//           when the error names "peer rank K" (else 1). SIGTERM is blocked
-//           so that a launcher stopping the group cannot cut the report short.
+//   kill    every rank loops on an AllReduce of --count floats (default 2^20:
+//           4 MB, Gloo's mesh; 1024: 4 KB, the direct mesh); rank K (--victim)
+//           SIGKILLs itself 300 ms into the loop, in the middle of one. The
+//           others print "rank R/N: AllReduce failed after T ms: STATUS" and
+//           exit 0 when the error names "peer rank K" (else 1). SIGTERM is
+//           blocked so that a launcher stopping the group cannot cut the report
+//           short.
 //   init    only initialize, barrier and shut down (prints "rank R/N: up").
 // Exit 2: initialization failed (the status is printed).
 #include <signal.h>
@@ -44,6 +46,7 @@ struct Flags {
   std::string mode = "check";
   int victim = 1;
   double timeout_s = 60;
+  int count = 1 << 20;
 };
 
 bool Parse(int argc, char** argv, Flags* f) {
@@ -63,6 +66,8 @@ bool Parse(int argc, char** argv, Flags* f) {
       f->mode = value;
     } else if (key == "--victim") {
       ok = absl::SimpleAtoi(value, &f->victim);
+    } else if (key == "--count") {
+      ok = absl::SimpleAtoi(value, &f->count) && f->count > 0;
     } else if (key == "--timeout") {
       ok = absl::SimpleAtod(value, &f->timeout_s);
     } else {
@@ -98,8 +103,8 @@ int Check(Communicator& comm, const std::string& who) {
   return 0;
 }
 
-int Kill(Communicator& comm, const std::string& who, int victim) {
-  std::vector<float> data(1 << 20, 1.0f);  // 4 MB
+int Kill(Communicator& comm, const std::string& who, int victim, int count) {
+  std::vector<float> data(count, 1.0f);
   const bool me = comm.rank() == victim;
   if (me) {
     std::thread([] {
@@ -151,7 +156,7 @@ int main(int argc, char** argv) {
   if (flags.mode == "check") {
     rc = Check(**comm, who);
   } else if (flags.mode == "kill") {
-    rc = Kill(**comm, who, flags.victim);
+    rc = Kill(**comm, who, flags.victim, flags.count);
   } else if (flags.mode == "init") {
     absl::Status s = (*comm)->Barrier();
     std::cout << who << (s.ok() ? ": up" : absl::StrCat(": ", s.ToString()))

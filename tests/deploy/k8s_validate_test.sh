@@ -16,7 +16,7 @@ scratch
 
 step "render every kustomization (kubectl $(kubectl version --client 2>/dev/null | head -1))"
 rendered=()
-for dir in musterd job base overlays/gpu jobset pytorchjob; do
+for dir in musterd job base overlays/gpu overlays/tls jobset pytorchjob; do
   file=$SCRATCH/$(tr / - <<<"$dir").yaml
   kubectl kustomize "$src/k8s/$dir" >"$file" 2>"$SCRATCH/err" || { cat "$SCRATCH/err"; fail "kubectl kustomize k8s/$dir"; }
   echo "k8s/$dir: $(grep -c '^kind:' "$file") object(s)"

@@ -41,4 +41,16 @@ step "a broken unit is caught (the check itself works)"
 sed -e 's/^ProtectHome=yes/ProtectHom=yes/' "$SCRATCH/musterd.service" > "$SCRATCH/broken.service"
 out=$(systemd-analyze verify "$SCRATCH/broken.service" 2>&1) || true
 grep -q "Unknown key" <<<"$out" || fail "verify did not flag an unknown key: $out"
+step "the security drop-in (LoadCredential=, TLS, tokens) verifies with the unit"
+dropin=$src/deploy/systemd/musterd-security.conf
+for line in 'LoadCredential=tls.key:' 'LoadCredential=admin.token:' '--require-token' \
+  'tls-cert=\$\{CREDENTIALS_DIRECTORY\}'; do
+  grep -Eq -- "$line" "$dropin" || fail "musterd-security.conf has no $line"
+done
+mkdir -p "$SCRATCH/musterd.service.d"
+sed -e "s#/usr/bin/musterd#$bin/musterd#" "$dropin" > "$SCRATCH/musterd.service.d/security.conf"
+out=$(cd "$SCRATCH" && SYSTEMD_UNIT_PATH="$SCRATCH:" systemd-analyze verify "$SCRATCH/musterd.service" 2>&1) ||
+  fail "verify with the drop-in failed: $out"
+[[ -z $out ]] || fail "systemd-analyze verify (with the drop-in): $out"
+echo "drop-in: clean"
 echo "systemd unit: ok"

@@ -404,6 +404,18 @@ TEST_F(CoordinatorTest, MalformedJoinsAreRefusedNamingTheField) {
       {[](v1::Join& j) { j.set_max_restarts(-1); }, "max_restarts"},
       {[](v1::Join& j) { j.set_node_rank_hint(-3); }, "node_rank_hint"},
       {[](v1::Join& j) { j.set_heartbeat_timeout_ms(-1); }, "timeouts"},
+      // Issue 11: the id grammar, and sizes summed in 64 bits.
+      {[](v1::Join& j) { j.set_job_id("a/b"); }, "job_id 'a/b'"},
+      {[](v1::Join& j) { j.set_job_id(std::string(1 << 20, 'x')); },
+       "(1048576 bytes) is not a valid id: 1 to 128 characters"},
+      {[](v1::Join& j) { j.set_node_id("n\n1"); }, "node_id 'n\\n1'"},
+      {[](v1::Join& j) { j.set_local_world_size(2147483647); },
+       "--nproc-per-node must be from 1 to 4096"},
+      {[](v1::Join& j) {
+         j.set_local_world_size(4096);
+         j.set_max_nodes(2048);
+       },
+       "above the limit of 4194304"},
   };
   for (const Case& c : cases) {
     v1::Join j = MakeJoin("j", "a", 2, 3);
@@ -465,6 +477,97 @@ TEST_F(CoordinatorTest, WorkerFailureWithRestartsLeftRestartsEveryone) {
   EXPECT_EQ(ra.store_prefix(), "j/2");
   EXPECT_EQ(ra.restart_count(), 1);
   EXPECT_EQ(rb.restart_count(), 1);
+}
+
+// Issue 11: a round that lost a member re-forms as soon as every survivor is
+// back, without waiting last_call_timeout (30 s by default) for newcomers.
+TEST_F(CoordinatorTest, ALostMembersSurvivorsReformAtOnceWithoutLastCall) {
+  Agent a = Joined(MakeJoin("j", "a", 2, 3));
+  Agent b = Joined(MakeJoin("j", "b", 2, 3));
+  Agent c = Joined(MakeJoin("j", "c", 2, 3));
+  ASSERT_ROUND_READY(c.ch->last());
+  coord_.OnDisconnect(b.conn);  // kill -9 of b's agent
+  ASSERT_EQ(a.ch->last().kind_case(), Kind::kRestart);
+  ASSERT_EQ(c.ch->last().kind_case(), Kind::kRestart);
+
+  ASSERT_TRUE(Join(c).ok());
+  EXPECT_EQ(c.ch->last().kind_case(), Kind::kWaiting) << "a is not back yet";
+  ASSERT_TRUE(Join(a).ok());  // the last survivor: no clock advanced
+  ASSERT_ROUND_READY(a.ch->last());
+  ASSERT_ROUND_READY(c.ch->last());
+  EXPECT_EQ(a.ch->last().round_ready().round(), 2);
+  EXPECT_EQ(a.ch->last().round_ready().world_size(), 2);
+  EXPECT_EQ(a.ch->last().round_ready().group_rank(), 0);
+  EXPECT_EQ(c.ch->last().round_ready().group_rank(), 1);
+  EXPECT_EQ(JobStatusOf("j").restart_count(), 0);
+}
+
+TEST_F(CoordinatorTest, AWorkerFailureBelowMaxReformsAtOnceToo) {
+  Agent a = Joined(MakeJoin("j", "a", 2, 3, 1, /*max_restarts=*/1));
+  Agent b = Joined(MakeJoin("j", "b", 2, 3, 1, 1));
+  clock_.Advance(absl::Seconds(30));
+  coord_.Tick();  // round 1 closes at min after last call
+  ASSERT_ROUND_READY(b.ch->last());
+  Fail(a, 1, Failure("a", 0, 0, 1, 0, "boom"));
+  ASSERT_TRUE(Join(b).ok());
+  ASSERT_TRUE(Join(a).ok());
+  ASSERT_ROUND_READY(a.ch->last());
+  EXPECT_EQ(a.ch->last().round_ready().round(), 2);
+  EXPECT_EQ(a.ch->last().round_ready().restart_count(), 1);
+}
+
+TEST_F(CoordinatorTest, ASurvivorThatNeverRejoinsLeavesTheRoundToLastCall) {
+  Agent a = Joined(MakeJoin("j", "a", 1, 3));
+  Agent b = Joined(MakeJoin("j", "b", 1, 3));
+  Agent c = Joined(MakeJoin("j", "c", 1, 3));
+  ASSERT_ROUND_READY(a.ch->last());
+  coord_.OnDisconnect(c.conn);
+  ASSERT_TRUE(Join(a).ok());  // b stays silent (hung, or slow to stop)
+  EXPECT_EQ(a.ch->last().kind_case(), Kind::kWaiting);
+  clock_.Advance(absl::Seconds(29));
+  coord_.Tick();
+  EXPECT_EQ(a.ch->last().kind_case(), Kind::kWaiting);
+  clock_.Advance(absl::Seconds(1));
+  coord_.Tick();
+  ASSERT_ROUND_READY(a.ch->last());
+  EXPECT_EQ(a.ch->last().round_ready().world_size(), 1);
+}
+
+// Issue 11: jobs whose only agent joined and left do not pile up.
+TEST_F(CoordinatorTest, AnOpenJobWithNoAgentLeftIsForgottenAtOnce) {
+  for (int i = 0; i < 500; ++i) {
+    Agent a = Joined(MakeJoin(absl::StrCat("abandoned-", i), "a", 2, 2));
+    coord_.OnDisconnect(a.conn);
+  }
+  EXPECT_EQ(coord_.Status("").jobs_size(), 0) << "listed before the Tick";
+  coord_.Tick();
+  EXPECT_EQ(coord_.JobCount(), 0);
+  // A job whose agent left can be joined again, even with other sizes.
+  Agent b = Joined(MakeJoin("abandoned-7", "b", 1, 1));
+  ASSERT_ROUND_READY(b.ch->last());
+}
+
+TEST_F(CoordinatorTest, AtMostMaxFinishedJobsAreKept) {
+  CoordinatorOptions o = Options();
+  o.max_finished_jobs = 3;
+  Coordinator coord(o, &clock_);
+  for (int i = 0; i < 5; ++i) {
+    auto ch = std::make_shared<FakeChannel>();
+    const ConnectionId conn = 1000 + i;
+    ASSERT_TRUE(
+        coord.OnJoin(conn, MakeJoin(absl::StrCat("done-", i), "a", 1, 1), ch)
+            .ok());
+    v1::WorkersSucceeded ok;
+    ok.set_round(1);
+    coord.OnWorkersSucceeded(conn, ok);
+    coord.OnDisconnect(conn);
+    clock_.Advance(absl::Seconds(1));
+    coord.Tick();
+  }
+  EXPECT_EQ(coord.JobCount(), 3);
+  v1::GetStatusResponse s = coord.Status("");
+  ASSERT_EQ(s.jobs_size(), 3);
+  EXPECT_EQ(s.jobs(0).job_id(), "done-2") << "the oldest went first";
 }
 
 TEST_F(CoordinatorTest,

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/rendezvous/in_memory_store.h"
 
@@ -11,16 +12,16 @@ namespace {
 
 TEST(KvStoreTest, SetGetAddCompareSet) {
   KvStore kv;
-  kv.Set("j/1", "a", "x");
+  ASSERT_TRUE(kv.Set("j/1", "a", "x").ok());
   EXPECT_EQ(*kv.Get("j/1", "a"), "x");
   EXPECT_EQ(kv.Get("j/2", "a").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(*kv.Add("j/1", "n", 5), 5);
   EXPECT_EQ(*kv.Add("j/1", "n", -2), 3);
   EXPECT_EQ(kv.Add("j/1", "a", 1).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(kv.CompareSet("j/1", "c", "", "first"), "first");
-  EXPECT_EQ(kv.CompareSet("j/1", "c", "wrong", "second"), "first");
-  EXPECT_EQ(kv.CompareSet("j/1", "c", "first", "second"), "second");
+  EXPECT_EQ(*kv.CompareSet("j/1", "c", "", "first"), "first");
+  EXPECT_EQ(*kv.CompareSet("j/1", "c", "wrong", "second"), "first");
+  EXPECT_EQ(*kv.CompareSet("j/1", "c", "first", "second"), "second");
   EXPECT_EQ(kv.NumKeys("j/1"), 3);
   EXPECT_TRUE(kv.Delete("j/1", "c"));
   EXPECT_FALSE(kv.Delete("j/1", "c"));
@@ -38,10 +39,10 @@ TEST(KvStoreTest, WaiterWakesOnSetAndNamespacesAreSeparate) {
                          ++calls;
                        });
   EXPECT_NE(id, 0u);
-  kv.Set("j/1", "a", "other-round");
-  kv.Set("j/2", "a", "1");
+  ASSERT_TRUE(kv.Set("j/1", "a", "other-round").ok());
+  ASSERT_TRUE(kv.Set("j/2", "a", "1").ok());
   EXPECT_EQ(calls, 0);
-  kv.Set("j/2", "b", "2");
+  ASSERT_TRUE(kv.Set("j/2", "b", "2").ok());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(got, (std::vector<std::string>{"1", "2"}));
   EXPECT_EQ(kv.PendingWaiters(), 0);
@@ -53,7 +54,7 @@ TEST(KvStoreTest, CancelNamesMissingKeysAndDropAborts) {
   auto id = kv.WaitFor(
       "j/1", {"present", "missing"},
       [&](absl::StatusOr<std::vector<std::string>> v) { why = v.status(); });
-  kv.Set("j/1", "present", "1");
+  ASSERT_TRUE(kv.Set("j/1", "present", "1").ok());
   kv.CancelWait(id, absl::DeadlineExceededError("timed out"));
   EXPECT_EQ(why.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(why.message().find("missing"), std::string::npos) << why;
@@ -89,6 +90,60 @@ TEST(InMemoryStoreTest, GetTimesOutNamingKey) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(s.Get("never", absl::ZeroDuration()).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace muster::rendezvous
+
+namespace muster::rendezvous {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Issue 11: one job cannot exhaust a shared musterd. Each limit refuses the
+// write with RESOURCE_EXHAUSTED naming the limit and its flag; nothing is
+// written, and the namespace's accounting follows overwrites and deletes.
+TEST(KvStoreTest, LimitsRefuseWritesNamingTheLimit) {
+  KvStoreLimits limits;
+  limits.max_key_bytes = 8;
+  limits.max_value_bytes = 100;
+  limits.max_namespace_keys = 3;
+  limits.max_namespace_bytes = 250;
+  KvStore kv(limits);
+  absl::Status s = kv.Set("j/1", "a-very-long-key", "x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("--store-max-key-bytes"));
+  s = kv.Set("j/1", "k", std::string(101, 'v'));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("limit of 100 bytes"));
+  EXPECT_THAT(s.message(), HasSubstr("--store-max-value-bytes"));
+  EXPECT_EQ(kv.NumKeys("j/1"), 0);
+
+  ASSERT_TRUE(kv.Set("j/1", "a", std::string(100, 'a')).ok());  // 101 bytes
+  ASSERT_TRUE(kv.Set("j/1", "b", std::string(100, 'b')).ok());  // 202
+  s = kv.Set("j/1", "c", std::string(100, 'c'));                // 303 > 250
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("quota of 250 bytes"));
+  EXPECT_THAT(s.message(), HasSubstr("--store-max-bytes"));
+  EXPECT_FALSE(kv.Get("j/1", "c").ok()) << "nothing is written";
+  // Overwriting with a smaller value frees room; a delete frees its bytes.
+  ASSERT_TRUE(kv.Set("j/1", "b", "1").ok());                    // 101 + 2
+  ASSERT_TRUE(kv.Set("j/1", "c", std::string(100, 'c')).ok());  // 204
+  s = kv.Set("j/1", "d", "1");                                  // a 4th key
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("quota of 3 (musterd --store-max-keys)"));
+  EXPECT_TRUE(kv.Delete("j/1", "c"));
+  EXPECT_TRUE(kv.Set("j/1", "d", "1").ok());
+  // Add, CompareSet and MultiSet (all or nothing) count too.
+  EXPECT_EQ(kv.Add("j/1", "e", 1).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(kv.CompareSet("j/1", "e", "", "1").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(kv.MultiSet("j/1", {"d", "e"}, {"2", "3"}).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*kv.Get("j/1", "d"), "1") << "MultiSet wrote part of its batch";
+  // Another job's namespace has its own quota.
+  EXPECT_TRUE(kv.Set("k/1", "x", std::string(100, 'x')).ok());
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The musterd binary: flags, --port-file, a taken port, health, SIGTERM/SIGINT.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <memory>
@@ -161,6 +163,38 @@ TEST(MusterdTest, BadFlagsExitTwoWithAMessage) {
     EXPECT_EQ(d.WaitOrKill(kDeadline), 2);
     EXPECT_THAT(d.Output(), HasSubstr("99999"));
   }
+}
+
+// Issue 11: --port-file replaces only an absent path or a regular file. A
+// FIFO, a character device, a directory or a symlink is refused before
+// serving (exit 2) and left as it was.
+TEST(MusterdTest, PortFileRefusesWhatIsNotARegularFile) {
+  const std::string dir = MakeTempDir("musterd-portfile");
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string link = dir + "/link";
+  ASSERT_EQ(symlink("/dev/null", link.c_str()), 0);
+  struct Case {
+    std::string path;
+    std::string what;
+  };
+  for (const Case& c : std::vector<Case>{{fifo, "a FIFO"},
+                                         {"/dev/null", "a character device"},
+                                         {dir, "a directory"},
+                                         {link, "a symbolic link"}}) {
+    Subprocess d(
+        {BinPath("musterd"), "--listen=127.0.0.1:0", "--port-file=" + c.path});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 2) << d.Output();
+    EXPECT_THAT(d.Output(), HasSubstr(c.path + " is " + c.what));
+    EXPECT_THAT(d.Output(), HasSubstr("does not exist or is a regular file"));
+  }
+  struct stat st;
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  ASSERT_EQ(lstat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
 }
 
 TEST(MusterdTest, VersionAndHelp) {

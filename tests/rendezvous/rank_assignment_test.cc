@@ -26,6 +26,16 @@ std::vector<std::string> Order(const std::vector<RankAssignment>& ranks) {
   return out;
 }
 
+// Issue 11: two nodes of INT32_MAX workers used to wrap the world size.
+TEST(AssignRanksTest, WorldSizeIsSummedIn64BitsAndCapped) {
+  auto r =
+      AssignRanks({}, {Spec("a", 0, 2147483647), Spec("b", 1, 2147483647)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("4294967294 workers in all, above the limit"));
+}
+
 TEST(AssignRanksTest, NewcomersInJoinOrder) {
   auto ranks = AssignRanks({}, {Spec("c", 7), Spec("a", 2), Spec("b", 5)});
   ASSERT_TRUE(ranks.ok()) << ranks.status();

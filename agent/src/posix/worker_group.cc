@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -34,6 +35,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -170,7 +172,8 @@ enum ChildStage : int {
   kStageSetpgid = 1,
   kStagePdeathsig,
   kStageDup,
-  kStageExec
+  kStageExec,
+  kStageAffinity,
 };
 
 const char* StageName(int stage) {
@@ -181,6 +184,8 @@ const char* StageName(int stage) {
       return "prctl(PR_SET_PDEATHSIG)";
     case kStageDup:
       return "dup2";
+    case kStageAffinity:
+      return "sched_setaffinity (--numa-binding)";
     default:
       return "execve";
   }
@@ -198,6 +203,7 @@ struct ChildArgs {
   int stdout_fd;
   int stderr_fd;
   int report_fd;
+  const cpu_set_t* affinity;  // nullptr: keep the agent's
 };
 
 [[noreturn]] void ChildFail(int report_fd, int stage, int err) {
@@ -223,6 +229,10 @@ bool MoveFd(int from, int to) {
   // The agent may have died before the prctl above: then no signal will ever
   // come.
   if (getppid() != a.agent_pid) _exit(127);
+  if (a.affinity != nullptr &&
+      sched_setaffinity(0, sizeof(cpu_set_t), a.affinity) != 0) {
+    ChildFail(a.report_fd, kStageAffinity, errno);
+  }
   // The agent's signal dispositions and mask are not the worker's business.
   // Handlers reset on exec anyway; ignored signals (SIGPIPE, often) would not.
   struct sigaction dfl;
@@ -337,8 +347,20 @@ absl::StatusOr<Spawned> SpawnWorker(const WorkerSpec& spec,
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  ChildArgs args{program.c_str(), argv.data(), envp.data(), getpid(),
-                 devnull.get(),   out_w.get(), err_w.get(), report_w.get()};
+  cpu_set_t affinity;
+  CPU_ZERO(&affinity);
+  for (int cpu : spec.cpu_affinity) {
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &affinity);
+  }
+  ChildArgs args{program.c_str(),
+                 argv.data(),
+                 envp.data(),
+                 getpid(),
+                 devnull.get(),
+                 out_w.get(),
+                 err_w.get(),
+                 report_w.get(),
+                 spec.cpu_affinity.empty() ? nullptr : &affinity};
   const pid_t pid = fork();
   if (pid < 0)
     return absl::InternalError(absl::StrCat("fork: ", ErrnoText(errno)));
@@ -437,6 +459,8 @@ struct WorkerState {
   WorkerExit exit;
   // Why the agent killed it (the watchdog), reported instead of its error file.
   std::string kill_reason;
+  // Kept by the reader: see WorkerExit::last_stderr_line.
+  std::string last_stderr_line;
 };
 
 struct Shared {
@@ -466,10 +490,39 @@ struct Stream {
   UniqueFd file;
   internal::LineSplitter splitter{kMaxLine};
   bool file_broken = false;
+  // The worker's index in Shared::workers, and whether this is its stderr
+  // (whose last line is kept for the failure report).
+  size_t worker_index = 0;
+  bool is_stderr = false;
+  Shared* shared = nullptr;  // outlives the reader (it holds a reference)
+  // --duplicate-*-filters: matching lines also go to this shared file.
+  std::shared_ptr<UniqueFd> filtered;
+  std::shared_ptr<const std::vector<std::string>> filters;
 };
 
 void EmitLine(Stream& s, absl::string_view text, bool newline,
               std::string& buf) {
+  if (s.is_stderr && s.shared != nullptr) {
+    absl::string_view t = absl::StripAsciiWhitespace(text);
+    if (!t.empty()) {
+      absl::MutexLock lock(&s.shared->mu);
+      s.shared->workers[s.worker_index].last_stderr_line =
+          std::string(t.substr(0, 1024));
+    }
+  }
+  if (s.filtered != nullptr && s.filters != nullptr) {
+    for (const std::string& f : *s.filters) {
+      if (text.find(f) == absl::string_view::npos) continue;
+      buf.assign(s.prefix);
+      buf.append(text.data(), text.size());
+      buf.push_back('\n');
+      // One write per line from the one reader thread: lines never mix.
+      if (!WriteAll(s.filtered->get(), buf.data(), buf.size())) {
+        s.filtered.reset();
+      }
+      break;
+    }
+  }
   if (s.console_fd >= 0) {
     // One write() per line: lines of different workers never mix, and a piece
     // of an over-long line or a partial last line still ends the console line.
@@ -598,7 +651,9 @@ void RecordExit(Shared& shared, size_t index, int wait_status, bool lost) {
     exit.exit_code = WEXITSTATUS(wait_status);
   }
   if (!exit.succeeded() && !error_file.empty() && exit.error_message.empty()) {
-    exit.error_message = ReadErrorFile(error_file);
+    ErrorFileContents contents = ReadErrorFileContents(error_file);
+    exit.error_message = std::move(contents.message);
+    exit.traceback = std::move(contents.traceback);
   }
   absl::MutexLock lock(&shared.mu);
   WorkerState& w = shared.workers[index];
@@ -853,7 +908,9 @@ class WorkerGroup::Impl {
   GroupStatus StatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_->mu) {
     GroupStatus status;
     for (const WorkerState& w : shared_->workers) {
-      if (w.recorded) status.exits.push_back(w.exit);
+      if (!w.recorded) continue;
+      status.exits.push_back(w.exit);
+      status.exits.back().last_stderr_line = w.last_stderr_line;
     }
     std::stable_sort(status.exits.begin(), status.exits.end(),
                      [](const WorkerExit& a, const WorkerExit& b) {
@@ -938,22 +995,45 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& argv0,
 }
 
 std::string ReadErrorFile(const std::string& path) {
+  return ReadErrorFileContents(path).message;
+}
+
+ErrorFileContents ReadErrorFileContents(const std::string& path) {
+  ErrorFileContents out;
   std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
+  if (!in) return out;
   std::stringstream text;
   text << in.rdbuf();
   const nlohmann::json j =
       nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return "";
+  if (!j.is_object()) return out;
   auto it = j.find("message");
-  if (it == j.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
+  if (it == j.end()) return out;
+  if (it->is_string()) {
+    out.message = it->get<std::string>();
+    return out;
+  }
   if (it->is_object()) {
     auto inner = it->find("message");
     if (inner != it->end() && inner->is_string())
-      return inner->get<std::string>();
+      out.message = inner->get<std::string>();
+    auto extra = it->find("extraInfo");
+    if (extra != it->end() && extra->is_object()) {
+      auto stack = extra->find("py_callstack");
+      if (stack != extra->end() && stack->is_string()) {
+        out.traceback = stack->get<std::string>();
+        // The root cause travels to every agent: keep its tail (where the
+        // error is) when a traceback is very long.
+        constexpr size_t kMaxTraceback = 16 * 1024;
+        if (out.traceback.size() > kMaxTraceback) {
+          out.traceback = absl::StrCat(
+              "...\n",
+              out.traceback.substr(out.traceback.size() - kMaxTraceback));
+        }
+      }
+    }
   }
-  return "";
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
@@ -988,8 +1068,25 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
   }
 
   // Log files and console routing, before anything runs.
+  auto shared = std::make_shared<Shared>();
+  std::shared_ptr<UniqueFd> filtered[2];
+  // Shared with the reader thread, which outlives `output`.
+  const std::shared_ptr<const std::vector<std::string>> filters[2] = {
+      std::make_shared<const std::vector<std::string>>(
+          output.duplicate_stdout_filters),
+      std::make_shared<const std::vector<std::string>>(
+          output.duplicate_stderr_filters)};
+  for (int k = 0; k < 2; ++k) {
+    if (filters[k]->empty() || output.attempt_dir.empty()) continue;
+    auto file =
+        OpenLogFile(std::filesystem::path(output.attempt_dir) /
+                    (k == 0 ? "filtered_stdout.log" : "filtered_stderr.log"));
+    if (!file.ok()) return file.status();
+    filtered[k] = std::make_shared<UniqueFd>(std::move(*file));
+  }
   std::vector<Stream> streams;
-  for (const WorkerSpec& w : workers) {
+  for (size_t index = 0; index < workers.size(); ++index) {
+    const WorkerSpec& w = workers[index];
     const int redirected = StreamsFor(output.redirects, w.local_rank);
     const int teed = StreamsFor(output.tees, w.local_rank);
     const bool console_ok = output.console_local_ranks.empty() ||
@@ -997,6 +1094,15 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     for (int which : {kStdOut, kStdErr}) {
       Stream s;
       s.local_rank = w.local_rank;
+      s.worker_index = index;
+      s.is_stderr = which == kStdErr;
+      s.shared = shared.get();
+      // As torchrun: the filtered files copy teed streams only.
+      const int k = which == kStdOut ? 0 : 1;
+      if (filtered[k] != nullptr && (teed & which)) {
+        s.filtered = filtered[k];
+        s.filters = filters[k];
+      }
       if (output.prefix_lines)
         s.prefix = absl::StrCat("[rank", w.global_rank, "]:");
       // tee wins over redirect for the console (as torchrun: tee = redirect +
@@ -1021,7 +1127,6 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     if (!w.error_file.empty()) unlink(w.error_file.c_str());
   }
 
-  auto shared = std::make_shared<Shared>();
   shared->reader_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (shared->reader_wake_fd < 0) {
     return absl::InternalError(absl::StrCat("eventfd: ", ErrnoText(errno)));

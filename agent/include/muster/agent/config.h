@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "muster/rendezvous/security.h"
 
 namespace muster::agent {
 
@@ -73,6 +74,11 @@ struct AgentConfig {
   // workers and gives up. The workers keep running meanwhile: they need the
   // server only between rounds. rdzv-conf reconnect_timeout.
   absl::Duration reconnect_timeout = absl::Seconds(10);
+  // TLS (rdzv-conf tls_ca, tls_cert, tls_key) and the job token
+  // (MUSTER_RDZV_TOKEN or rdzv-conf token_file), read once by launch_flags.
+  // The token goes to musterd on every call and never to a worker: workers
+  // get their round's Store credential instead (MUSTER_STORE_TOKEN).
+  rendezvous::ClientSecurity security = {};
 
   // --- workers
   // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u",
@@ -92,8 +98,35 @@ struct AgentConfig {
   // no progress for this long is killed and reported as hung. Zero: no
   // watchdog.
   absl::Duration worker_timeout = absl::ZeroDuration();
-  // How long stopping workers waits after SIGTERM before SIGKILL.
-  absl::Duration stop_grace = absl::Seconds(5);
+  // --shutdown-timeout: how long stopping workers waits after SIGTERM (or the
+  // forwarded signal) before SIGKILL. torchrun's default, 30 s
+  // (TORCH_ELASTIC_SHUTDOWN_TIMEOUT when set): a worker that saves a
+  // checkpoint on SIGTERM gets the time it got under torchrun.
+  absl::Duration stop_grace = absl::Seconds(30);
+  // --signals-to-handle: signals the launcher takes, forwards to the workers
+  // and then stops the job on (exit 128+signal). Signals not listed keep their
+  // default action. torchrun's default list.
+  std::vector<int> signals_to_handle = {15 /*SIGTERM*/, 2 /*SIGINT*/,
+                                        1 /*SIGHUP*/, 3 /*SIGQUIT*/};
+  // --numa-binding: "", "node", "socket", "exclusive" or "core-complex". Each
+  // worker is bound to CPUs near the GPU of its local rank
+  // (agent/src/numa_binding.h).
+  std::string numa_binding;
+  // --virtual-local-rank: every worker sees LOCAL_RANK=0 and only its own GPU
+  // (CUDA_VISIBLE_DEVICES narrowed to the local rank's entry).
+  bool virtual_local_rank = false;
+  // --event-log-handler: "null" (default) or "console" (torchelastic events
+  // as JSON lines on stderr). "dynamic_rendezvous" is torchrun's name for a
+  // handler that logs nothing; it is kept as "null".
+  std::string event_log_handler = "null";
+
+  // --- the Python interpreter (when PROGRAM runs through Python)
+  // What runs the workers, resolved at start-up (a pyenv shim becomes the
+  // interpreter it would run); empty when PROGRAM is not run through Python.
+  std::string python_interpreter;
+  // Where that interpreter came from, for the failure summary: "--python",
+  // "PYTHON_EXEC" or "python3 from PATH".
+  std::string python_source;
 
   // --- output
   // --log-dir: base directory of worker logs and error files (empty: a
@@ -104,6 +137,11 @@ struct AgentConfig {
   std::map<int, int> tees;
   // --local-ranks-filter (empty = all).
   std::set<int> local_ranks_filter;
+  // --duplicate-stdout-filters / --duplicate-stderr-filters: lines of teed
+  // streams that contain any of these go also to
+  // attempt_<n>/filtered_{stdout,stderr}.log.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
 };
 
 }  // namespace muster::agent

@@ -17,8 +17,9 @@
 //      └────────────────────│ REPORTED  │◄─────────────────────────┘
 //          Restart (rejoin) └───────────┘──JobFailed──► summary, exit 1
 //
-// A signal (SIGINT/SIGTERM/SIGHUP) in any state: forward it to the workers,
-// stop them (grace, then SIGKILL), Leave, exit 128+signal. A lost server: stop
+// A signal of --signals-to-handle (SIGTERM/SIGINT/SIGHUP/SIGQUIT by default)
+// in any state: forward it to the workers, stop them (--shutdown-timeout
+// grace, then SIGKILL), Leave, exit 128+signal. A lost server: stop
 // the workers, exit 3.
 #ifndef MUSTER_AGENT_ELASTIC_AGENT_H_
 #define MUSTER_AGENT_ELASTIC_AGENT_H_

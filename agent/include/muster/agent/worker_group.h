@@ -33,6 +33,9 @@ struct WorkerSpec {
   // Where the worker writes its JSON error file (TORCHELASTIC_ERROR_FILE); read
   // after it fails.
   std::string error_file;
+  // CPUs the worker may run on (--numa-binding), set before exec; empty: the
+  // agent's own affinity.
+  std::vector<int> cpu_affinity;
 };
 
 struct OutputOptions {
@@ -52,6 +55,12 @@ struct OutputOptions {
   std::string attempt_dir;
   // Prefix console lines with "[rank<global>]:" (torchrun's --tee style).
   bool prefix_lines = true;
+  // torchrun's --duplicate-stdout-filters / --duplicate-stderr-filters: a
+  // teed line that contains any of these strings is also written, with its
+  // "[rank<global>]:" prefix, to <attempt_dir>/filtered_stdout.log /
+  // filtered_stderr.log (one file for all local ranks).
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
   // Console file descriptors (tests may point them at pipes).
   int console_stdout_fd = 1;
   int console_stderr_fd = 2;
@@ -67,6 +76,13 @@ struct WorkerExit {
   absl::Time end_time;
   // From the worker's error file ("message"), when it wrote one.
   std::string error_message;
+  // The Python traceback from the error file (extraInfo.py_callstack), when
+  // there is one.
+  std::string traceback;
+  // The last non-empty line the worker wrote to stderr (complete once the
+  // group is stopped): "ModuleNotFoundError: No module named 'torch'" says
+  // more than an exit code when the worker wrote no error file.
+  std::string last_stderr_line;
   bool succeeded() const { return exit_code == 0 && signal == 0; }
 };
 
@@ -147,6 +163,14 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& argv0,
 // {"message": {"message": "...", "extraInfo": {...}}}. Empty when absent or
 // unreadable.
 std::string ReadErrorFile(const std::string& path);
+
+// As ReadErrorFile, and the traceback PyTorch's @record stores in
+// message.extraInfo.py_callstack (empty when absent).
+struct ErrorFileContents {
+  std::string message;
+  std::string traceback;
+};
+ErrorFileContents ReadErrorFileContents(const std::string& path);
 
 }  // namespace muster::agent
 

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "muster/rendezvous/security.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::rendezvous {
@@ -51,6 +52,8 @@ struct GrpcClientOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
   // Heartbeats are sent this often while the stream is open.
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
+  // TLS and the job token (sent on every call). Default: plaintext, none.
+  ClientSecurity security = {};
 };
 
 // Asks the server at `endpoint` (HOST:PORT) for its jobs (all when job_id is
@@ -60,6 +63,12 @@ struct GrpcClientOptions {
 absl::StatusOr<v1::GetStatusResponse> QueryStatus(const std::string& endpoint,
                                                   const std::string& job_id,
                                                   absl::Duration timeout);
+// The same over TLS and/or with a token (a job's, or the admin's). Errors as
+// above, plus UNAUTHENTICATED / PERMISSION_DENIED for a job the token does not
+// open, and UNAVAILABLE naming TLS for a plaintext/TLS mismatch.
+absl::StatusOr<v1::GetStatusResponse> QueryStatus(
+    const std::string& endpoint, const std::string& job_id,
+    absl::Duration timeout, const ClientSecurity& security);
 
 std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(
     GrpcClientOptions options);

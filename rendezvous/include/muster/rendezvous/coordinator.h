@@ -116,6 +116,9 @@ struct CoordinatorOptions {
   // How long an ended job stays visible to GetStatus after its last agent
   // disconnected.
   absl::Duration finished_job_retention = absl::Minutes(10);
+  // And at most this many ended jobs are kept (the oldest are forgotten
+  // first). An OPEN job whose last agent left is forgotten at once.
+  int max_finished_jobs = 1000;
   // Called (under the Coordinator's lock; must not call back) when a round ends
   // and its store namespace may be dropped, and with "<job>/" when a job is
   // forgotten.

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "muster/rendezvous/security.h"
 #include "muster/rendezvous/store.h"
 
 namespace muster::rendezvous {
@@ -19,6 +20,9 @@ struct GrpcStoreOptions {
   std::string prefix;
   // How long the first call waits for the server to be reachable.
   absl::Duration connect_timeout = absl::Seconds(10);
+  // TLS and the credential sent on every call (a worker's is its round's
+  // MUSTER_STORE_TOKEN; see StoreSecurityFromEnv). Default: plaintext, none.
+  ClientSecurity security = {};
 };
 
 // Connects (waiting up to connect_timeout). Errors: INVALID_ARGUMENT for an

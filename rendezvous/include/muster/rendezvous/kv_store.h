@@ -29,6 +29,20 @@
 
 namespace muster::rendezvous {
 
+// Limits that keep one job from exhausting musterd's memory (a shared server:
+// one runaway worker must not take every other job down with it). A write that
+// would pass one fails with RESOURCE_EXHAUSTED naming the limit, its value,
+// the musterd flag that sets it, and nothing is written.
+struct KvStoreLimits {
+  // The longest key (bytes).
+  int64_t max_key_bytes = 4 << 10;
+  // The largest value (bytes). gRPC's own default message limit is 4 MB.
+  int64_t max_value_bytes = 4 << 20;
+  // Per namespace (a job's round): keys and bytes of keys plus values.
+  int64_t max_namespace_keys = 1 << 20;
+  int64_t max_namespace_bytes = int64_t{256} << 20;
+};
+
 class KvStore {
  public:
   // Receives the values of the waited keys (in order), or why the wait ended
@@ -37,21 +51,27 @@ class KvStore {
       absl::AnyInvocable<void(absl::StatusOr<std::vector<std::string>>)>;
   using WaiterId = uint64_t;
 
-  KvStore() = default;
+  explicit KvStore(KvStoreLimits limits = {}) : limits_(limits) {}
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
-  void Set(absl::string_view ns, absl::string_view key,
-           absl::string_view value);
+  // RESOURCE_EXHAUSTED past a limit (KvStoreLimits).
+  absl::Status Set(absl::string_view ns, absl::string_view key,
+                   absl::string_view value);
   // NOT_FOUND when absent.
   absl::StatusOr<std::string> Get(absl::string_view ns,
                                   absl::string_view key) const;
-  // INVALID_ARGUMENT when the stored value is not a decimal integer.
+  // INVALID_ARGUMENT when the stored value is not a decimal integer;
+  // RESOURCE_EXHAUSTED past a limit.
   absl::StatusOr<int64_t> Add(absl::string_view ns, absl::string_view key,
                               int64_t delta);
-  std::string CompareSet(absl::string_view ns, absl::string_view key,
-                         absl::string_view expected, absl::string_view desired);
-  // INVALID_ARGUMENT when sizes differ; nothing is written then.
+  // The value after the call; RESOURCE_EXHAUSTED past a limit.
+  absl::StatusOr<std::string> CompareSet(absl::string_view ns,
+                                         absl::string_view key,
+                                         absl::string_view expected,
+                                         absl::string_view desired);
+  // INVALID_ARGUMENT when sizes differ, RESOURCE_EXHAUSTED past a limit;
+  // nothing is written then.
   absl::Status MultiSet(absl::string_view ns,
                         absl::Span<const std::string> keys,
                         absl::Span<const std::string> values);
@@ -85,7 +105,20 @@ class KvStore {
     std::vector<std::string> keys;
     WaitCallback done;
   };
-  using Namespace = absl::flat_hash_map<std::string, std::string>;
+  struct Namespace {
+    absl::flat_hash_map<std::string, std::string> entries;
+    int64_t bytes = 0;  // Of keys and values.
+  };
+
+  // Whether writing `value` at `key` (replacing what is there) fits the
+  // limits; `added_keys`/`added_bytes` accumulate over a batch.
+  absl::Status CheckWriteLocked(absl::string_view ns, const Namespace* n,
+                                absl::string_view key, absl::string_view value,
+                                int64_t* added_keys, int64_t* added_bytes) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Writes and accounts.
+  void PutLocked(Namespace& n, absl::string_view key, std::string value)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Moves waiters of ns whose keys all exist into `ready`, with their values.
   void CollectReadyLocked(
@@ -96,6 +129,7 @@ class KvStore {
                          std::vector<WaitCallback>* failed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const KvStoreLimits limits_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Namespace> data_ ABSL_GUARDED_BY(mu_);
   std::map<WaiterId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);

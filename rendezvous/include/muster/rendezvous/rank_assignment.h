@@ -20,6 +20,13 @@ struct MemberSpec {
   int64_t join_seq = 0;
 };
 
+// The largest world size a round may have (4,194,304 ranks: past every
+// machine built so far, far below int32 overflow). Joins that could exceed it
+// are refused; AssignRanks checks the sum again in 64 bits.
+inline constexpr int64_t kMaxWorldSize = int64_t{1} << 22;
+// The most workers one node may run (the launcher caps --nproc-per-node too).
+inline constexpr int32_t kMaxLocalWorldSize = 4096;
+
 struct RankAssignment {
   std::string node_id;
   int group_rank = 0;

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/rendezvous/kv_store.h"
+#include "muster/rendezvous/security.h"
 
 namespace muster::rendezvous {
 
@@ -28,6 +29,16 @@ struct ServerOptions {
   // How often the Coordinator's timers are checked; bounds the lateness of
   // heartbeat detection.
   absl::Duration tick_interval = absl::Milliseconds(20);
+  // Key and value sizes and each job round's quota in the Store.
+  KvStoreLimits store_limits;
+  // TLS on the gRPC port (musterd --tls-cert, --tls-key, --tls-client-ca);
+  // plaintext when empty. See docs/security.md.
+  ServerTls tls = {};
+  // Refuse jobs without a token (musterd --require-token).
+  bool require_token = false;
+  // The admin token (musterd --admin-token-file): sees every job's status.
+  // Empty: none. Never logged.
+  std::string admin_token = {};
 };
 
 // Thread-safe.
@@ -50,6 +61,13 @@ class RendezvousServer {
   std::string address() const;
   // The bound HTTP port, or 0 without http_listen.
   int http_port() const;
+
+  // Re-reads the TLS certificate, key and client CA (musterd's SIGHUP). New
+  // connections use them within a second; open sessions and jobs go on.
+  // Errors: FAILED_PRECONDITION without TLS; INVALID_ARGUMENT naming a file
+  // that is missing, not PEM, expired or not the key of the certificate (the
+  // old certificates stay in use).
+  absl::Status ReloadTls();
 
   // Marks health NOT_SERVING (and /readyz 503), ends every Session stream with
   // UNAVAILABLE

@@ -1,0 +1,63 @@
+// JobKeeper: makes every process of a job die with its launcher, even when the
+// launcher is killed with SIGKILL.
+//
+// A worker dies with the launcher by its parent-death signal, but what the
+// worker started (data loader processes, a shell's children, a daemon) is
+// re-parented to init and keeps running. The launcher cannot clean up after a
+// SIGKILL, so a small keeper process does it:
+//
+// clang-format off
+//   muster (launcher) ──pipe──► muster-keeper (own process group, ignores
+//     │  "+pgid" / "-pgid"          INT/TERM/HUP/QUIT; holds the read end)
+//     ├─ worker pgid 101 ─ grandchild (same group)
+//     └─ worker pgid 102 ─ setsid'd daemon (MUSTER_JOB_TAG in its env)
+// clang-format on
+//
+// The launcher tells the keeper each worker process group it starts and
+// stops. When the pipe reaches EOF (the launcher exited, however it died),
+// the keeper SIGKILLs every group still registered, then every process whose
+// environment carries this job's MUSTER_JOB_TAG (descendants that left their
+// group with setsid/setpgid but kept the environment), repeating the scan
+// until it finds none, and exits. Linux only; elsewhere Start reports
+// UNIMPLEMENTED and the launcher runs without a keeper.
+//
+// Not covered: a descendant that both leaves its process group and clears its
+// environment (a cgroup would catch it; muster does not require one).
+#ifndef MUSTER_AGENT_JOB_KEEPER_H_
+#define MUSTER_AGENT_JOB_KEEPER_H_
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace muster::agent {
+
+// The environment variable that marks a job's processes for the keeper.
+inline constexpr char kJobTagVariable[] = "MUSTER_JOB_TAG";
+
+// Starts the keeper. Call once, from the main thread, before any other thread
+// exists (it forks without exec). Errors: INTERNAL when pipe or fork fails
+// (the launcher may run on without one). Blocks for the fork only.
+absl::Status StartJobKeeper();
+
+// The tag the workers carry in MUSTER_JOB_TAG; empty when no keeper runs.
+// Thread-safe after StartJobKeeper returned.
+const std::string& JobKeeperTag();
+
+// Registers / forgets a worker's process group (its leader's pid). Never
+// blocks for long (a small write to a pipe); no-op without a keeper.
+// Thread-safe.
+void KeeperWatchGroup(pid_t pgid);
+void KeeperForgetGroup(pid_t pgid);
+
+// The keeper's loop, for StartJobKeeper's child and for tests: reads
+// "+PGID\n" / "-PGID\n" lines from `read_fd` until EOF, then kills as
+// described above. Returns how many process groups and processes it
+// signalled (a process may be counted in both).
+int RunJobKeeper(int read_fd, const std::string& tag);
+
+}  // namespace muster::agent
+
+#endif  // MUSTER_AGENT_JOB_KEEPER_H_

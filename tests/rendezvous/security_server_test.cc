@@ -1,0 +1,372 @@
+// musterd's security on loopback, in process: TLS with certificates made at
+// test time by `openssl`, mTLS, plaintext/TLS mismatches named as such, job
+// tokens on the Session, GetStatus and Store services (plain gRPC stubs with
+// raw metadata, as a hostile client would send), round credentials, and a
+// certificate reload.
+#include <grpcpp/grpcpp.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "muster/rendezvous/auth.h"
+#include "muster/rendezvous/client.h"
+#include "muster/rendezvous/grpc_store.h"
+#include "muster/rendezvous/security.h"
+#include "muster/rendezvous/server.h"
+#include "muster/v1/rendezvous.grpc.pb.h"
+#include "muster/v1/store.grpc.pb.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/tls_certs.h"
+
+namespace muster::rendezvous {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kToken[] = "job-token-for-tests-0123456789";
+constexpr char kWrong[] = "not-the-token-0123456789abcdef";
+constexpr char kAdmin[] = "admin-token-for-tests-012345678";
+
+class SecurityServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto pki = muster::testing::MakeTestPki(
+        muster::testing::MakeTempDir("security_server_test"));
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = new muster::testing::TestPki(*pki);
+  }
+
+  std::unique_ptr<RendezvousServer> StartServer(bool tls, bool mtls = false,
+                                                bool require_token = true) {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    if (tls) {
+      options.tls.cert = pki_->server_cert;
+      options.tls.key = pki_->server_key;
+      if (mtls) options.tls.client_ca = pki_->ca_cert;
+    }
+    options.require_token = require_token;
+    options.admin_token = kAdmin;
+    auto server = RendezvousServer::Start(options);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  }
+
+  static ClientSecurity Tls(std::string token = "") {
+    ClientSecurity s;
+    s.tls_ca = pki_->ca_cert;
+    s.token = std::move(token);
+    return s;
+  }
+
+  // A raw gRPC channel, as a client without muster's code would open it.
+  static std::shared_ptr<grpc::Channel> RawTlsChannel(int port) {
+    std::ifstream in(pki_->ca_cert);
+    std::string ca((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ca;
+    return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                               grpc::SslCredentials(ssl));
+  }
+
+  static void Authorize(grpc::ClientContext* ctx, const std::string& token) {
+    if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+    ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  }
+
+  static v1::Join MakeJoin(const std::string& node) {
+    v1::Join join;
+    join.set_job_id("jobA");
+    join.set_node_id(node);
+    join.set_hostname(node + ".host");
+    join.set_advertised_addr("127.0.0.1");
+    join.set_local_world_size(1);
+    join.set_min_nodes(1);
+    join.set_max_nodes(1);
+    join.set_node_rank_hint(-1);
+    join.set_master_port(29500);
+    join.set_heartbeat_interval_ms(50);
+    join.set_heartbeat_timeout_ms(5000);
+    join.set_session_secret(NewRandomSecret());
+    return join;
+  }
+
+  // An agent of jobA with the token, in a RUNNING round 1 (1 node).
+  std::unique_ptr<RendezvousClient> JoinedAgent(int port) {
+    GrpcClientOptions o;
+    o.endpoint = absl::StrCat("127.0.0.1:", port);
+    o.security = Tls(kToken);
+    auto client = NewGrpcRendezvousClient(o);
+    absl::Status s = client->Start(MakeJoin("node-a"));
+    EXPECT_TRUE(s.ok()) << s;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      auto msg = client->Next(deadline - absl::Now());
+      if (!msg.ok() || msg->has_round_ready()) {
+        EXPECT_TRUE(msg.ok()) << msg.status();
+        break;
+      }
+    }
+    return client;
+  }
+
+  static muster::testing::TestPki* pki_;
+};
+
+muster::testing::TestPki* SecurityServerTest::pki_ = nullptr;
+
+TEST_F(SecurityServerTest, TlsStatusWorksAndPlaintextFailsFastNamingTls) {
+  auto server = StartServer(/*tls=*/true);
+  ASSERT_NE(server, nullptr);
+  const std::string endpoint = absl::StrCat("127.0.0.1:", server->port());
+  auto ok = QueryStatus(endpoint, "", absl::Seconds(10), Tls());
+  ASSERT_TRUE(ok.ok()) << ok.status();
+
+  const absl::Time start = absl::Now();
+  auto plain = QueryStatus(endpoint, "", absl::Seconds(10), ClientSecurity());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(plain.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(plain.status().message()), HasSubstr("TLS"));
+  EXPECT_THAT(std::string(plain.status().message()), HasSubstr("tls_ca"));
+}
+
+TEST_F(SecurityServerTest, TlsClientAgainstPlaintextServerNamesTls) {
+  auto server = StartServer(/*tls=*/false);
+  ASSERT_NE(server, nullptr);
+  const absl::Time start = absl::Now();
+  auto s = QueryStatus(absl::StrCat("127.0.0.1:", server->port()), "",
+                       absl::Seconds(10), Tls());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("plaintext"));
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("--tls-cert"));
+}
+
+TEST_F(SecurityServerTest, WrongCaIsAFailedHandshake) {
+  auto server = StartServer(/*tls=*/true);
+  ASSERT_NE(server, nullptr);
+  ClientSecurity wrong;
+  wrong.tls_ca = pki_->ca2_cert;
+  auto s = QueryStatus(absl::StrCat("127.0.0.1:", server->port()), "",
+                       absl::Seconds(10), wrong);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("TLS handshake"));
+}
+
+TEST_F(SecurityServerTest, MutualTlsNeedsAClientCertificate) {
+  auto server = StartServer(/*tls=*/true, /*mtls=*/true);
+  ASSERT_NE(server, nullptr);
+  const std::string endpoint = absl::StrCat("127.0.0.1:", server->port());
+  auto without = QueryStatus(endpoint, "", absl::Seconds(5), Tls());
+  EXPECT_FALSE(without.ok());
+  ClientSecurity with = Tls();
+  with.tls_cert = pki_->client_cert;
+  with.tls_key = pki_->client_key;
+  auto ok = QueryStatus(endpoint, "", absl::Seconds(10), with);
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+TEST_F(SecurityServerTest, BadServerTlsFilesAreRefusedAtStart) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.tls.cert = pki_->server_cert;
+  options.tls.key = pki_->client_key;  // not its key
+  auto server = RendezvousServer::Start(options);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(server.status().message()), HasSubstr("--tls-key"));
+  options.tls.key = "/nonexistent/key.pem";
+  server = RendezvousServer::Start(options);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(server.status().message()),
+              HasSubstr("/nonexistent/key.pem"));
+}
+
+TEST_F(SecurityServerTest, TokensGuardStatusStoreAndJoin) {
+  auto server = StartServer(/*tls=*/true);
+  ASSERT_NE(server, nullptr);
+  auto agent = JoinedAgent(server->port());
+  auto channel = RawTlsChannel(server->port());
+  auto rdzv = v1::Rendezvous::NewStub(channel);
+  auto store = v1::Store::NewStub(channel);
+
+  // GetStatus of the job.
+  for (const auto& [token, code] :
+       std::vector<std::pair<std::string, grpc::StatusCode>>{
+           {"", grpc::StatusCode::UNAUTHENTICATED},
+           {kWrong, grpc::StatusCode::PERMISSION_DENIED},
+           {kToken, grpc::StatusCode::OK},
+           {kAdmin, grpc::StatusCode::OK}}) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, token);
+    v1::GetStatusRequest req;
+    req.set_job_id("jobA");
+    v1::GetStatusResponse resp;
+    grpc::Status s = rdzv->GetStatus(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), code)
+        << "token '" << token << "': " << s.error_message();
+    EXPECT_THAT(s.error_message(), Not(HasSubstr(kToken)));
+  }
+  // Every job: the job is hidden from a caller without its token.
+  {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "");
+    v1::GetStatusResponse resp;
+    ASSERT_TRUE(rdzv->GetStatus(&ctx, v1::GetStatusRequest(), &resp).ok());
+    EXPECT_EQ(resp.jobs_size(), 0);
+  }
+
+  // Store in the job's namespace.
+  const std::string prefix = "jobA/1";
+  for (const auto& [token, code] :
+       std::vector<std::pair<std::string, grpc::StatusCode>>{
+           {"", grpc::StatusCode::UNAUTHENTICATED},
+           {kWrong, grpc::StatusCode::PERMISSION_DENIED},
+           {kAdmin, grpc::StatusCode::PERMISSION_DENIED},
+           {DeriveStoreCredential(kToken, "jobA/2"),
+            grpc::StatusCode::PERMISSION_DENIED},
+           {DeriveStoreCredential(kToken, prefix), grpc::StatusCode::OK},
+           {kToken, grpc::StatusCode::OK}}) {
+    {
+      grpc::ClientContext ctx;
+      Authorize(&ctx, token);
+      v1::SetRequest req;
+      req.set_prefix(prefix);
+      req.set_key("k");
+      req.set_value("v");
+      v1::SetResponse resp;
+      EXPECT_EQ(store->Set(&ctx, req, &resp).error_code(), code) << token;
+    }
+    {
+      grpc::ClientContext ctx;
+      Authorize(&ctx, token);
+      v1::GetRequest req;
+      req.set_prefix(prefix);
+      req.set_key("k");
+      v1::GetResponse resp;
+      EXPECT_EQ(store->Get(&ctx, req, &resp).error_code(), code) << token;
+    }
+    {
+      grpc::ClientContext ctx;
+      Authorize(&ctx, token);
+      v1::DeleteRequest req;
+      req.set_prefix(prefix);
+      req.set_key("nothing");
+      v1::DeleteResponse resp;
+      EXPECT_EQ(store->Delete(&ctx, req, &resp).error_code(), code) << token;
+    }
+  }
+  // --require-token: no keys planted for a job that has not started.
+  {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "");
+    v1::SetRequest req;
+    req.set_prefix("jobB/1");
+    req.set_key("k");
+    v1::SetResponse resp;
+    EXPECT_EQ(store->Set(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+
+  // Join: without the token, with a wrong one; with the token but another
+  // node's id and no session secret.
+  for (const auto& [token, code, node] :
+       std::vector<std::tuple<std::string, grpc::StatusCode, std::string>>{
+           {"", grpc::StatusCode::UNAUTHENTICATED, "x"},
+           {kWrong, grpc::StatusCode::PERMISSION_DENIED, "x"},
+           {kToken, grpc::StatusCode::ALREADY_EXISTS, "node-a"}}) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, token);
+    auto stream = rdzv->Session(&ctx);
+    v1::AgentMessage msg;
+    *msg.mutable_join() = MakeJoin(node);
+    msg.mutable_join()->set_session_secret(token.empty() ? "" : kWrong);
+    stream->Write(msg);
+    stream->WritesDone();
+    v1::ServerMessage in;
+    while (stream->Read(&in)) {
+    }
+    grpc::Status s = stream->Finish();
+    EXPECT_EQ(s.error_code(), code) << node << ": " << s.error_message();
+  }
+
+  // The real agent was not disturbed: still RUNNING in round 1, connected.
+  auto status = QueryStatus(absl::StrCat("127.0.0.1:", server->port()), "jobA",
+                            absl::Seconds(10), Tls(kAdmin));
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->jobs_size(), 1);
+  EXPECT_EQ(status->jobs(0).state(), "RUNNING");
+  EXPECT_EQ(status->jobs(0).round(), 1);
+  EXPECT_EQ(server->coordinator().ConnectedAgents(), 1);
+  EXPECT_EQ(agent->Next(absl::Milliseconds(300)).status().code(),
+            absl::StatusCode::kDeadlineExceeded)
+      << "the agent heard something";
+}
+
+TEST_F(SecurityServerTest, GrpcStorePresentsTheRoundCredential) {
+  auto server = StartServer(/*tls=*/true);
+  ASSERT_NE(server, nullptr);
+  auto agent = JoinedAgent(server->port());
+  GrpcStoreOptions o;
+  o.endpoint = absl::StrCat("127.0.0.1:", server->port());
+  o.prefix = "jobA/1";
+  o.security = Tls(DeriveStoreCredential(kToken, "jobA/1"));
+  auto store = NewGrpcStore(o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Set("k", "v").ok());
+  auto v = (*store)->Get("k", absl::Seconds(1));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, "v");
+
+  o.security.token = "";
+  auto anonymous = NewGrpcStore(o);
+  ASSERT_TRUE(anonymous.ok());
+  EXPECT_EQ((*anonymous)->Set("k", "x").code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(SecurityServerTest, ReloadSwapsTheCertificateForNewConnections) {
+  const std::string dir = muster::testing::MakeTempDir("tls_reload");
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  auto copy = [](const std::string& from, const std::string& to) {
+    std::ifstream in(from, std::ios::binary);
+    std::ofstream out(to, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+  };
+  copy(pki_->server_cert, cert);
+  copy(pki_->server_key, key);
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.tls.cert = cert;
+  options.tls.key = key;
+  auto started = RendezvousServer::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto& server = *started;
+  const std::string endpoint = absl::StrCat("127.0.0.1:", server->port());
+  ClientSecurity ca2;
+  ca2.tls_ca = pki_->ca2_cert;
+  ASSERT_TRUE(QueryStatus(endpoint, "", absl::Seconds(10), Tls()).ok());
+
+  // A broken file is refused and the old certificate stays.
+  { std::ofstream(cert, std::ios::trunc) << "garbage\n"; }
+  EXPECT_EQ(server->ReloadTls().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(QueryStatus(endpoint, "", absl::Seconds(10), Tls()).ok());
+
+  copy(pki_->server2_cert, cert);
+  copy(pki_->server2_key, key);
+  ASSERT_TRUE(server->ReloadTls().ok());
+  // gRPC's watcher picks the copies up within a second or two.
+  EXPECT_TRUE(muster::testing::WaitUntil(
+      [&] { return QueryStatus(endpoint, "", absl::Seconds(2), ca2).ok(); },
+      absl::Seconds(10), absl::Milliseconds(200)));
+}
+
+}  // namespace
+}  // namespace muster::rendezvous
