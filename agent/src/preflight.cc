@@ -11,7 +11,10 @@ namespace muster::agent {
 
 std::vector<v1::Peer> ChoosePreflightPeers(const v1::RoundReady& ready,
                                            int sample) {
-  const int n = ready.peers_size();
+  // A large round's RoundReady lists only some peers (peers_partial): the ring
+  // is the whole group's, and the sample is drawn from the peers listed.
+  const int n = ready.group_world_size() > 0 ? ready.group_world_size()
+                                             : ready.peers_size();
   const int me = ready.group_rank();
   std::set<int> chosen;
   auto add = [&](int rank) {
@@ -21,7 +24,8 @@ std::vector<v1::Peer> ChoosePreflightPeers(const v1::RoundReady& ready,
   add(me - 1);
   add(me + 1);
   std::vector<int> others;
-  for (int r = 0; r < n; ++r) {
+  for (const v1::Peer& p : ready.peers()) {
+    const int r = p.group_rank();
     if (r != me && !chosen.contains(r)) others.push_back(r);
   }
   std::mt19937 rng(std::random_device{}());

@@ -37,8 +37,11 @@
 #include "muster/rendezvous/coordinator.h"
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -54,6 +57,9 @@
 #include "muster/common/logging.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/rank_assignment.h"
+#include "rendezvous/src/deadline_queue.h"
+#include "rendezvous/src/outbox.h"
+#include "rendezvous/src/round_peers.h"
 
 namespace muster::rendezvous {
 
@@ -203,6 +209,12 @@ std::string StorePrefix(absl::string_view job_id, int64_t round) {
   return absl::StrCat(job_id, "/", round);
 }
 
+// Jobs with at most this many waiting agents tell each of them about every
+// change at once; larger ones coalesce the updates to one per
+// waiting_update_interval (and on the min_nodes threshold), so a join costs
+// O(1) messages instead of one per waiting agent.
+constexpr int kWaitingAtOnceMax = 64;
+
 int64_t ToUnixMillisOrZero(absl::Time t) {
   if (t == absl::InfiniteFuture() || t == absl::InfinitePast()) return 0;
   return absl::ToUnixMillis(t);
@@ -258,11 +270,20 @@ struct Job {
   // Ended and no agent connected: when the job is forgotten.
   absl::Time forget_at = absl::InfiniteFuture();
   int64_t next_join_seq = 0;
+  // Nodes with status kWaiting (kept by SetStatus and EraseNode).
+  int waiting_count = 0;
+  // Coalesced Waiting updates: when the last went out, and when the pending
+  // one is due (InfiniteFuture: none pending).
+  absl::Time waiting_sent_at = absl::InfinitePast();
+  absl::Time waiting_flush_at = absl::InfiniteFuture();
 
   // Connected agents by node id.
   std::map<std::string, Node> nodes;
   // The RUNNING (or last) round's members by group rank; empty while OPEN.
   std::vector<Member> members;
+  // Node id -> index into members, and the round's WORLD_SIZE.
+  absl::flat_hash_map<std::string, int> member_index;
+  int32_t world_size = 0;
   // Members that reported success in this round.
   std::set<std::string> succeeded;
   // Node ids of the last round that ran, by group rank: survivors keep it.
@@ -290,12 +311,42 @@ struct Job {
   bool ended() const {
     return state == JobState::kSucceeded || state == JobState::kFailed;
   }
-  int WaitingCount() const {
-    int n = 0;
-    for (const auto& [id, node] : nodes)
-      n += node.status == NodeStatus::kWaiting;
-    return n;
+  int WaitingCount() const { return waiting_count; }
+  // Every change of a node's status, and every removal, goes through these:
+  // they keep waiting_count.
+  void SetStatus(Node& node, NodeStatus status) {
+    waiting_count += (status == NodeStatus::kWaiting) -
+                     (node.status == NodeStatus::kWaiting);
+    node.status = status;
   }
+  void EraseNode(std::map<std::string, Node>::iterator it) {
+    waiting_count -= it->second.status == NodeStatus::kWaiting;
+    nodes.erase(it);
+  }
+};
+
+// A time that may be written under a shared lock (relaxed: only the value
+// matters, and Tick reads it under the exclusive lock). Copyable so that it can
+// live in a hash map, which moves entries only under the exclusive lock.
+class AtomicTime {
+ public:
+  AtomicTime() = default;
+  AtomicTime(const AtomicTime& o)
+      : ns_(o.ns_.load(std::memory_order_relaxed)) {}
+  AtomicTime& operator=(const AtomicTime& o) {
+    ns_.store(o.ns_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
+  AtomicTime& operator=(absl::Time t) {
+    ns_.store(absl::ToUnixNanos(t), std::memory_order_relaxed);
+    return *this;
+  }
+  absl::Time Get() const {
+    return absl::FromUnixNanos(ns_.load(std::memory_order_relaxed));
+  }
+
+ private:
+  std::atomic<int64_t> ns_{0};
 };
 
 // The connection table: the only place that refers to channels.
@@ -303,7 +354,10 @@ struct Connection {
   std::shared_ptr<AgentChannel> channel;
   std::string job_id;
   std::string node_id;
-  absl::Time last_seen;
+  // Written by heartbeats under a shared (reader) lock: they are most of the
+  // events, and taking the lock exclusively for each one starved whole
+  // connections of gRPC threads at 10,000 agents.
+  AtomicTime last_seen;
   absl::Duration heartbeat_timeout;
   int64_t heartbeat_interval_ms = 0;
   // We ended the stream (job over); it stays here until the adapter reports the
@@ -354,15 +408,28 @@ class Coordinator::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Any message is a heartbeat.
   void Touch(ConnectionId conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same under the shared lock (a heartbeat: nothing else changes).
+  void TouchShared(ConnectionId conn) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Queues msg for conn's agent in the outbox (written once the lock is
+  // released).
   void Send(ConnectionId conn, const v1::ServerMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(ConnectionId conn, std::shared_ptr<const v1::ServerMessage> msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the job's end message to every connected agent and closes each stream
   // with OK.
   void SendFinalAndClose(Job& job, const v1::ServerMessage& msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<const v1::ServerMessage> WaitingMessage(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendWaiting(const Job& job, const Node& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SendWaitingToAll(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells every waiting node the count: at once in a small job, when a
+  // threshold is crossed (force), or when waiting_update_interval has passed
+  // since the last update; otherwise it is due at waiting_flush_at (Tick), and
+  // only `joiner` (when set) hears now.
+  void SendWaitingToAll(Job& job, const Node* joiner = nullptr,
+                        bool force = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ServerMessage MakeRoundReady(const Job& job,
                                    const std::string& node_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -370,6 +437,10 @@ class Coordinator::Impl {
   // node's session secret. ALREADY_EXISTS otherwise; nothing is touched.
   absl::Status CheckSessionSecret(const Job& job, ConnectionId conn,
                                   const v1::Join& join) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The RoundReady of members[index]: its ranks and the peers it needs
+  // (round_peers.h). O(1) for rounds above kFullPeerListMax nodes.
+  v1::ServerMessage RoundReadyFor(const Job& job, int index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a store namespace that is no longer needed to on_round_end.
   void DropNamespace(const std::string& prefix)
@@ -383,7 +454,8 @@ class Coordinator::Impl {
   void AddWaiting(Job& job, Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OPEN: closes at once at max, or arms the last-call timer at min; else
   // re-sends Waiting.
-  void CheckCount(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckCount(Job& job, const Node* joiner = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OPEN -> RUNNING (or FAILED when the ranks cannot be assigned).
   void CloseRound(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RUNNING -> OPEN (Restart to every member), or FAILED when a worker failure
@@ -414,6 +486,14 @@ class Coordinator::Impl {
   mutable absl::Mutex mu_;
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ConnectionId, Connection> conns_ ABSL_GUARDED_BY(mu_);
+  // Heartbeat deadlines of conns_ (lazy: a heartbeat does not touch it).
+  DeadlineQueue<ConnectionId> heartbeats_ ABSL_GUARDED_BY(mu_);
+
+ public:
+  // Messages and closes for agents, appended under mu_ and written by
+  // Flush() after it is released (the Coordinator's methods call it last).
+  Outbox outbox_;
+  void Flush() ABSL_LOCKS_EXCLUDED(mu_) { outbox_.Flush(); }
 };
 
 // ---------- helpers
@@ -474,30 +554,42 @@ void Coordinator::Impl::Touch(ConnectionId conn) {
   if (c != conns_.end()) c->second.last_seen = clock_->Now();
 }
 
+void Coordinator::Impl::TouchShared(ConnectionId conn) {
+  auto c = conns_.find(conn);
+  if (c != conns_.end()) c->second.last_seen = clock_->Now();
+}
+
 void Coordinator::Impl::Send(ConnectionId conn, const v1::ServerMessage& msg) {
+  Send(conn, std::make_shared<const v1::ServerMessage>(msg));
+}
+
+void Coordinator::Impl::Send(ConnectionId conn,
+                             std::shared_ptr<const v1::ServerMessage> msg) {
   auto c = conns_.find(conn);
   if (c == conns_.end() || c->second.closed) return;
-  c->second.channel->Send(msg);
+  outbox_.Send(c->second.channel, std::move(msg));
 }
 
 void Coordinator::Impl::SendFinalAndClose(Job& job,
                                           const v1::ServerMessage& msg) {
   job.verdict = msg;
+  auto shared = std::make_shared<const v1::ServerMessage>(msg);
   for (const Member& m : job.members) job.verdict_nodes.insert(m.rank.node_id);
   for (auto& [id, node] : job.nodes) {
     job.verdict_nodes.insert(id);
     auto c = conns_.find(node.conn);
     if (c == conns_.end() || c->second.closed) continue;
-    c->second.channel->Send(msg);
-    c->second.channel->Close(absl::OkStatus());
+    outbox_.Send(c->second.channel, shared);
+    outbox_.Close(c->second.channel, absl::OkStatus());
     c->second.closed = true;
-    node.status = NodeStatus::kPending;
+    job.SetStatus(node, NodeStatus::kPending);
   }
 }
 
-void Coordinator::Impl::SendWaiting(const Job& job, const Node& node) {
-  v1::ServerMessage msg;
-  v1::Waiting* w = msg.mutable_waiting();
+std::shared_ptr<const v1::ServerMessage> Coordinator::Impl::WaitingMessage(
+    const Job& job) const {
+  auto msg = std::make_shared<v1::ServerMessage>();
+  v1::Waiting* w = msg->mutable_waiting();
   if (job.state == JobState::kOpen) {
     w->set_round(job.round);
     w->set_deadline_unix_ms(ToUnixMillisOrZero(job.join_deadline));
@@ -509,23 +601,53 @@ void Coordinator::Impl::SendWaiting(const Job& job, const Node& node) {
   w->set_joined(job.WaitingCount());
   w->set_min_nodes(job.min_nodes);
   w->set_max_nodes(job.max_nodes);
-  Send(node.conn, msg);
+  return msg;
 }
 
-void Coordinator::Impl::SendWaitingToAll(const Job& job) {
+void Coordinator::Impl::SendWaiting(const Job& job, const Node& node) {
+  Send(node.conn, WaitingMessage(job));
+}
+
+void Coordinator::Impl::SendWaitingToAll(Job& job, const Node* joiner,
+                                         bool force) {
+  const absl::Time now = clock_->Now();
+  const absl::Time due = job.waiting_sent_at + options_.waiting_update_interval;
+  if (!force && job.WaitingCount() > kWaitingAtOnceMax && now < due) {
+    job.waiting_flush_at = due;
+    if (joiner != nullptr) SendWaiting(job, *joiner);
+    return;
+  }
+  job.waiting_sent_at = now;
+  job.waiting_flush_at = absl::InfiniteFuture();
+  if (job.WaitingCount() == 0) return;
+  std::shared_ptr<const v1::ServerMessage> msg = WaitingMessage(job);
   for (const auto& [id, node] : job.nodes) {
-    if (node.status == NodeStatus::kWaiting) SendWaiting(job, node);
+    if (node.status == NodeStatus::kWaiting) Send(node.conn, msg);
   }
 }
 
 v1::ServerMessage Coordinator::Impl::MakeRoundReady(
     const Job& job, const std::string& node_id) const {
+  auto it = job.member_index.find(node_id);
+  return RoundReadyFor(job, it == job.member_index.end() ? -1 : it->second);
+}
+
+v1::ServerMessage Coordinator::Impl::RoundReadyFor(const Job& job,
+                                                   int index) const {
   v1::ServerMessage msg;
   v1::RoundReady* r = msg.mutable_round_ready();
   r->set_round(job.round);
-  int32_t world_size = 0;
-  for (const Member& m : job.members) {
-    world_size += m.rank.local_world_size;
+  const int n = static_cast<int>(job.members.size());
+  if (index >= 0 && index < n) {
+    r->set_group_rank(job.members[index].rank.group_rank);
+    r->set_rank_offset(job.members[index].rank.rank_offset);
+  }
+  const std::vector<int> listed = RoundReadyPeerRanks(
+      n, std::max(index, 0),
+      static_cast<uint64_t>(job.round) ^ std::hash<std::string>()(job.id));
+  r->set_peers_partial(static_cast<int>(listed.size()) < n);
+  for (int i : listed) {
+    const Member& m = job.members[i];
     v1::Peer* p = r->add_peers();
     p->set_node_id(m.rank.node_id);
     p->set_hostname(m.hostname);
@@ -534,13 +656,9 @@ v1::ServerMessage Coordinator::Impl::MakeRoundReady(
     p->set_local_world_size(m.rank.local_world_size);
     p->set_rank_offset(m.rank.rank_offset);
     p->set_reserved_port(m.master_port);
-    if (m.rank.node_id == node_id) {
-      r->set_group_rank(m.rank.group_rank);
-      r->set_rank_offset(m.rank.rank_offset);
-    }
   }
-  r->set_group_world_size(static_cast<int32_t>(job.members.size()));
-  r->set_world_size(world_size);
+  r->set_group_world_size(static_cast<int32_t>(n));
+  r->set_world_size(job.world_size);
   if (!job.members.empty()) {
     const Member& master = job.members.front();
     // An agent that advertises nothing is reached by its hostname.
@@ -608,6 +726,8 @@ void Coordinator::Impl::OpenRound(Job& job) {
   job.state = JobState::kOpen;
   ++job.round;
   job.members.clear();
+  job.member_index.clear();
+  job.world_size = 0;
   job.succeeded.clear();
   job.join_deadline = clock_->Now() + job.join_timeout;
   job.last_call_deadline = absl::InfiniteFuture();
@@ -619,13 +739,13 @@ void Coordinator::Impl::OpenRound(Job& job) {
 }
 
 void Coordinator::Impl::AddWaiting(Job& job, Node& node) {
-  node.status = NodeStatus::kWaiting;
+  job.SetStatus(node, NodeStatus::kWaiting);
   node.join_seq = job.next_join_seq++;
   job.awaited_survivors.erase(node.join.node_id());
-  CheckCount(job);
+  CheckCount(job, &node);
 }
 
-void Coordinator::Impl::CheckCount(Job& job) {
+void Coordinator::Impl::CheckCount(Job& job, const Node* joiner) {
   const int waiting = job.WaitingCount();
   if (waiting >= job.max_nodes) {
     CloseRound(job);
@@ -639,8 +759,10 @@ void Coordinator::Impl::CheckCount(Job& job) {
     CloseRound(job);
     return;
   }
+  bool threshold = false;  // min_nodes reached or lost: everyone hears it
   if (waiting >= job.min_nodes) {
     if (job.last_call_deadline == absl::InfiniteFuture()) {
+      threshold = true;
       job.last_call_deadline = clock_->Now() + job.last_call_timeout;
       MUSTER_LOG_AT(options_.event_log_level)
           << "job " << job.id << ": round " << job.round << " has " << waiting
@@ -649,9 +771,10 @@ void Coordinator::Impl::CheckCount(Job& job) {
           << FormatSeconds(job.last_call_timeout);
     }
   } else {
+    threshold = job.last_call_deadline != absl::InfiniteFuture();
     job.last_call_deadline = absl::InfiniteFuture();
   }
-  SendWaitingToAll(job);
+  SendWaitingToAll(job, joiner, threshold);
 }
 
 void Coordinator::Impl::CloseRound(Job& job) {
@@ -701,11 +824,13 @@ void Coordinator::Impl::CloseRound(Job& job) {
   job.losses.clear();
   job.round_failures.clear();
   job.previous_order.clear();
+  job.member_index.clear();
   int32_t world_size = 0;
   for (RankAssignment& r : *ranks) {
     Node& node = job.nodes.at(r.node_id);
-    node.status = NodeStatus::kMember;
+    job.SetStatus(node, NodeStatus::kMember);
     world_size += r.local_world_size;
+    job.member_index[r.node_id] = static_cast<int>(job.members.size());
     job.previous_order.push_back(r.node_id);
     job.members.push_back(Member{.rank = std::move(r),
                                  .hostname = node.join.hostname(),
@@ -717,9 +842,10 @@ void Coordinator::Impl::CloseRound(Job& job) {
       << " ready: " << job.members.size() << " nodes, " << world_size
       << " ranks, master " << job.members.front().advertised_addr << ":"
       << job.members.front().master_port;
-  for (const Member& m : job.members) {
-    Send(job.nodes.at(m.rank.node_id).conn,
-         MakeRoundReady(job, m.rank.node_id));
+  job.world_size = world_size;
+  for (size_t i = 0; i < job.members.size(); ++i) {
+    Send(job.nodes.at(job.members[i].rank.node_id).conn,
+         RoundReadyFor(job, static_cast<int>(i)));
   }
   SendWaitingToAll(job);  // the spares left over, if any
 }
@@ -748,17 +874,19 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
               ? absl::StrCat(" (restart ", job.restart_count, " of ",
                              job.max_restarts, ")")
               : std::string(" (membership change, no restart used)"));
-  v1::ServerMessage msg;
-  v1::Restart* restart = msg.mutable_restart();
+  auto msg = std::make_shared<v1::ServerMessage>();
+  v1::Restart* restart = msg->mutable_restart();
   restart->set_round(job.round);
   restart->set_reason(reason);
   restart->set_restart_count(job.restart_count);
   job.reforming = true;
   job.awaited_survivors.clear();
+  std::shared_ptr<const v1::ServerMessage> shared = std::move(msg);
   for (auto& [id, node] : job.nodes) {
     if (node.status != NodeStatus::kMember) continue;
-    Send(node.conn, msg);
-    node.status = NodeStatus::kPending;  // must stop its workers and Join again
+    Send(node.conn, shared);
+    // It must stop its workers and Join again.
+    job.SetStatus(node, NodeStatus::kPending);
     job.awaited_survivors.insert(id);
   }
   DropNamespace(StorePrefix(job.id, job.round));
@@ -809,10 +937,10 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
   auto c = conns_.find(it->second.conn);
   if (c != conns_.end()) {
     if (close_with.has_value() && !c->second.closed)
-      c->second.channel->Close(*close_with);
+      outbox_.Close(c->second.channel, *close_with);
     conns_.erase(c);
   }
-  job.nodes.erase(it);
+  job.EraseNode(it);
   job.awaited_survivors.erase(node_id);
 
   if (job.ended()) {
@@ -956,8 +1084,9 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         << DescribeNode(join.hostname(), join.node_id())
         << " reconnected after the end; sending the verdict ("
         << JobStateName(job.state) << ") again";
-    channel->Send(*job.verdict);
-    channel->Close(absl::OkStatus());
+    outbox_.Send(channel,
+                 std::make_shared<const v1::ServerMessage>(*job.verdict));
+    outbox_.Close(std::move(channel), absl::OkStatus());
     return absl::OkStatus();
   }
   const bool rerun = !created && job.ended();
@@ -1019,6 +1148,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
       MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout);
   c.heartbeat_interval_ms = join.heartbeat_interval_ms();
   c.closed = false;
+  heartbeats_.Arm(conn, now + c.heartbeat_timeout);
 
   auto [node_it, new_node] = job.nodes.try_emplace(join.node_id());
   Node& node = node_it->second;
@@ -1028,7 +1158,8 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     // likely dead already.
     if (auto old = conns_.find(node.conn); old != conns_.end()) {
       if (!old->second.closed) {
-        old->second.channel->Close(
+        outbox_.Close(
+            old->second.channel,
             absl::AbortedError("replaced by a new session of the same node"));
       }
       conns_.erase(old);
@@ -1053,7 +1184,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         // A repeated Join or a reconnect: only the stream changed.
         SendWaiting(job, node);
       } else {
-        MUSTER_LOG_AT(options_.event_log_level)
+        // One line per node is what a person reads for a few nodes; for
+        // thousands it is noise written under the lock (the round's own lines
+        // say how many joined).
+        MUSTER_LOG_AT(job.max_nodes > kWaitingAtOnceMax
+                          ? LogLevel::kDebug
+                          : options_.event_log_level)
             << "job " << job.id << ": " << who << " joined round " << job.round;
         AddWaiting(job, node);
       }
@@ -1067,7 +1203,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         SendWaiting(job, node);
       } else if (static_cast<int>(job.members.size()) < job.max_nodes &&
                  job.succeeded.empty()) {
-        node.status = NodeStatus::kWaiting;
+        job.SetStatus(node, NodeStatus::kWaiting);
         node.join_seq = job.next_join_seq++;
         EndRound(
             job,
@@ -1085,9 +1221,9 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
                     : absl::StrCat(" is finishing: ", job.succeeded.size(),
                                    " of ", job.members.size(),
                                    " nodes succeeded)"));
-        node.status = NodeStatus::kWaiting;
+        job.SetStatus(node, NodeStatus::kWaiting);
         node.join_seq = job.next_join_seq++;
-        SendWaitingToAll(job);
+        SendWaitingToAll(job, &node);
       }
       break;
     case JobState::kSucceeded:
@@ -1098,8 +1234,8 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
 }
 
 void Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
-  absl::MutexLock lock(&mu_);
-  Touch(conn);
+  absl::ReaderMutexLock lock(&mu_);
+  TouchShared(conn);
 }
 
 void Coordinator::Impl::OnWorkersFailed(ConnectionId conn,
@@ -1192,10 +1328,17 @@ absl::Time Coordinator::Impl::Tick() {
 
   // Missed heartbeats first: a node that is gone should not be counted into a
   // round that closes at this same instant.
+  // From the deadline queue: only connections whose deadline came due are
+  // looked at, not every connection on every tick.
+  auto heartbeat_deadline =
+      [this](ConnectionId id)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<absl::Time> {
+    auto c = conns_.find(id);
+    if (c == conns_.end()) return std::nullopt;
+    return c->second.last_seen.Get() + c->second.heartbeat_timeout;
+  };
   std::vector<ConnectionId> expired;
-  for (const auto& [id, c] : conns_) {
-    if (c.last_seen + c.heartbeat_timeout <= now) expired.push_back(id);
-  }
+  heartbeats_.PopExpired(now, heartbeat_deadline, &expired);
   std::sort(expired.begin(), expired.end());  // deterministic order of losses
   for (ConnectionId id : expired) {
     auto c = conns_.find(id);
@@ -1230,6 +1373,7 @@ absl::Time Coordinator::Impl::Tick() {
   // Round timers and retention.
   std::vector<std::string> forget;
   for (auto& [id, job] : jobs_) {
+    if (job.waiting_flush_at <= now) SendWaitingToAll(job);  // coalesced
     if (job.state == JobState::kOpen) {
       const int waiting = job.WaitingCount();
       if (waiting >= job.min_nodes &&
@@ -1273,10 +1417,9 @@ absl::Time Coordinator::Impl::Tick() {
     DropNamespace(absl::StrCat(id, "/"));
   }
 
-  absl::Time next = absl::InfiniteFuture();
-  for (const auto& [id, c] : conns_)
-    next = std::min(next, c.last_seen + c.heartbeat_timeout);
+  absl::Time next = heartbeats_.Next(heartbeat_deadline);
   for (const auto& [id, job] : jobs_) {
+    next = std::min(next, job.waiting_flush_at);
     if (job.state == JobState::kOpen) {
       next = std::min({next, job.join_deadline, job.last_call_deadline});
     } else if (job.ended()) {
@@ -1347,34 +1490,50 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)
     : impl_(std::make_unique<Impl>(std::move(options), clock)) {}
 Coordinator::~Coordinator() = default;
 
+// Each event's messages are written after the Coordinator's lock is released
+// (Outbox), before the call returns unless another thread is writing them.
 absl::Status Coordinator::OnJoin(ConnectionId conn, const v1::Join& join,
                                  std::shared_ptr<AgentChannel> channel) {
-  return impl_->OnJoin(conn, join, std::move(channel));
+  absl::Status status = impl_->OnJoin(conn, join, std::move(channel));
+  impl_->Flush();
+  return status;
 }
 void Coordinator::OnHeartbeat(ConnectionId conn,
                               const v1::Heartbeat& heartbeat) {
-  // The round it names is informational: any message proves liveness.
+  // The round it names is informational: any message proves liveness. A
+  // heartbeat sends nothing, so there is nothing to flush.
   (void)heartbeat;
   impl_->OnHeartbeat(conn);
 }
 void Coordinator::OnPreflightFailed(ConnectionId conn,
                                     const v1::PreflightFailed& failed) {
   impl_->OnPreflightFailed(conn, failed);
+  impl_->Flush();
 }
 
 void Coordinator::OnWorkersFailed(ConnectionId conn,
                                   const v1::WorkersFailed& failed) {
   impl_->OnWorkersFailed(conn, failed);
+  impl_->Flush();
 }
 void Coordinator::OnWorkersSucceeded(ConnectionId conn,
                                      const v1::WorkersSucceeded& succeeded) {
   impl_->OnWorkersSucceeded(conn, succeeded);
+  impl_->Flush();
 }
 void Coordinator::OnLeave(ConnectionId conn, const v1::Leave& leave) {
   impl_->OnLeave(conn, leave);
+  impl_->Flush();
 }
-void Coordinator::OnDisconnect(ConnectionId conn) { impl_->OnDisconnect(conn); }
-absl::Time Coordinator::Tick() { return impl_->Tick(); }
+void Coordinator::OnDisconnect(ConnectionId conn) {
+  impl_->OnDisconnect(conn);
+  impl_->Flush();
+}
+absl::Time Coordinator::Tick() {
+  const absl::Time next = impl_->Tick();
+  impl_->Flush();
+  return next;
+}
 v1::GetStatusResponse Coordinator::Status(absl::string_view job_id) const {
   return impl_->Status(job_id);
 }

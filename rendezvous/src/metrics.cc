@@ -81,6 +81,8 @@ class TimingFactory
   explicit TimingFactory(RpcMetrics* metrics) : metrics_(metrics) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
+    if (info->type() == grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING)
+      return nullptr;  // Session: observed by SessionService
     return new TimingInterceptor(
         metrics_, info->method() != nullptr ? info->method() : "?");
   }
@@ -115,6 +117,11 @@ void RpcMetrics::Observe(const std::string& method, const std::string& code,
   }
   ++h.count;
   h.sum += seconds;
+}
+
+void RpcMetrics::Observe(const std::string& method, grpc::StatusCode code,
+                         absl::Duration elapsed) {
+  Observe(method, CodeName(code), elapsed);
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>

@@ -77,7 +77,7 @@ class RendezvousServer::Impl {
         store_(options_.store_limits),
         coordinator_(WithStoreCleanup(options_.coordinator, &store_, &auth_),
                      Clock::Real()),
-        session_service_(&coordinator_, &auth_),
+        session_service_(&coordinator_, &auth_, &metrics_),
         store_service_(&store_, &auth_) {}
 
   ~Impl() { Shutdown(absl::Seconds(2)); }
@@ -106,6 +106,10 @@ class RendezvousServer::Impl {
     builder.AddChannelArgument(
         GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    // No bandwidth-delay probing: every message here is small, and its pings
+    // (one per burst of reads on each connection) cost 10,000 heartbeating
+    // agents a syscall pair per burst for nothing.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     int bound_port = 0;
     std::shared_ptr<grpc::ServerCredentials> credentials =
         grpc::InsecureServerCredentials();

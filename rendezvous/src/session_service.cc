@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "muster/common/logging.h"
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
@@ -35,19 +37,26 @@ class SessionChannel final : public AgentChannel {
   explicit SessionChannel(SessionReactor* reactor) : reactor_(reactor) {}
 
   void Send(const v1::ServerMessage& msg) override {
+    SendShared(std::make_shared<const v1::ServerMessage>(msg));
+  }
+
+  // A broadcast's message is shared by every stream it goes to, not copied.
+  void SendShared(std::shared_ptr<const v1::ServerMessage> msg) override {
     SessionReactor* reactor = nullptr;
+    const v1::ServerMessage* write = nullptr;
     {
       absl::MutexLock lock(&mu_);
       if (reactor_ == nullptr || closing_ || broken_) return;
       if (write_in_flight_) {
-        queue_.push_back(msg);
+        queue_.push_back(std::move(msg));
         return;
       }
       write_in_flight_ = true;
-      writing_ = msg;
+      writing_ = std::move(msg);
+      write = writing_.get();
       reactor = reactor_;
     }
-    reactor->StartWrite(&writing_);
+    reactor->StartWrite(write);
   }
 
   void Close(const absl::Status& status) override {
@@ -70,7 +79,7 @@ class SessionChannel final : public AgentChannel {
   // From the reactor's OnWriteDone.
   void OnWriteDone(bool ok) {
     SessionReactor* reactor = nullptr;
-    bool write = false;
+    const v1::ServerMessage* write = nullptr;
     grpc::Status final_status;
     {
       absl::MutexLock lock(&mu_);
@@ -86,7 +95,7 @@ class SessionChannel final : public AgentChannel {
         writing_ = std::move(queue_.front());
         queue_.pop_front();
         write_in_flight_ = true;
-        write = true;
+        write = writing_.get();
       } else if (closing_) {
         finished_ = true;
         final_status = final_status_;
@@ -95,8 +104,8 @@ class SessionChannel final : public AgentChannel {
       }
       reactor = reactor_;
     }
-    if (write) {
-      reactor->StartWrite(&writing_);
+    if (write != nullptr) {
+      reactor->StartWrite(write);
     } else {
       reactor->Finish(final_status);
     }
@@ -105,6 +114,12 @@ class SessionChannel final : public AgentChannel {
   bool closing() const {
     absl::MutexLock lock(&mu_);
     return closing_;
+  }
+
+  // The status the stream ended with (OK until Close).
+  grpc::StatusCode final_code() const {
+    absl::MutexLock lock(&mu_);
+    return final_status_.error_code();
   }
 
   // From the reactor's OnDone: the reactor is about to be deleted.
@@ -117,18 +132,22 @@ class SessionChannel final : public AgentChannel {
  private:
   mutable absl::Mutex mu_;
   SessionReactor* reactor_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::ServerMessage> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<const v1::ServerMessage>> queue_
+      ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
-  // The message of the write in flight: set only while no write is in flight,
-  // read by gRPC until OnWriteDone.
-  v1::ServerMessage writing_;
+  // The message of the write in flight (kept alive until OnWriteDone): set only
+  // while no write is in flight, read by gRPC until then.
+  std::shared_ptr<const v1::ServerMessage> writing_;
 };
 
 namespace {
+
+// The method name the metrics use, as gRPC's interceptors name it.
+constexpr char kSessionMethod[] = "/muster.v1.Rendezvous/Session";
 
 const char* KindName(const v1::AgentMessage& msg) {
   switch (msg.kind_case()) {
@@ -164,6 +183,7 @@ class SessionService::Reactor final : public SessionReactor {
         id_(id),
         peer_(std::move(peer)),
         credential_(std::move(credential)),
+        start_(absl::Now()),
         channel_(std::make_shared<SessionChannel>(this)) {
     absl::Status refusal;
     if (!service_->Register(id_, channel_, &refusal)) {
@@ -199,6 +219,10 @@ class SessionService::Reactor final : public SessionReactor {
     channel_->Detach();
     Disconnect();
     service_->Unregister(id_);
+    if (service_->metrics_ != nullptr) {
+      service_->metrics_->Observe(kSessionMethod, channel_->final_code(),
+                                  absl::Now() - start_);
+    }
     delete this;
   }
 
@@ -266,6 +290,7 @@ class SessionService::Reactor final : public SessionReactor {
   const ConnectionId id_;
   const std::string peer_;
   const Credential credential_;  // from the stream's metadata; never logged
+  const absl::Time start_;
   const std::shared_ptr<SessionChannel> channel_;
   // Owned by the read path: one read in flight at a time.
   v1::AgentMessage request_;
@@ -275,8 +300,9 @@ class SessionService::Reactor final : public SessionReactor {
   bool disconnected_ ABSL_GUARDED_BY(events_mu_) = false;
 };
 
-SessionService::SessionService(Coordinator* coordinator, JobAuthRegistry* auth)
-    : coordinator_(coordinator), auth_(auth) {}
+SessionService::SessionService(Coordinator* coordinator, JobAuthRegistry* auth,
+                               RpcMetrics* metrics)
+    : coordinator_(coordinator), auth_(auth), metrics_(metrics) {}
 
 absl::Status SessionService::AuthorizedJoin(
     ConnectionId conn, const Credential& credential, const v1::Join& join,

@@ -16,6 +16,7 @@
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/src/metrics.h"
 
 namespace muster::rendezvous {
 
@@ -27,9 +28,12 @@ class SessionService final : public v1::Rendezvous::CallbackService {
  public:
   // coordinator must outlive the service; so must auth, which (when given)
   // decides each Join and GetStatus by the caller's authorization metadata
-  // and binds a job to the token of its first accepted Join.
+  // and binds a job to the token of its first accepted Join, and metrics (when
+  // given), where each stream's end is recorded (the interceptor skips
+  // streams).
   explicit SessionService(Coordinator* coordinator,
-                          JobAuthRegistry* auth = nullptr);
+                          JobAuthRegistry* auth = nullptr,
+                          RpcMetrics* metrics = nullptr);
   ~SessionService() override;
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Session(
@@ -64,6 +68,7 @@ class SessionService final : public v1::Rendezvous::CallbackService {
 
   Coordinator* const coordinator_;
   JobAuthRegistry* const auth_;
+  RpcMetrics* const metrics_;
   std::atomic<ConnectionId> next_connection_{1};
   absl::Mutex join_mu_;
 

@@ -2,3 +2,6 @@
 # a FakeClock, no sockets and no sleeps.
 muster_test(rank_assignment_test SRCS rank_assignment_test.cc DEPS muster_rendezvous_core TIMEOUT 30)
 muster_test(coordinator_test SRCS coordinator_test.cc DEPS muster_rendezvous_core TIMEOUT 60)
+# The Coordinator at 10,000 agents: linear message counts, coalesced Waiting, the deadline queue.
+muster_test(coordinator_scale_test SRCS coordinator_scale_test.cc DEPS muster_rendezvous_core
+            TIMEOUT 120)

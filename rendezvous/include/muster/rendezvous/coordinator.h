@@ -48,8 +48,17 @@
 // id starts the job afresh (a long-lived musterd does not refuse a rerun of the
 // same command).
 //
-// Thread-safe: one mutex; AgentChannel calls are made under it, so channels
-// must not block nor call back into the Coordinator.
+// Costs at scale: a join, a heartbeat and a lost agent's detection cost O(1)
+// (amortised, log n at most) whatever the job's size: Waiting updates are
+// coalesced above 64 waiting agents, heartbeat deadlines sit in a lazy
+// deadline queue (no scan per tick), and above 64 nodes a RoundReady lists only
+// the peers the agent probes (RoundReady.peers_partial). A round's formation
+// and end cost O(n) messages, as they must.
+//
+// Thread-safe: one mutex. AgentChannel calls are made after it is released,
+// in the order the state machine produced them (rendezvous/src/outbox.h), so
+// no stream write holds up another event; channels must still not block nor
+// call back into the Coordinator.
 #ifndef MUSTER_RENDEZVOUS_COORDINATOR_H_
 #define MUSTER_RENDEZVOUS_COORDINATOR_H_
 
@@ -79,6 +88,12 @@ class AgentChannel {
   virtual ~AgentChannel() = default;
   // Queues msg for the agent. Must not block or call into the Coordinator.
   virtual void Send(const v1::ServerMessage& msg) = 0;
+  // The same for a message shared with other agents (a broadcast: Restart, a
+  // verdict, Waiting); msg is never changed. The default copies it into Send;
+  // the Session stream keeps the pointer, so a broadcast is built once.
+  virtual void SendShared(std::shared_ptr<const v1::ServerMessage> msg) {
+    Send(*msg);
+  }
   // Ends the stream with status (OK after JobSucceeded/JobFailed; an error for
   // a refused Join). Must not block or call into the Coordinator. Further Sends
   // are dropped.
@@ -93,6 +108,11 @@ struct CoordinatorOptions {
   absl::Duration default_join_timeout = absl::Seconds(600);
   absl::Duration default_last_call_timeout = absl::Seconds(30);
   absl::Duration default_heartbeat_timeout = absl::Seconds(2);
+  // A job with more than 64 waiting agents sends each of them Waiting at most
+  // once per interval (and when min_nodes is reached or lost), not on every
+  // join: a join then costs O(1) messages, not one per waiting agent. A
+  // joining agent always hears Waiting at once.
+  absl::Duration waiting_update_interval = absl::Seconds(1);
   // How long an ended job stays visible to GetStatus after its last agent
   // disconnected.
   absl::Duration finished_job_retention = absl::Minutes(10);
@@ -143,9 +163,11 @@ class Coordinator {
   void OnDisconnect(ConnectionId conn);
 
   // Fires what is due at clock->Now(): last-call timers, join timeouts, missed
-  // heartbeats, retention of ended jobs. Returns the earliest time something is
-  // next due (absl::InfiniteFuture() when nothing is). The server calls it at
-  // least that often.
+  // heartbeats, retention of ended jobs, coalesced Waiting updates, and writes
+  // out messages an event's flush left (rendezvous/src/outbox.h). Returns the
+  // earliest time something is next due (absl::InfiniteFuture() when nothing
+  // is). The server calls it at least that often, and at least every
+  // ServerOptions::tick_interval.
   absl::Time Tick();
 
   // Jobs (all when job_id is empty), for `muster status`.
