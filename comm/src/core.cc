@@ -669,6 +669,25 @@ void CommCore::Shutdown() {
   }
   if (executor_.joinable()) executor_.join();
   if (completion_.joinable()) completion_.join();
+  bool healthy = false;
+  {
+    absl::MutexLock lock(&mu_);
+    healthy = broken_.ok() && abort_reason_.ok();
+  }
+  if (healthy && host_ != nullptr && config_.world_size > 1) {
+    // A collective can return on one rank while its last message to a peer
+    // is still in this host's socket buffer; Gloo closes its pairs with a
+    // reset, which discards that message, and the peer's collective fails
+    // ("Connection closed by peer") though every rank called it. One barrier
+    // first: a peer's barrier message arrives after the data it sent before
+    // it, so when the barrier ends every peer has received everything. Bounded,
+    // and best effort: a peer that never shuts down costs at most this wait.
+    Op goodbye;
+    goodbye.kind = OpKind::kBarrier;
+    goodbye.timeout = std::min(config_.options.timeout, absl::Seconds(10));
+    absl::Status s = host_->Run(goodbye, absl::Now() + goodbye.timeout);
+    if (!s.ok()) MUSTER_LOG(DEBUG) << who_ << ": shutdown barrier: " << s;
+  }
   if (monitor_ != nullptr) monitor_->Stop();
   if (host_ != nullptr) host_->Close();
   if (device_ != nullptr) device_->Close();
