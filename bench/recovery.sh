@@ -6,7 +6,7 @@
 #   bash bench/recovery.sh [RUNS] [TORCHRUN_RUNS]
 #
 # Cases (a "node" is an agent and its one worker, in their own session):
-#   agent_killed    3 nodes (--nnodes=2:3, last_call_timeout=1). kill -9 of one node's agent and
+#   agent_killed    3 nodes (--nnodes=2:3, default --rdzv-conf). kill -9 of one node's agent and
 #                   worker -> both survivors' new workers running.
 #   worker_exit     2 nodes (--nnodes=2). One worker exits 1 -> the other node's worker stopped.
 #   server_restart  2 nodes. musterd killed -9 and started again on its port -> both agents back
@@ -71,11 +71,11 @@ start_node() {  # launcher node nnodes port id dir
   if [[ $l == muster ]]; then
     REC_DIR=$dir REC_NODE=$n setsid "$muster" --nnodes="$nn" --nproc-per-node=1 \
       --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$port" --rdzv-id="$id" --max-restarts=3 \
-      --rdzv-conf=last_call_timeout=1 --no-python "$worker" >"$dir/agent.$n.log" 2>&1 &
+      --no-python "$worker" >"$dir/agent.$n.log" 2>&1 &
   else
     REC_DIR=$dir REC_NODE=$n setsid "$torchrun" --nnodes="$nn" --nproc_per_node=1 \
       --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$port" --rdzv_id="$id" --max_restarts=3 \
-      --rdzv_conf=last_call_timeout=1 -r 2 -t 2 --no_python "$worker" >"$dir/agent.$n.log" 2>&1 &
+      -r 2 -t 2 --no_python "$worker" >"$dir/agent.$n.log" 2>&1 &
   fi
   echo $!
 }

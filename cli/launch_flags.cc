@@ -1243,7 +1243,14 @@ absl::StatusOr<LaunchCommand> Parse(
   if (const Given* g = get("duplicate-stderr-filters")) {
     c.duplicate_stderr_filters = ParseFilterList(g->value);
   }
-  if (const Given* g = get("logs-specs")) {
+  if (const Given* g = get("logs-specs");
+      g != nullptr &&
+      !absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(g->value),
+                              "default") &&
+      !absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(g->value),
+                              "DefaultLogsSpecs")) {
+    // torchrun's own default plugin is what muster does: accepted. Any other
+    // plugin is Python code muster cannot run.
     return BadValue(
         *g,
         "muster cannot load torchrun.logs_specs entry points (Python "

@@ -994,7 +994,7 @@ TEST(LaunchFlagsTest, DoubleSpelledProgramFlagValuesAreNotConsumed) {
 // --- torchrun 2.x parity (issue 16)
 // ------------------------------------------------------
 
-TEST(TorchrunParityTest, LogsSpecsIsRecognisedAndRefusedInEverySpelling) {
+TEST(TorchrunParityTest, LogsSpecsAcceptsTheDefaultAndRefusesPluginsInEverySpelling) {
   // torchrun fails for an entry point it cannot load; muster can load none.
   for (const Args& args :
        {Args{"--logs-specs=mine", "x"}, Args{"--logs_specs", "mine", "x"}}) {
@@ -1004,6 +1004,11 @@ TEST(TorchrunParityTest, LogsSpecsIsRecognisedAndRefusedInEverySpelling) {
   }
   EXPECT_THAT(ParseError({"x"}, {{"PET_LOGS_SPECS", "mine"}}),
               HasSubstr("PET_LOGS_SPECS=mine"));
+  // torchrun's own default plugin is what muster does: accepted.
+  EXPECT_EQ(ParseOk({"--logs-specs=default", "x"}).config.nproc_per_node, 1);
+  EXPECT_EQ(ParseOk({"--logs_specs", "DefaultLogsSpecs", "x"})
+                .config.nproc_per_node,
+            1);
 }
 
 TEST(TorchrunParityTest, ShutdownTimeoutDefaultsAndEnvironment) {
