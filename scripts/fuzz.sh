@@ -4,6 +4,7 @@
 # make the script exit 1; replay one with `build-fuzz/bin/TARGET FILE`.
 #
 #   bash scripts/fuzz.sh [SECONDS] [TARGET...]      targets: rendezvous_fuzz launch_flags_fuzz
+# FUZZ_SEED (default 1) makes a run repeatable; scripts/test.sh (CI) runs 20 s of each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -21,7 +22,8 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus"
   echo "== $t for ${seconds}s" >&2
   if ! build-fuzz/bin/"$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-       -artifact_prefix="$artifacts/$t-" -print_final_stats=1 "$corpus" tests/fuzz/corpus/"$t" \
+       -seed="${FUZZ_SEED:-1}" -artifact_prefix="$artifacts/$t-" -print_final_stats=1 \
+       "$corpus" tests/fuzz/corpus/"$t" \
        2> "build-fuzz/$t.log"; then
     echo "fuzz.sh: $t found a failure; see build-fuzz/$t.log and $artifacts/" >&2
     tail -30 "build-fuzz/$t.log" >&2

@@ -11,6 +11,8 @@ packages=(
   python3 python3-torch
   iproute2 iptables procps psmisc hyperfine
   gnuplot-nox
+  # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes
+  clang libclang-rt-14-dev
   # tests/deploy: systemd-analyze (the unit), dpkg-shlibdeps (the .deb), PyYAML (the Job simulation)
   systemd dpkg-dev python3-yaml
 )
