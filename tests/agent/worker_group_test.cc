@@ -731,7 +731,7 @@ TEST(WorkerGroupTest, FilteredFilesAndLastStderrLine) {
   OutputOptions o = c.Options();
   o.attempt_dir = dir.path().string();
   o.tees = {{0, kStdAll}, {2, kStdAll}};  // rank 1 is not teed: not copied
-  o.console_local_ranks = {0, 1};  // rank 2 is teed but filtered out
+  o.console_local_ranks = {0, 1};         // rank 2 is teed but filtered out
   o.duplicate_stdout_filters = {"loss"};
   o.duplicate_stderr_filters = {"WARN"};
   std::vector<WorkerSpec> specs;

@@ -994,7 +994,8 @@ TEST(LaunchFlagsTest, DoubleSpelledProgramFlagValuesAreNotConsumed) {
 // --- torchrun 2.x parity (issue 16)
 // ------------------------------------------------------
 
-TEST(TorchrunParityTest, LogsSpecsAcceptsTheDefaultAndRefusesPluginsInEverySpelling) {
+TEST(TorchrunParityTest,
+     LogsSpecsAcceptsTheDefaultAndRefusesPluginsInEverySpelling) {
   // torchrun fails for an entry point it cannot load; muster can load none.
   for (const Args& args :
        {Args{"--logs-specs=mine", "x"}, Args{"--logs_specs", "mine", "x"}}) {
@@ -1006,9 +1007,9 @@ TEST(TorchrunParityTest, LogsSpecsAcceptsTheDefaultAndRefusesPluginsInEverySpell
               HasSubstr("PET_LOGS_SPECS=mine"));
   // torchrun's own default plugin is what muster does: accepted.
   EXPECT_EQ(ParseOk({"--logs-specs=default", "x"}).config.nproc_per_node, 1);
-  EXPECT_EQ(ParseOk({"--logs_specs", "DefaultLogsSpecs", "x"})
-                .config.nproc_per_node,
-            1);
+  EXPECT_EQ(
+      ParseOk({"--logs_specs", "DefaultLogsSpecs", "x"}).config.nproc_per_node,
+      1);
 }
 
 TEST(TorchrunParityTest, ShutdownTimeoutDefaultsAndEnvironment) {
