@@ -494,6 +494,7 @@ class Coordinator::Impl {
   // Flush() after it is released (the Coordinator's methods call it last).
   Outbox outbox_;
   void Flush() ABSL_LOCKS_EXCLUDED(mu_) { outbox_.Flush(); }
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_) { outbox_.Drain(); }
 };
 
 // ---------- helpers
@@ -1541,5 +1542,7 @@ int64_t Coordinator::ConnectedAgents() const {
   return impl_->ConnectedAgents();
 }
 int64_t Coordinator::JobCount() const { return impl_->JobCount(); }
+
+void Coordinator::DrainOutbox() { impl_->Drain(); }
 
 }  // namespace muster::rendezvous

@@ -49,4 +49,32 @@ void Outbox::Flush() {
   }
 }
 
+void Outbox::Drain() {
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](bool* flushing) { return !*flushing; }, &flushing_));
+    flushing_ = true;
+  }
+  std::vector<Delivery> batch;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      batch.clear();
+      if (queue_.empty()) {
+        flushing_ = false;
+        return;
+      }
+      batch.swap(queue_);
+    }
+    for (Delivery& d : batch) {
+      if (d.msg != nullptr) {
+        d.channel->SendShared(std::move(d.msg));
+      } else {
+        d.channel->Close(d.close_status);
+      }
+    }
+  }
+}
+
 }  // namespace muster::rendezvous

@@ -54,6 +54,12 @@ class Outbox {
   // Call with no lock held that a channel could need.
   void Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Delivers everything queued, with no quota, after waiting for a delivery
+  // under way to end. For shutdown: a job's verdict queued for one agent must
+  // reach its stream before the server closes every stream (a static job's
+  // node 0 exits, and stops its embedded server, the moment it hears its own).
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Delivery {
     std::shared_ptr<AgentChannel> channel;

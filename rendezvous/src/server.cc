@@ -185,6 +185,9 @@ class RendezvousServer::Impl {
     }
     const absl::Status going =
         absl::UnavailableError("musterd is shutting down");
+    // What the Coordinator has decided (a job's verdict for its other agents)
+    // goes out before the streams close.
+    coordinator_.DrainOutbox();
     session_service_.CloseAll(going);
     store_service_.Shutdown(going);
     // Waits for every RPC to finish (streams flush and end, waits fail at

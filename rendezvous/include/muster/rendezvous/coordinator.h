@@ -170,6 +170,11 @@ class Coordinator {
   // ServerOptions::tick_interval.
   absl::Time Tick();
 
+  // Hands every queued message to its channel now, after any delivery under
+  // way (no quota). The server calls it before it closes every stream at
+  // shutdown, so a verdict already decided reaches every agent.
+  void DrainOutbox();
+
   // Jobs (all when job_id is empty), for `muster status`.
   v1::GetStatusResponse Status(absl::string_view job_id) const;
 
