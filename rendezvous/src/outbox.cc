@@ -18,6 +18,16 @@ void Outbox::Close(std::shared_ptr<AgentChannel> channel, absl::Status status) {
   queue_.push_back(Delivery{std::move(channel), nullptr, std::move(status)});
 }
 
+void Outbox::Deliver(std::vector<Delivery>& batch) {
+  for (Delivery& d : batch) {
+    if (d.msg != nullptr) {
+      d.channel->SendShared(std::move(d.msg));
+    } else {
+      d.channel->Close(d.close_status);
+    }
+  }
+}
+
 void Outbox::Flush() {
   std::vector<Delivery> batch;
   {
@@ -39,13 +49,7 @@ void Outbox::Flush() {
       batch.swap(queue_);
     }
     delivered += static_cast<int64_t>(batch.size());
-    for (Delivery& d : batch) {
-      if (d.msg != nullptr) {
-        d.channel->SendShared(std::move(d.msg));
-      } else {
-        d.channel->Close(d.close_status);
-      }
-    }
+    Deliver(batch);
   }
 }
 
@@ -67,13 +71,7 @@ void Outbox::Drain() {
       }
       batch.swap(queue_);
     }
-    for (Delivery& d : batch) {
-      if (d.msg != nullptr) {
-        d.channel->SendShared(std::move(d.msg));
-      } else {
-        d.channel->Close(d.close_status);
-      }
-    }
+    Deliver(batch);
   }
 }
 

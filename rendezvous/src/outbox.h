@@ -67,6 +67,9 @@ class Outbox {
     absl::Status close_status;
   };
 
+  // Hands each delivery to its channel, in order. No lock held.
+  static void Deliver(std::vector<Delivery>& batch);
+
   absl::Mutex mu_;
   std::vector<Delivery> queue_ ABSL_GUARDED_BY(mu_);
   bool flushing_ ABSL_GUARDED_BY(mu_) = false;
