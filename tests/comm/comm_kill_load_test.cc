@@ -68,6 +68,7 @@ class Burner {
 TEST(KillUnderLoadTest, EverySurvivorNamesTheDeadRankWithinFiveSeconds) {
   Burner burner;
   int slowest_ms = 0;
+  int port_retries = 0;
   for (int run = 0; run < kRuns; ++run) {
     const int count = run % 2 == 0 ? (1 << 20) : 1024;
     SCOPED_TRACE(absl::StrCat("run ", run, ", ", count * 4, " bytes"));
@@ -84,8 +85,18 @@ TEST(KillUnderLoadTest, EverySurvivorNamesTheDeadRankWithinFiveSeconds) {
     }
     // The deadlines are generous (a missed abort shows as 30 s): what is
     // asserted is each survivor's own measurement below.
-    EXPECT_EQ(procs[kVictim]->WaitOrKill(absl::Seconds(60)), 128 + 9)
-        << procs[kVictim]->Output();
+    const int victim_rc = procs[kVictim]->WaitOrKill(absl::Seconds(60));
+    // FreePort's port can be taken by another test before rank 0 binds it:
+    // such a run measures nothing, so it runs again on another port.
+    if (victim_rc != 128 + 9 &&
+        procs[0]->Output().find("cannot listen") != std::string::npos &&
+        port_retries < 10) {
+      for (auto& p : procs) p->Kill();
+      ++port_retries;
+      --run;
+      continue;
+    }
+    EXPECT_EQ(victim_rc, 128 + 9) << procs[kVictim]->Output();
     for (int r = 0; r < kRanks; ++r) {
       if (r == kVictim) continue;
       const int rc = procs[r]->WaitOrKill(absl::Seconds(60));
