@@ -2,31 +2,46 @@
 // no gRPC: the Session adapter feeds it events from streams and it answers
 // through AgentChannel, so tests drive it with fake channels and a FakeClock.
 //
-// One job's lifecycle (transitions live in coordinator.cc, one function per
-// event):
+// One job's lifecycle (transitions live in rendezvous/src/coordinator_*.cc,
+// one function per transition; the event handlers decide which applies):
 //
-//            Join (joined < max)                    Join of a newcomer while
-//            RUNNING and
-//           ┌──────────┐                            below max, agent lost, or a
-//           worker ▼          │                            failure with
-//           restarts left
-//   ──► ┌────────┐ ────┘   max joined, or min
-//   ┌─────────────────────────────────────┐
-//       │  OPEN  │ ─────── joined and last_call ──►│             RUNNING │
-//       └────────┘         timer fired └─────────────────────────────────────┘
-//         │   ▲                                       │            │ │ │
-//         └──────────── Restart{round} ───────────┘            │ │ │
-//         join_timeout with < min joined         worker failure, no restarts
-//         every member ▼                                        left reported
-//         success
-//     ┌────────┐ ◄─────────────────────────────────────────────────┘ ▼ │ FAILED
-//     │  JobFailed{root_cause} to every agent ┌───────────┐ └────────┘ │
-//     SUCCEEDED │
-//                                                                           └───────────┘
-// Each OPEN→RUNNING starts a new round (numbers increase from 1) with a fresh
-// store namespace
-// "<job>/<round>"; the namespace of the ended round is dropped through
-// on_round_end.
+// clang-format off
+//                        a Join below max, or a waiting node lost:
+//                        Waiting to the waiting nodes
+//                             ┌─────┐
+//                             ▼     │
+//     a Join ──────────► ┌──────────┴─┐
+//     (new job or rerun) │    OPEN    │ ◄───────────────────────────────┐
+//                        └─┬────────┬─┘                                 │
+//  join_timeout with fewer │        │ max joined; or min joined and     │
+//  than min joined, or     │        │ last call or join_timeout passed; │
+//  ranks that cannot be    │        │ or, re-forming, min joined and    │
+//  assigned                │        │ every survivor back. RoundReady   │
+//                          │        │ to every member                   │
+//                          │        ▼                                   │
+//                          │   ┌────────────┐  Restart{round} to every  │
+//                          │   │  RUNNING   │ ─ member: a member lost, ─┘
+//                          │   └─┬────────┬─┘  a newcomer below max
+//                          │     │        │    before any success, or a
+//                          │     │        │    worker failure with
+//                          │     │        │    restarts left
+//                          │     │        │ every member reported success
+//                          │     │        ▼
+//                          │     │   ┌───────────┐
+//                          │     │   │ SUCCEEDED │ JobSucceeded to every agent
+//                          │     │   └───────────┘
+//                          │     │ a worker failure with no restarts left,
+//                          ▼     ▼ or a preflight pair that cannot connect
+//                        ┌──────────┐
+//                        │  FAILED  │ JobFailed{root_cause} to every agent
+//                        └──────────┘
+// clang-format on
+//
+// Entering OPEN begins a new round (numbers increase from 1 and go on across
+// reruns); the round's store namespace is "<job>/<round>", and the namespace
+// of a round that ended is dropped through on_round_end. An ended job
+// (SUCCEEDED or FAILED) is forgotten after finished_job_retention once its last
+// agent disconnected; an OPEN job whose last agent left, at the next Tick.
 //
 // Rank rules: survivors of the previous round keep their group order; newcomers
 // follow in join order; node_rank_hint (static mode) wins where given. Global

@@ -1,0 +1,378 @@
+// Private to the Coordinator's source files: its plain data (Job, Node,
+// Member: serialisable in spirit, no channel pointers), the connection table
+// (the only place holding channels), the Impl class and the text helpers the
+// files share. Which file holds what:
+//   coordinator.cc          lookups, channel I/O and the public methods
+//   coordinator_join.cc     join admission: validation, new jobs and reruns,
+//                           reconnects, session secrets (OnJoin)
+//   coordinator_round.cc    round formation: OpenRound, AddWaiting,
+//                           CheckCount, CloseRound; Waiting and RoundReady
+//   coordinator_failure.cc  failure handling: EndRound, FailJob, LoseNode,
+//                           worker and preflight reports, Leave, disconnects,
+//                           heartbeats and their expiry, root causes
+//   coordinator_jobs.cc     job lifecycle: success, verdicts, retention and
+//                           forgetting, Tick's timers
+//   coordinator_status.cc   the status view and counters
+// Each state change happens in exactly one transition function; the event
+// handlers decide which one applies (the diagram is in coordinator.h).
+#ifndef MUSTER_RENDEZVOUS_SRC_COORDINATOR_INTERNAL_H_
+#define MUSTER_RENDEZVOUS_SRC_COORDINATOR_INTERNAL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "muster/common/clock.h"
+#include "muster/rendezvous/auth.h"
+#include "muster/rendezvous/coordinator.h"
+#include "muster/rendezvous/rank_assignment.h"
+#include "muster/v1/rendezvous.pb.h"
+#include "rendezvous/src/deadline_queue.h"
+#include "rendezvous/src/outbox.h"
+
+namespace muster::rendezvous {
+
+// ---------- text helpers shared by the files
+
+// "600s" rather than absl's "10m": the flags and rdzv-conf are given in
+// seconds.
+inline std::string FormatSeconds(absl::Duration d) {
+  if (d % absl::Seconds(1) == absl::ZeroDuration()) {
+    return absl::StrCat(absl::ToInt64Seconds(d), "s");
+  }
+  return absl::FormatDuration(d);
+}
+
+inline std::string NNodesFlag(int min_nodes, int max_nodes) {
+  if (min_nodes == max_nodes) return absl::StrCat("--nnodes=", min_nodes);
+  return absl::StrCat("--nnodes=", min_nodes, ":", max_nodes);
+}
+
+// "node h2 [node-b]": the hostname is what people recognise, the node id what
+// the logs key on.
+inline std::string DescribeNode(absl::string_view hostname,
+                                absl::string_view node_id) {
+  if (hostname.empty() || hostname == node_id)
+    return absl::StrCat("node ", node_id);
+  return absl::StrCat("node ", hostname, " [", node_id, "]");
+}
+
+inline std::string StorePrefix(absl::string_view job_id, int64_t round) {
+  return absl::StrCat(job_id, "/", round);
+}
+
+// Jobs with at most this many waiting agents tell each of them about every
+// change at once; larger ones coalesce the updates to one per
+// waiting_update_interval (and on the min_nodes threshold), so a join costs
+// O(1) messages instead of one per waiting agent.
+inline constexpr int kWaitingAtOnceMax = 64;
+
+inline int64_t ToUnixMillisOrZero(absl::Time t) {
+  if (t == absl::InfiniteFuture() || t == absl::InfinitePast()) return 0;
+  return absl::ToUnixMillis(t);
+}
+
+inline absl::Duration MillisOr(int64_t ms, absl::Duration fallback) {
+  return ms > 0 ? absl::Milliseconds(ms) : fallback;
+}
+
+// ---------- plain data
+
+// Status of a node inside a job (Node::status):
+//  kPending  connected but not in the open round: a survivor after Restart
+//            that has not rejoined yet, or an agent of an ended job.
+//  kWaiting  in the open round's waiting set, or a spare while the round
+//            runs at max_nodes.
+//  kMember   a member of the RUNNING round.
+enum class NodeStatus { kPending, kWaiting, kMember };
+
+// A connected agent of a job.
+struct Node {
+  v1::Join join;  // the latest Join (hostname, address, port, sizes)
+  ConnectionId conn = 0;
+  // SHA-256 of the session secret of the node's first Join (none: an agent
+  // that sent no secret). Another stream speaks for the node only with it.
+  std::optional<Digest> session_digest;
+  NodeStatus status = NodeStatus::kPending;
+  int64_t join_seq = 0;  // when it entered the waiting set; orders newcomers
+};
+
+// A member of the RUNNING (or last) round: a snapshot taken when the round
+// closed, so a later reconnect with other details cannot change what the
+// round's peers were told.
+struct Member {
+  RankAssignment rank;
+  std::string hostname;
+  std::string advertised_addr;
+  int32_t master_port = 0;
+};
+
+struct Job {
+  std::string id;
+  JobState state = JobState::kOpen;
+  // Fixed by the first Join (or by the Join that reruns an ended job).
+  int32_t min_nodes = 1;
+  int32_t max_nodes = 1;
+  int32_t max_restarts = 0;
+  absl::Duration join_timeout;
+  absl::Duration last_call_timeout;
+
+  // The current round: the one being formed while OPEN, the one running while
+  // RUNNING, the last one once ended. 0 before the first round opens.
+  int64_t round = 0;
+  int32_t restart_count = 0;
+  // OPEN: when the round gives up waiting for min_nodes, and when last call
+  // ends it.
+  absl::Time join_deadline = absl::InfiniteFuture();
+  absl::Time last_call_deadline = absl::InfiniteFuture();
+  // Ended and no agent connected: when the job is forgotten.
+  absl::Time forget_at = absl::InfiniteFuture();
+  int64_t next_join_seq = 0;
+  // Nodes with status kWaiting (kept by SetStatus and EraseNode).
+  int waiting_count = 0;
+  // Coalesced Waiting updates: when the last went out, and when the pending
+  // one is due (InfiniteFuture: none pending).
+  absl::Time waiting_sent_at = absl::InfinitePast();
+  absl::Time waiting_flush_at = absl::InfiniteFuture();
+
+  // Connected agents by node id.
+  std::map<std::string, Node> nodes;
+  // The RUNNING (or last) round's members by group rank; empty while OPEN.
+  std::vector<Member> members;
+  // Node id -> index into members, and the round's WORLD_SIZE.
+  absl::flat_hash_map<std::string, int> member_index;
+  int32_t world_size = 0;
+  // Members that reported success in this round.
+  std::set<std::string> succeeded;
+  // Node ids of the last round that ran, by group rank: survivors keep it.
+  std::vector<std::string> previous_order;
+  // "node h [id]: why" for each agent lost since the last round formed; the
+  // join-timeout root cause names them.
+  std::vector<std::string> losses;
+  // OPEN after a restart: the survivors of the ended round that have not
+  // rejoined yet. When the last of them is back the round closes at once
+  // (with min_nodes waiting): there is nobody else it was waiting for, and
+  // last call exists for newcomers, not for a round re-forming.
+  std::set<std::string> awaited_survivors;
+  bool reforming = false;  // OPEN after a restart (awaited_survivors applies).
+
+  std::optional<v1::WorkerFailure> first_failure;  // of the whole job
+  std::vector<v1::WorkerFailure> round_failures;   // of the last round that ran
+  std::string root_cause;                          // when FAILED
+  std::string last_failure;                        // for Status
+  // Once ended: the verdict (JobSucceeded or JobFailed) and the nodes it was
+  // meant for, so that one whose session broke as the job ended hears it when
+  // it reconnects instead of starting a rerun on its own.
+  std::optional<v1::ServerMessage> verdict;
+  std::set<std::string> verdict_nodes;
+
+  bool ended() const {
+    return state == JobState::kSucceeded || state == JobState::kFailed;
+  }
+  int WaitingCount() const { return waiting_count; }
+  // Every change of a node's status, and every removal, goes through these:
+  // they keep waiting_count.
+  void SetStatus(Node& node, NodeStatus status) {
+    waiting_count += (status == NodeStatus::kWaiting) -
+                     (node.status == NodeStatus::kWaiting);
+    node.status = status;
+  }
+  void EraseNode(std::map<std::string, Node>::iterator it) {
+    waiting_count -= it->second.status == NodeStatus::kWaiting;
+    nodes.erase(it);
+  }
+};
+
+// A time that may be written under a shared lock (relaxed: only the value
+// matters, and Tick reads it under the exclusive lock). Copyable so that it can
+// live in a hash map, which moves entries only under the exclusive lock.
+class AtomicTime {
+ public:
+  AtomicTime() = default;
+  AtomicTime(const AtomicTime& o)
+      : ns_(o.ns_.load(std::memory_order_relaxed)) {}
+  AtomicTime& operator=(const AtomicTime& o) {
+    ns_.store(o.ns_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
+  AtomicTime& operator=(absl::Time t) {
+    ns_.store(absl::ToUnixNanos(t), std::memory_order_relaxed);
+    return *this;
+  }
+  absl::Time Get() const {
+    return absl::FromUnixNanos(ns_.load(std::memory_order_relaxed));
+  }
+
+ private:
+  std::atomic<int64_t> ns_{0};
+};
+
+// The connection table: the only place that refers to channels.
+struct Connection {
+  std::shared_ptr<AgentChannel> channel;
+  std::string job_id;
+  std::string node_id;
+  // Written by heartbeats under a shared (reader) lock: they are most of the
+  // events, and taking the lock exclusively for each one starved whole
+  // connections of gRPC threads at 10,000 agents.
+  AtomicTime last_seen;
+  absl::Duration heartbeat_timeout;
+  int64_t heartbeat_interval_ms = 0;
+  // We ended the stream (job over); it stays here until the adapter reports the
+  // disconnect, so a rerun of the job waits for its agents to be gone.
+  bool closed = false;
+};
+
+// ---------- Impl
+
+// ---------- Impl
+
+class Coordinator::Impl {
+ public:
+  Impl(CoordinatorOptions options, Clock* clock)
+      : options_(std::move(options)), clock_(clock) {}
+
+  absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
+                      std::shared_ptr<AgentChannel> channel)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnHeartbeat(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnPreflightFailed(ConnectionId conn, const v1::PreflightFailed& failed)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWorkersFailed(ConnectionId conn, const v1::WorkersFailed& failed)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWorkersSucceeded(ConnectionId conn,
+                          const v1::WorkersSucceeded& succeeded)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnLeave(ConnectionId conn, const v1::Leave& leave)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnDisconnect(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Time Tick() ABSL_LOCKS_EXCLUDED(mu_);
+  v1::GetStatusResponse Status(absl::string_view job_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t ConnectedAgents() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t JobCount() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // --- lookups and channel I/O
+  // The connection's job and node, or nulls when conn is unknown or its job is
+  // gone.
+  // The job and node behind a report from `conn` about `round`, when the report
+  // is current: the job RUNNING that round with the node among its members.
+  // Otherwise nulls, and a stale `what` is logged.
+  std::pair<Job*, Node*> CurrentMember(ConnectionId conn, int64_t round,
+                                       absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::pair<Job*, Node*> Find(ConnectionId conn)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Any message is a heartbeat.
+  void Touch(ConnectionId conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same under the shared lock (a heartbeat: nothing else changes).
+  void TouchShared(ConnectionId conn) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Queues msg for conn's agent in the outbox (written once the lock is
+  // released).
+  void Send(ConnectionId conn, const v1::ServerMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(ConnectionId conn, std::shared_ptr<const v1::ServerMessage> msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the job's end message to every connected agent and closes each stream
+  // with OK.
+  void SendFinalAndClose(Job& job, const v1::ServerMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<const v1::ServerMessage> WaitingMessage(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendWaiting(const Job& job, const Node& node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells every waiting node the count: at once in a small job, when a
+  // threshold is crossed (force), or when waiting_update_interval has passed
+  // since the last update; otherwise it is due at waiting_flush_at (Tick), and
+  // only `joiner` (when set) hears now.
+  void SendWaitingToAll(Job& job, const Node* joiner = nullptr,
+                        bool force = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::ServerMessage MakeRoundReady(const Job& job,
+                                   const std::string& node_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Join for a node id that is connected on another stream must present the
+  // node's session secret. ALREADY_EXISTS otherwise; nothing is touched.
+  absl::Status CheckSessionSecret(const Job& job, ConnectionId conn,
+                                  const v1::Join& join) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The RoundReady of members[index]: its ranks and the peers it needs
+  // (round_peers.h). O(1) for rounds above kFullPeerListMax nodes.
+  v1::ServerMessage RoundReadyFor(const Job& job, int index) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands a store namespace that is no longer needed to on_round_end.
+  void DropNamespace(const std::string& prefix)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- transitions
+  // Starts round job.round + 1 in OPEN; the waiting nodes (spares, newcomers)
+  // are its first candidates.
+  void OpenRound(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN: a node entered the waiting set; closes at max, arms last call at min.
+  void AddWaiting(Job& job, Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN: closes at once at max, or arms the last-call timer at min; else
+  // re-sends Waiting.
+  void CheckCount(Job& job, const Node* joiner = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN -> RUNNING (or FAILED when the ranks cannot be assigned).
+  void CloseRound(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RUNNING -> OPEN (Restart to every member), or FAILED when a worker failure
+  // finds no restarts left.
+  void EndRound(Job& job, const std::string& reason, bool worker_failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN/RUNNING -> FAILED.
+  void FailJob(Job& job, const std::string& root_cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RUNNING -> SUCCEEDED.
+  void SucceedJob(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An agent is gone (stream closed, Leave, missed heartbeats). close_with,
+  // when set, ends its stream. In RUNNING a member that has not succeeded ends
+  // the round.
+  void LoseNode(Job& job, const std::string& node_id, const std::string& why,
+                std::optional<absl::Status> close_with)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's last agent is gone, or it was never anyone's: start the retention
+  // clock.
+  void MaybeStartRetention(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The connection's heartbeat deadline (nullopt: gone), for heartbeats_.
+  std::optional<absl::Time> HeartbeatDeadline(ConnectionId id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Loses every node whose heartbeat_timeout has passed at now (Tick).
+  void ExpireHeartbeats(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OPEN, join_timeout passed with fewer than min_nodes: the root cause.
+  std::string JoinTimeoutCause(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ConnectionId, Connection> conns_ ABSL_GUARDED_BY(mu_);
+  // Heartbeat deadlines of conns_ (lazy: a heartbeat does not touch it).
+  DeadlineQueue<ConnectionId> heartbeats_ ABSL_GUARDED_BY(mu_);
+
+ public:
+  // Messages and closes for agents, appended under mu_ and written by
+  // Flush() after it is released (the Coordinator's methods call it last).
+  Outbox outbox_;
+  void Flush() ABSL_LOCKS_EXCLUDED(mu_) { outbox_.Flush(); }
+  void Drain() ABSL_LOCKS_EXCLUDED(mu_) { outbox_.Drain(); }
+};
+
+}  // namespace muster::rendezvous
+
+#endif  // MUSTER_RENDEZVOUS_SRC_COORDINATOR_INTERNAL_H_

@@ -1,0 +1,301 @@
+// Join admission: a Join is validated before any state is touched, then
+// creates, reruns or joins its job, registers the stream, and places the node
+// by the job's state (coordinator_internal.h lists the other parts).
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "muster/common/logging.h"
+#include "muster/rendezvous/auth.h"
+#include "rendezvous/src/coordinator_internal.h"
+
+namespace muster::rendezvous {
+
+// Job and node ids: what agents send and status prints; they appear in store
+// prefixes ("<job>/<round>") and logs, so the grammar leaves out '/', spaces
+// and control characters, and bounds the length.
+namespace {
+constexpr char kIdGrammar[] = "1 to 128 characters from A-Z a-z 0-9 . _ -";
+
+bool IsValidId(absl::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
+        c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+absl::Status Coordinator::Impl::CheckSessionSecret(const Job& job,
+                                                   ConnectionId conn,
+                                                   const v1::Join& join) const {
+  auto n = job.nodes.find(join.node_id());
+  if (n == job.nodes.end() || n->second.conn == conn ||
+      !n->second.session_digest.has_value()) {
+    return absl::OkStatus();  // a new node, its own stream, or a legacy agent
+  }
+  if (!join.session_secret().empty() &&
+      SecretEquals(HashSecret(join.session_secret()),
+                   *n->second.session_digest)) {
+    return absl::OkStatus();  // the node's own agent, reconnecting
+  }
+  MUSTER_LOG(WARNING) << "job " << job.id << ": refused a Join for node "
+                      << join.node_id()
+                      << " from another session without the node's session "
+                         "secret; the connected agent keeps its place";
+  return absl::AlreadyExistsError(absl::StrCat(
+      "node ", join.node_id(), " of job ", job.id,
+      " is connected from another agent, and this Join does not carry that "
+      "agent's session secret; give every agent its own node id (a restarted "
+      "agent joins as a new node)"));
+}
+
+absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
+                                       std::shared_ptr<AgentChannel> channel) {
+  // Malformed Joins are refused before any state is touched.
+  if (join.job_id().empty()) {
+    return absl::InvalidArgumentError("Join: job_id is empty; pass --rdzv-id");
+  }
+  if (!IsValidId(join.job_id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Join: job_id '", absl::CHexEscape(join.job_id().substr(0, 64)),
+        join.job_id().size() > 64 ? "...' (" : "' (", join.job_id().size(),
+        " bytes) is not a valid id: ", kIdGrammar, " (--rdzv-id)"));
+  }
+  if (join.node_id().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Join for job ", join.job_id(), ": node_id is empty"));
+  }
+  if (!IsValidId(join.node_id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Join for job ", join.job_id(), ": node_id '",
+        absl::CHexEscape(join.node_id().substr(0, 64)),
+        join.node_id().size() > 64 ? "...' (" : "' (", join.node_id().size(),
+        " bytes) is not a valid id: ", kIdGrammar));
+  }
+  const std::string ctx = absl::StrCat("Join of node ", join.node_id(),
+                                       " for job ", join.job_id(), ": ");
+  if (join.local_world_size() < 1 ||
+      join.local_world_size() > kMaxLocalWorldSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx, "local_world_size is ", join.local_world_size(),
+        "; --nproc-per-node must be from 1 to ", kMaxLocalWorldSize));
+  }
+  if (int64_t{join.local_world_size()} * join.max_nodes() > kMaxWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ctx, join.max_nodes(), " nodes of ",
+                     join.local_world_size(), " workers would make a world of ",
+                     int64_t{join.local_world_size()} * join.max_nodes(),
+                     " ranks, above the limit of ", kMaxWorldSize,
+                     "; lower --nnodes or --nproc-per-node"));
+  }
+  if (join.min_nodes() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ctx, "min_nodes is ", join.min_nodes(),
+                     "; --nnodes must be at least 1"));
+  }
+  if (join.max_nodes() < join.min_nodes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx, "max_nodes ", join.max_nodes(), " is less than min_nodes ",
+        join.min_nodes(), "; --nnodes=MIN:MAX needs MIN <= MAX"));
+  }
+  if (join.max_restarts() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ctx, "max_restarts is ", join.max_restarts(),
+                     "; --max-restarts must be >= 0"));
+  }
+  if (join.node_rank_hint() < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ctx, "node_rank_hint is ", join.node_rank_hint(),
+                     "; use -1 for none or a rank >= 0"));
+  }
+  if (join.join_timeout_ms() < 0 || join.last_call_timeout_ms() < 0 ||
+      join.heartbeat_timeout_ms() < 0 || join.heartbeat_interval_ms() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ctx, "timeouts must be >= 0 ms (0 = the server's default)"));
+  }
+  if (channel == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat(ctx, "no channel"));
+
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+
+  // A stream serves one node of one job for its whole life.
+  if (auto c = conns_.find(conn); c != conns_.end()) {
+    if (c->second.job_id != join.job_id() ||
+        c->second.node_id != join.node_id()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(ctx, "this session already belongs to node ",
+                       c->second.node_id, " of job ", c->second.job_id,
+                       "; open a new session for another job or node"));
+    }
+  }
+
+  auto [job_it, created] = jobs_.try_emplace(join.job_id());
+  Job& job = job_it->second;
+  if (!created && job.ended() && job.verdict.has_value() &&
+      job.verdict_nodes.contains(join.node_id())) {
+    // A node of the ended job that missed the verdict (its session broke as
+    // the job ended) reconnects: it hears the verdict. A rerun of the command
+    // comes with new node ids.
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": "
+        << DescribeNode(join.hostname(), join.node_id())
+        << " reconnected after the end; sending the verdict ("
+        << JobStateName(job.state) << ") again";
+    outbox_.Send(channel,
+                 std::make_shared<const v1::ServerMessage>(*job.verdict));
+    outbox_.Close(std::move(channel), absl::OkStatus());
+    return absl::OkStatus();
+  }
+  const bool rerun = !created && job.ended();
+  if (rerun && !job.nodes.empty()) {
+    // Transient: the ended run's agents leave within a heartbeat timeout.
+    // UNAVAILABLE makes the agent retry (Reconnect), as for a server restart.
+    return absl::UnavailableError(absl::StrCat(
+        "job ", job.id, " has just ended (", JobStateName(job.state),
+        "); its agents are still disconnecting — this node joins again "
+        "shortly (or use another --rdzv-id)"));
+  }
+  // An OPEN job whose agents all left (forgotten at the next Tick) starts
+  // afresh too: nobody is there to disagree with.
+  const bool abandoned =
+      !created && job.state == JobState::kOpen && job.nodes.empty();
+  if (!created && !rerun && !abandoned &&
+      (job.min_nodes != join.min_nodes() || job.max_nodes != join.max_nodes() ||
+       job.max_restarts != join.max_restarts())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id, ": node ", join.node_id(), " asks for ",
+        NNodesFlag(join.min_nodes(), join.max_nodes()), " --max-restarts=",
+        join.max_restarts(), " but the job was started with ",
+        NNodesFlag(job.min_nodes, job.max_nodes),
+        " --max-restarts=", job.max_restarts,
+        "; give every node the same --nnodes and --max-restarts, or use "
+        "another --rdzv-id"));
+  }
+  if (!created && !rerun && !abandoned) {
+    absl::Status taken = CheckSessionSecret(job, conn, join);
+    if (!taken.ok()) return taken;
+  }
+  if (created || rerun || abandoned) {
+    // A fresh job, or a rerun: everything but the round counter starts over, so
+    // a rerun's store prefixes never repeat those of the previous run.
+    const int64_t last_round = created ? 0 : job.round;
+    job = Job{};
+    job.id = join.job_id();
+    job.round = last_round;
+    job.min_nodes = join.min_nodes();
+    job.max_nodes = join.max_nodes();
+    job.max_restarts = join.max_restarts();
+    job.join_timeout =
+        MillisOr(join.join_timeout_ms(), options_.default_join_timeout);
+    job.last_call_timeout = MillisOr(join.last_call_timeout_ms(),
+                                     options_.default_last_call_timeout);
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": " << (rerun ? "rerun" : "new") << " ("
+        << NNodesFlag(job.min_nodes, job.max_nodes)
+        << " --max-restarts=" << job.max_restarts << ")";
+  }
+
+  // Register (or refresh) the connection; a Join counts as a heartbeat.
+  Connection& c = conns_[conn];
+  c.channel = std::move(channel);
+  c.job_id = job.id;
+  c.node_id = join.node_id();
+  c.last_seen = now;
+  c.heartbeat_timeout =
+      MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout);
+  c.heartbeat_interval_ms = join.heartbeat_interval_ms();
+  c.closed = false;
+  heartbeats_.Arm(conn, now + c.heartbeat_timeout);
+
+  auto [node_it, new_node] = job.nodes.try_emplace(join.node_id());
+  Node& node = node_it->second;
+  const std::string who = DescribeNode(join.hostname(), join.node_id());
+  if (!new_node && node.conn != conn) {
+    // Reconnect: the newer session of a node wins; the old stream is most
+    // likely dead already.
+    if (auto old = conns_.find(node.conn); old != conns_.end()) {
+      if (!old->second.closed) {
+        outbox_.Close(
+            old->second.channel,
+            absl::AbortedError("replaced by a new session of the same node"));
+      }
+      conns_.erase(old);
+    }
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": " << who << " reconnected";
+  }
+  node.join = join;
+  node.join.clear_session_secret();  // kept only as a digest
+  if (!node.session_digest.has_value() && !join.session_secret().empty())
+    node.session_digest = HashSecret(join.session_secret());
+  node.conn = conn;
+
+  if (created || rerun || abandoned) {
+    job.reforming = false;
+    job.awaited_survivors.clear();
+    OpenRound(job);  // round 1 (or the rerun's first), with no one waiting yet
+  }
+  switch (job.state) {
+    case JobState::kOpen:
+      if (node.status == NodeStatus::kWaiting) {
+        // A repeated Join or a reconnect: only the stream changed.
+        SendWaiting(job, node);
+      } else {
+        // One line per node is what a person reads for a few nodes; for
+        // thousands it is noise written under the lock (the round's own lines
+        // say how many joined).
+        MUSTER_LOG_AT(job.max_nodes > kWaitingAtOnceMax
+                          ? LogLevel::kDebug
+                          : options_.event_log_level)
+            << "job " << job.id << ": " << who << " joined round " << job.round;
+        AddWaiting(job, node);
+      }
+      break;
+    case JobState::kRunning:
+      if (node.status == NodeStatus::kMember) {
+        // The node carries on in the round it belongs to: tell it the round
+        // again.
+        Send(conn, MakeRoundReady(job, node_it->first));
+      } else if (node.status == NodeStatus::kWaiting) {
+        SendWaiting(job, node);
+      } else if (static_cast<int>(job.members.size()) < job.max_nodes &&
+                 job.succeeded.empty()) {
+        job.SetStatus(node, NodeStatus::kWaiting);
+        node.join_seq = job.next_join_seq++;
+        EndRound(
+            job,
+            absl::StrCat(who, " joined; scaling up from ", job.members.size(),
+                         " nodes (max ", job.max_nodes, ")"),
+            /*worker_failure=*/false);
+      } else {
+        // At max, or finishing: once a member's workers have all succeeded, a
+        // scale-up would make every node run the finished work again.
+        MUSTER_LOG_AT(options_.event_log_level)
+            << "job " << job.id << ": " << who << " waits as a spare (round "
+            << job.round
+            << (job.succeeded.empty()
+                    ? absl::StrCat(" runs at max ", job.max_nodes, " nodes)")
+                    : absl::StrCat(" is finishing: ", job.succeeded.size(),
+                                   " of ", job.members.size(),
+                                   " nodes succeeded)"));
+        job.SetStatus(node, NodeStatus::kWaiting);
+        node.join_seq = job.next_join_seq++;
+        SendWaitingToAll(job, &node);
+      }
+      break;
+    case JobState::kSucceeded:
+    case JobState::kFailed:
+      break;  // unreachable: an ended job was refused or restarted above
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace muster::rendezvous
