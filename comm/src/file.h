@@ -20,30 +20,6 @@
 
 namespace muster::comm::internal {
 
-// A regular file mapped read-write and shared: writes to data() reach every
-// process that maps or reads the file, without a system call. Not
-// thread-safe (the memory is, by design, shared).
-class MappedFile {
- public:
-  // Creates the file at `path` (mode 0644), or truncates an existing one,
-  // writes `contents` and maps those bytes. `what` names the file in errors:
-  // UNAVAILABLE "cannot create|write|map <what> <path>: <OS error>".
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Create(
-      const std::string& path, absl::string_view contents,
-      absl::string_view what);
-  ~MappedFile();  // Unmaps; the file stays.
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  char* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  MappedFile(char* data, size_t size) : data_(data), size_(size) {}
-  char* const data_;
-  const size_t size_;
-};
-
 // A file shared by processes of one machine that read and rewrite it whole,
 // each under a lock. The lock belongs to this open file, is released when it
 // is closed, and by the OS when the process dies (a crashed holder never
@@ -87,6 +63,30 @@ class LockedFile {
       : path_(std::move(path)), handle_(handle) {}
   const std::string path_;
   const intptr_t handle_;  // A file descriptor; a HANDLE on Windows.
+};
+
+// A regular file mapped read-write and shared: writes to data() reach every
+// process that maps or reads the file, without a system call. Not
+// thread-safe (the memory is, by design, shared).
+class MappedFile {
+ public:
+  // Creates the file at `path` (mode 0644), or truncates an existing one,
+  // writes `contents` and maps those bytes. `what` names the file in errors:
+  // UNAVAILABLE "cannot create|write|map <what> <path>: <OS error>".
+  static absl::StatusOr<std::unique_ptr<MappedFile>> Create(
+      const std::string& path, absl::string_view contents,
+      absl::string_view what);
+  ~MappedFile();  // Unmaps; the file stays.
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  MappedFile(char* data, size_t size) : data_(data), size_(size) {}
+  char* const data_;
+  const size_t size_;
 };
 
 }  // namespace muster::comm::internal
