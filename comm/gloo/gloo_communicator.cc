@@ -1,9 +1,5 @@
 #include "comm/gloo/gloo_communicator.h"
 
-#include <netdb.h>
-#include <signal.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +23,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "comm/gloo/abortable_transport.h"
+#include "comm/gloo/broken_pipe.h"
 #include "comm/gloo/gloo_status.h"
 #include "comm/gloo/reduce.h"
 #include "comm/src/direct_allreduce.h"
@@ -103,24 +100,6 @@ std::chrono::milliseconds ToGlooTimeout(absl::Duration timeout) {
 
 std::chrono::milliseconds Remaining(absl::Time deadline) {
   return ToGlooTimeout(deadline - absl::Now());
-}
-
-// Gloo writes to its sockets without MSG_NOSIGNAL, so a peer that dies
-// mid-collective would kill this process with SIGPIPE (exit 141, no message)
-// instead of failing the collective with ABORTED. Python ignores SIGPIPE at
-// start-up, which is why PyTorch's Gloo does not meet this; C++ programs need
-// the same. A handler the program installed itself is left alone.
-void IgnoreSigpipeUnlessHandled() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction current;
-    if (sigaction(SIGPIPE, nullptr, &current) != 0) return;
-    if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_DFL) {
-      signal(SIGPIPE, SIG_IGN);
-      MUSTER_LOG(DEBUG) << "SIGPIPE is now ignored: a lost peer fails a "
-                           "collective instead of killing this process";
-    }
-  });
 }
 
 // Exposes what Gloo keeps protected: the address lists connectFullMesh
@@ -932,7 +911,7 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
                                                      absl::Time deadline) {
   const std::string who =
       absl::StrCat("rank ", config.rank, "/", config.world_size);
-  IgnoreSigpipeUnlessHandled();
+  IgnoreBrokenPipeUnlessHandled();
   ::gloo::transport::tcp::attr attr;
   std::string where;
   if (!config.iface.empty()) {

@@ -1,13 +1,6 @@
 #include "comm/src/direct_allreduce.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -43,37 +36,28 @@ absl::StatusOr<std::unique_ptr<DirectAllreduce>> DirectAllreduce::Connect(
     TcpMeshOptions options) {
   MUSTER_ASSIGN_OR_RETURN(std::vector<TcpMeshPeer> peers,
                           ConnectTcpMesh(options));
-  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd < 0) {
-    const std::string why = std::strerror(errno);
-    for (TcpMeshPeer& p : peers) CloseFd(p.fd);
-    return absl::UnavailableError(
-        absl::StrCat(options.who, ": ", options.what, ": eventfd: ", why));
+  absl::StatusOr<std::unique_ptr<Wakeup>> wake = Wakeup::Create();
+  if (!wake.ok()) {
+    return absl::UnavailableError(absl::StrCat(options.who, ": ", options.what,
+                                               ": ", wake.status().message()));
   }
   return std::unique_ptr<DirectAllreduce>(new DirectAllreduce(
-      options.rank, options.who, std::move(peers), wake_fd));
+      options.rank, options.who, std::move(peers), std::move(*wake)));
 }
 
 DirectAllreduce::DirectAllreduce(int rank, std::string who,
-                                 std::vector<TcpMeshPeer> peers, int wake_fd)
+                                 std::vector<TcpMeshPeer> peers,
+                                 std::unique_ptr<Wakeup> wake)
     : rank_(rank),
       who_(std::move(who)),
       peers_(std::move(peers)),
-      wake_fd_(wake_fd) {}
-
-DirectAllreduce::~DirectAllreduce() {
-  for (TcpMeshPeer& p : peers_) CloseFd(p.fd);
-  CloseFd(wake_fd_);
-}
+      wake_(std::move(wake)) {}
 
 void DirectAllreduce::Abort() {
   if (aborted_.exchange(true)) return;
-  const uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof(one));
-  // The descriptors stay open until the destructor, so these are ours.
-  for (const TcpMeshPeer& p : peers_) {
-    if (p.fd >= 0) ::shutdown(p.fd, SHUT_RDWR);
-  }
+  wake_->Signal();
+  // The sockets stay open until the destructor, so these are ours.
+  for (const TcpMeshPeer& p : peers_) p.socket.Shutdown();
 }
 
 absl::Status DirectAllreduce::Exchange(const void* data, size_t bytes,
@@ -86,33 +70,30 @@ absl::Status DirectAllreduce::Exchange(const void* data, size_t bytes,
   mine.bytes = bytes;
   std::vector<Transfer> transfers(n);
   int pending = 2 * (n - 1);  // A send and a receive per peer.
-  std::vector<pollfd> fds;
-  std::vector<int> ranks;
   bool first = true;
   while (pending > 0) {
     if (aborted_.load()) {
       return absl::AbortedError(absl::StrCat(who_, ": aborted"));
     }
-    fds.clear();
-    ranks.clear();
-    fds.push_back({wake_fd_, POLLIN, 0});
-    ranks.push_back(-1);
+    poll_.Clear();
+    poll_ranks_.clear();
+    poll_.Add(wake_->handle(), PollSet::kRead);
+    poll_ranks_.push_back(-1);
     for (int r = 0; r < n; ++r) {
       if (r == rank_) continue;
       const Transfer& t = transfers[r];
-      short events = 0;
-      if (t.sent < total) events |= POLLOUT;
-      if (t.received < total) events |= POLLIN;
+      uint8_t events = 0;
+      if (t.sent < total) events |= PollSet::kWrite;
+      if (t.received < total) events |= PollSet::kRead;
       if (events != 0) {
-        fds.push_back({peers_[r].fd, events, 0});
-        ranks.push_back(r);
+        poll_.Add(peers_[r].socket.handle(), events);
+        poll_ranks_.push_back(r);
       }
     }
     if (first) {
       // Try every socket before sleeping: small messages usually go out at
       // once, and the peers' may already be here.
-      for (pollfd& f : fds) f.revents = f.events;
-      fds[0].revents = 0;
+      poll_.MarkAllReady();
       first = false;
     } else {
       const int ms = PollMs(deadline);
@@ -120,47 +101,42 @@ absl::Status DirectAllreduce::Exchange(const void* data, size_t bytes,
         return absl::DeadlineExceededError(
             absl::StrCat(who_, ": small allreduce timed out"));
       }
-      if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR) {
+      absl::StatusOr<int> ready = poll_.Wait(ms);
+      if (!ready.ok()) {
         return absl::UnavailableError(
-            absl::StrCat(who_, ": poll: ", std::strerror(errno)));
+            absl::StrCat(who_, ": ", ready.status().message()));
       }
-      if (fds[0].revents != 0 || aborted_.load()) {
+      if (poll_.Ready(0) || aborted_.load()) {
         return absl::AbortedError(absl::StrCat(who_, ": aborted"));
       }
     }
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      const int r = ranks[i];
+    for (size_t i = 1; i < poll_.size(); ++i) {
+      if (!poll_.Ready(i)) continue;
+      const int r = poll_ranks_[i];
       Transfer& t = transfers[r];
-      const int fd = peers_[r].fd;
-      if (t.sent < total && (fds[i].revents & (POLLOUT | POLLERR | POLLHUP))) {
-        iovec iov[2];
+      const Socket& socket = peers_[r].socket;
+      if (t.sent < total && poll_.Writable(i)) {
+        ConstBuffer buffers[2];
         int count = 0;
         if (t.sent < sizeof(Header)) {
-          iov[count++] = {reinterpret_cast<char*>(&mine) + t.sent,
-                          sizeof(Header) - t.sent};
-          if (bytes > 0) iov[count++] = {const_cast<void*>(data), bytes};
+          buffers[count++] = {reinterpret_cast<const char*>(&mine) + t.sent,
+                              sizeof(Header) - t.sent};
+          if (bytes > 0) buffers[count++] = {data, bytes};
         } else {
-          iov[count++] = {const_cast<char*>(static_cast<const char*>(data)) +
-                              (t.sent - sizeof(Header)),
-                          total - t.sent};
+          buffers[count++] = {
+              static_cast<const char*>(data) + (t.sent - sizeof(Header)),
+              total - t.sent};
         }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = count;
-        const ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) {
-          t.sent += static_cast<size_t>(w);
+        const IoResult w = socket.SendV(buffers, count);
+        if (w.kind == IoResult::kDone) {
+          t.sent += w.bytes;
           if (t.sent == total) --pending;
-        } else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-                   errno != EINTR) {
-          return absl::UnavailableError(absl::StrCat(who_, ": sending to peer ",
-                                                     peers_[r].name, ": ",
-                                                     std::strerror(errno)));
+        } else if (w.kind == IoResult::kError) {
+          return absl::UnavailableError(absl::StrCat(
+              who_, ": sending to peer ", peers_[r].name, ": ", w.ErrorText()));
         }
       }
-      if (t.received < total &&
-          (fds[i].revents & (POLLIN | POLLERR | POLLHUP))) {
+      if (t.received < total && poll_.Readable(i)) {
         while (t.received < total) {
           char* into;
           size_t want;
@@ -172,21 +148,20 @@ absl::Status DirectAllreduce::Exchange(const void* data, size_t bytes,
                    (t.received - sizeof(Header));
             want = total - t.received;
           }
-          const ssize_t got = ::recv(fd, into, want, MSG_DONTWAIT);
-          if (got == 0) {
+          const IoResult got = socket.Recv(into, want);
+          if (got.kind == IoResult::kClosed) {
             return absl::UnavailableError(
                 absl::StrCat(who_, ": the connection to peer ", peers_[r].name,
                              " closed during a small allreduce"));
           }
-          if (got < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+          if (got.kind == IoResult::kWouldBlock) break;
+          if (got.kind == IoResult::kError) {
             return absl::UnavailableError(
                 absl::StrCat(who_, ": receiving from peer ", peers_[r].name,
-                             ": ", std::strerror(errno)));
+                             ": ", got.ErrorText()));
           }
           const bool had_header = t.received >= sizeof(Header);
-          t.received += static_cast<size_t>(got);
+          t.received += got.bytes;
           if (!had_header && t.received >= sizeof(Header) &&
               (t.header.magic != kMagic || t.header.seq != seq_ ||
                t.header.bytes != bytes)) {

@@ -6,10 +6,10 @@
 // data, EOF, or a shutdown(2) of a descriptor Gloo does not hand out. Finding
 // those descriptors from outside (scanning /proc/self/fd) was racy, and a
 // missed abort left a survivor waiting for the collective's timeout. Here the
-// descriptors are ours: an abort writes an eventfd that the waiting poll(2)
-// watches, then shuts every connection down so every peer's call fails too.
-// No scan, no window between the verdict and the wake-up, and the per-call
-// deadline is exact.
+// sockets are ours: an abort signals a wake-up (comm/src/socket.h) that the
+// waiting poll watches, then shuts every connection down so every peer's call
+// fails too. No scan, no window between the verdict and the wake-up, and the
+// per-call deadline is exact.
 //
 // The algorithm: every rank sends its whole message to every peer at once
 // (non-blocking, so no pair of ranks can block each other), then reduces the
@@ -46,7 +46,7 @@ class DirectAllreduce {
   static absl::StatusOr<std::unique_ptr<DirectAllreduce>> Connect(
       TcpMeshOptions options);
 
-  ~DirectAllreduce();  // Closes the connections.
+  ~DirectAllreduce() = default;  // Closes the connections.
 
   DirectAllreduce(const DirectAllreduce&) = delete;
   DirectAllreduce& operator=(const DirectAllreduce&) = delete;
@@ -68,17 +68,19 @@ class DirectAllreduce {
 
  private:
   DirectAllreduce(int rank, std::string who, std::vector<TcpMeshPeer> peers,
-                  int wake_fd);
+                  std::unique_ptr<Wakeup> wake);
 
   absl::Status Exchange(const void* data, size_t bytes, absl::Time deadline);
 
   const int rank_;
   const std::string who_;  // "rank 1/4"
   std::vector<TcpMeshPeer> peers_;
-  int wake_fd_ = -1;  // eventfd: Abort wakes the poll in Run.
+  const std::unique_ptr<Wakeup> wake_;  // Abort wakes the poll in Run.
   std::atomic<bool> aborted_{false};
   uint64_t seq_ = 0;
-  std::vector<char> inbox_;  // Each peer's message, at rank x bytes.
+  std::vector<char> inbox_;      // Each peer's message, at rank x bytes.
+  PollSet poll_;                 // Reused by every Exchange.
+  std::vector<int> poll_ranks_;  // The peer of each poll entry (-1: wake_).
 };
 
 }  // namespace muster::comm::internal

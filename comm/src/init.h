@@ -31,10 +31,6 @@ struct InterfaceChoice {
 absl::StatusOr<InterfaceChoice> SelectInterface(absl::string_view spec,
                                                 absl::string_view source);
 
-// The numeric address `hostname` resolves to first. FAILED_PRECONDITION when
-// it does not resolve.
-absl::StatusOr<std::string> ResolveHost(const std::string& hostname);
-
 // Create's work once the store is known: options resolved against the
 // environment, the interface chosen, the communicator's key namespace counted
 // under `key_root`, the backends connected.

@@ -1,14 +1,6 @@
 #include "comm/src/peer_monitor.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -30,21 +22,11 @@ constexpr absl::Duration kDeadlineTick = absl::Milliseconds(100);
 // A store wait is re-armed this often, which bounds how long Stop can block on
 // a store that does not answer.
 constexpr absl::Duration kStoreChunk = absl::Seconds(10);
-
-std::string Errno(absl::string_view what) {
-  return absl::StrCat(what, ": ", std::strerror(errno));
-}
-
-void SetKeepalive(int fd) {
-  int on = 1;
-  int idle = 10;
-  int interval = 5;
-  int count = 3;
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
-  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-}
+// TCP keepalive on the idle connections: a machine that vanished (no EOF
+// ever comes) is named after about 10 s + 3 x 5 s.
+constexpr absl::Duration kKeepaliveIdle = absl::Seconds(10);
+constexpr absl::Duration kKeepaliveInterval = absl::Seconds(5);
+constexpr int kKeepaliveProbes = 3;
 
 }  // namespace
 
@@ -59,17 +41,19 @@ absl::StatusOr<std::unique_ptr<PeerMonitor>> PeerMonitor::Start(
   absl::Status connected = monitor->Connect();
   if (!connected.ok()) {
     // Nothing runs yet: close what is open.
-    for (Peer& p : monitor->peers_) CloseFd(p.fd);
+    for (Peer& p : monitor->peers_) p.socket.Close();
     {
       absl::MutexLock lock(&monitor->mu_);
       monitor->stopped_ = true;
     }
     return connected;
   }
-  monitor->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (monitor->wake_fd_ < 0) {
-    return absl::UnavailableError(Errno("peer monitor: eventfd"));
+  absl::StatusOr<std::unique_ptr<Wakeup>> wake = Wakeup::Create();
+  if (!wake.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("peer monitor: ", wake.status().message()));
   }
+  monitor->wake_ = std::move(*wake);
   PeerMonitor* m = monitor.get();
   m->socket_thread_ = std::thread([m] { m->SocketLoop(); });
   m->store_thread_ = std::thread([m] { m->StoreLoop(); });
@@ -90,9 +74,12 @@ absl::Status PeerMonitor::Connect() {
   MUSTER_ASSIGN_OR_RETURN(std::vector<TcpMeshPeer> connected,
                           ConnectTcpMesh(mesh));
   for (int r = 0; r < options_.world_size; ++r) {
-    peers_[r] =
-        Peer{r, connected[r].fd, std::move(connected[r].name), "", false};
-    if (peers_[r].fd >= 0) SetKeepalive(peers_[r].fd);
+    peers_[r] = Peer{r, std::move(connected[r].socket),
+                     std::move(connected[r].name), "", false};
+    if (peers_[r].socket.valid()) {
+      peers_[r].socket.SetKeepalive(kKeepaliveIdle, kKeepaliveInterval,
+                                    kKeepaliveProbes);
+    }
   }
   return absl::OkStatus();
 }
@@ -121,11 +108,10 @@ void PeerMonitor::TellPeers(const absl::Status& why) {
   message += text;
   absl::MutexLock lock(&send_mu_);
   for (Peer& p : peers_) {
-    if (p.fd < 0) continue;
+    if (!p.socket.valid()) continue;
     // The connections are idle: the message fits in the socket buffer. A
     // peer that is too far behind to take it learns otherwise.
-    (void)::send(p.fd, message.data(), message.size(),
-                 MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)p.socket.Send(message.data(), message.size());
   }
 }
 
@@ -138,15 +124,13 @@ void PeerMonitor::Verdict(const absl::Status& status) {
 bool PeerMonitor::Drain(Peer& p) {
   char buf[4096];
   while (true) {
-    const ssize_t r = ::recv(p.fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (r > 0) {
-      p.inbox.append(buf, static_cast<size_t>(r));
+    const IoResult r = p.socket.Recv(buf, sizeof(buf));
+    if (r.kind == IoResult::kDone) {
+      p.inbox.append(buf, r.bytes);
       continue;
     }
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (r.kind == IoResult::kWouldBlock) break;
     // EOF or error: the connection ended. Handle what came before it.
-    const int err = r < 0 ? errno : 0;
     while (!p.inbox.empty()) {
       if (p.inbox[0] == kGoodbye) {
         p.said_goodbye = true;
@@ -165,7 +149,7 @@ bool PeerMonitor::Drain(Peer& p) {
     if (p.said_goodbye) {
       absl::MutexLock lock(&mu_);
       goodbye_[p.rank] = true;
-    } else if (err == ETIMEDOUT) {
+    } else if (r.TimedOut()) {
       Verdict(absl::AbortedError(absl::StrCat(
           "peer ", p.name,
           " stopped answering (TCP keepalive timed out): its machine may be "
@@ -175,7 +159,8 @@ bool PeerMonitor::Drain(Peer& p) {
           "peer ", p.name,
           " was lost: its connection closed without a goodbye (the process "
           "exited or was killed)",
-          err != 0 ? absl::StrCat(": ", std::strerror(err)) : "")));
+          r.kind == IoResult::kError ? absl::StrCat(": ", r.ErrorText())
+                                     : "")));
     }
     return false;
   }
@@ -208,16 +193,16 @@ bool PeerMonitor::Drain(Peer& p) {
 }
 
 void PeerMonitor::SocketLoop() {
-  std::vector<pollfd> fds;
+  PollSet poll;
   std::vector<int> ranks;
   while (!stopping_.load()) {
-    fds.clear();
+    poll.Clear();
     ranks.clear();
-    fds.push_back({wake_fd_, POLLIN, 0});
+    poll.Add(wake_->handle(), PollSet::kRead);
     ranks.push_back(-1);
     for (Peer& p : peers_) {
-      if (p.fd < 0) continue;
-      fds.push_back({p.fd, POLLIN, 0});
+      if (!p.socket.valid()) continue;
+      poll.Add(p.socket.handle(), PollSet::kRead);
       ranks.push_back(p.rank);
     }
     int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(kDeadlineTick));
@@ -226,15 +211,15 @@ void PeerMonitor::SocketLoop() {
       timeout_ms =
           std::min(timeout_ms, PollMs(absl::FromUnixNanos(deadline)) + 1);
     }
-    const int rv = ::poll(fds.data(), fds.size(), timeout_ms);
+    const absl::StatusOr<int> rv = poll.Wait(timeout_ms);
     if (stopping_.load()) break;
-    if (rv > 0) {
-      for (size_t i = 1; i < fds.size(); ++i) {
-        if (fds[i].revents == 0) continue;
+    if (rv.ok() && *rv > 0) {
+      for (size_t i = 1; i < poll.size(); ++i) {
+        if (!poll.Ready(i)) continue;
         Peer& p = peers_[ranks[i]];
         if (!Drain(p)) {
           absl::MutexLock lock(&send_mu_);
-          CloseFd(p.fd);
+          p.socket.Close();
         }
       }
     }
@@ -282,16 +267,13 @@ void PeerMonitor::Stop() {
     // crash.
     absl::MutexLock lock(&send_mu_);
     for (Peer& p : peers_) {
-      if (p.fd < 0) continue;
+      if (!p.socket.valid()) continue;
       const char bye = kGoodbye;
-      (void)::send(p.fd, &bye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)p.socket.Send(&bye, 1);
     }
   }
   stopping_.store(true);
-  if (wake_fd_ >= 0) {
-    const uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof(one));
-  }
+  if (wake_ != nullptr) wake_->Signal();
   store_stop_.Notify();
   if (store_thread_.joinable()) {
     // Wakes the store thread's wait. If the store is gone, the wait ends by
@@ -301,16 +283,14 @@ void PeerMonitor::Stop() {
   }
   if (socket_thread_.joinable()) socket_thread_.join();
   absl::MutexLock lock(&send_mu_);
-  for (Peer& p : peers_) CloseFd(p.fd);
-  CloseFd(wake_fd_);
+  for (Peer& p : peers_) p.socket.Close();
+  wake_.reset();
 }
 
 void PeerMonitor::CrashForTesting() {
   stopping_.store(true);  // Our own thread must not report the peers' EOF.
   absl::MutexLock lock(&send_mu_);
-  for (Peer& p : peers_) {
-    if (p.fd >= 0) ::shutdown(p.fd, SHUT_RDWR);
-  }
+  for (Peer& p : peers_) p.socket.Shutdown();
 }
 
 }  // namespace muster::comm::internal

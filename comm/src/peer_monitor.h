@@ -47,6 +47,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "comm/src/socket.h"
 #include "muster/rendezvous/store.h"
 
 namespace muster::comm::internal {
@@ -99,7 +100,7 @@ class PeerMonitor {
  private:
   struct Peer {
     int rank = -1;
-    int fd = -1;
+    Socket socket;
     std::string name;  // "rank 2 (pid 4242 on host-a)"
     std::string inbox;
     bool said_goodbye = false;
@@ -115,9 +116,10 @@ class PeerMonitor {
   std::string StopKey() const;
 
   const PeerMonitorOptions options_;
-  const std::string who_;    // "rank 1/4"
-  int wake_fd_ = -1;         // eventfd: wakes the socket thread to stop.
-  std::vector<Peer> peers_;  // Indexed by rank; peers_[rank].fd == -1.
+  const std::string who_;  // "rank 1/4"
+  // Wakes the socket thread to stop.
+  std::unique_ptr<Wakeup> wake_;
+  std::vector<Peer> peers_;  // Indexed by rank; peers_[rank] has no socket.
 
   std::atomic<int64_t> deadline_ns_{0};  // 0: none.
   std::atomic<bool> verdict_given_{false};

@@ -1,11 +1,5 @@
 #include "comm/src/progress_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,8 +13,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "comm/src/file.h"
+#include "comm/src/host.h"
 #include "muster/comm/progress.h"
 #include "muster/common/logging.h"
+#include "muster/common/status.h"
 
 namespace muster::comm {
 namespace internal {
@@ -68,8 +65,8 @@ Registry& GetRegistry() {
 
 }  // namespace
 
-ProgressFile::ProgressFile(char* map, std::string path)
-    : map_(map), path_(std::move(path)) {}
+ProgressFile::ProgressFile(std::unique_ptr<MappedFile> file, std::string path)
+    : file_(std::move(file)), map_(file_->data()), path_(std::move(path)) {}
 
 absl::StatusOr<ProgressFile*> ProgressFile::Open(const std::string& path) {
   Registry& registry = GetRegistry();
@@ -77,12 +74,6 @@ absl::StatusOr<ProgressFile*> ProgressFile::Open(const std::string& path) {
   auto it = registry.files.find(path);
   if (it != registry.files.end()) return it->second;
 
-  const int fd =
-      ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot create the progress file ", path, ": ", std::strerror(errno)));
-  }
   // The initial text, with every field at its place.
   std::string text = kHeader;
   for (const Field& f : kFields) {
@@ -97,26 +88,13 @@ absl::StatusOr<ProgressFile*> ProgressFile::Open(const std::string& path) {
   }
   text.resize(kProgressFileSize - 1, ' ');
   text += '\n';
-  if (::ftruncate(fd, kProgressFileSize) != 0 ||
-      ::pwrite(fd, text.data(), text.size(), 0) !=
-          static_cast<ssize_t>(text.size())) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("cannot write the progress file ", path, ": ", why));
-  }
-  void* map = ::mmap(nullptr, kProgressFileSize, PROT_READ | PROT_WRITE,
-                     MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot map the progress file ", path, ": ", std::strerror(errno)));
-  }
-  auto* file = new ProgressFile(static_cast<char*>(map), path);
+  MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> mapped,
+                          MappedFile::Create(path, text, "the progress file"));
+  auto* file = new ProgressFile(std::move(mapped), path);
   {
     std::lock_guard<std::mutex> file_lock(file->mu_);
     file->WriteNumber(Offset(kPid), kPid.width,
-                      static_cast<uint64_t>(getpid()));
+                      static_cast<uint64_t>(CurrentProcessId()));
     file->Touch(NowMs());
   }
   registry.files[path] = file;

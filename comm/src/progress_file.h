@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "comm/src/file.h"
 
 namespace muster::comm::internal {
 
@@ -39,13 +41,14 @@ class ProgressFile {
   void Report();
 
  private:
-  ProgressFile(char* map, std::string path);
+  ProgressFile(std::unique_ptr<MappedFile> file, std::string path);
   // Called with mu_ held.
   void WriteNumber(size_t offset, size_t width, uint64_t value);
   void WriteText(size_t offset, size_t width, absl::string_view text);
   void Touch(int64_t now_ms);
 
-  char* const map_;
+  const std::unique_ptr<MappedFile> file_;
+  char* const map_;  // file_->data()
   const std::string path_;
   // A plain std::mutex: taken twice per collective, it must cost nothing
   // (Debian's Abseil runs absl::Mutex's deadlock detection on every lock).

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/src/socket.h"
 #include "muster/rendezvous/store.h"
 
 namespace muster::comm::internal {
@@ -39,26 +40,21 @@ struct TcpMeshOptions {
 };
 
 struct TcpMeshPeer {
-  int fd = -1;       // Non-blocking, close-on-exec, TCP_NODELAY; -1 for self.
+  Socket socket;     // Non-blocking, TCP_NODELAY; invalid for self.
   std::string name;  // "rank 2 (pid 4242 on host-a)"
 };
 
-// Connects the mesh. Returns one entry per rank (this rank's has fd -1); the
-// caller owns the descriptors. Blocks until connected or the deadline.
+// Connects the mesh. Returns one entry per rank (this rank's socket is
+// invalid). Blocks until connected or the deadline.
 // Errors: UNAVAILABLE (cannot listen or connect), DEADLINE_EXCEEDED naming the
 // ranks missing, INTERNAL (a malformed address), the store's errors.
 absl::StatusOr<std::vector<TcpMeshPeer>> ConnectTcpMesh(
     const TcpMeshOptions& options);
 
-// Milliseconds from now to `deadline` for poll(2): 0 when past, at most 60 s.
-int PollMs(absl::Time deadline);
-
 // Reads or writes exactly n bytes of a non-blocking socket before `deadline`.
 // False on EOF, error or the deadline.
-bool TransferAll(int fd, void* buf, size_t n, bool write, absl::Time deadline);
-
-// close(2) when fd >= 0, then fd = -1.
-void CloseFd(int& fd);
+bool TransferAll(const Socket& socket, void* buf, size_t n, bool write,
+                 absl::Time deadline);
 
 }  // namespace muster::comm::internal
 

@@ -1,16 +1,6 @@
 #include "comm/store/file_store.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -19,6 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "comm/src/file.h"
+#include "comm/src/host.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
@@ -29,28 +21,10 @@ namespace {
 constexpr char kMemberPrefix[] = "__member/";
 constexpr char kMagic[] = "muster-file-store 1\n";
 
-std::string Errno(absl::string_view what) {
-  return absl::StrCat(what, ": ", std::strerror(errno));
-}
-
-// The start time of process `pid` (field 22 of /proc/<pid>/stat, in clock
-// ticks since boot), or "" when it does not exist.
-std::string StartTime(int64_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return "";
-  std::vector<std::string> fields =
-      absl::StrSplit(text.substr(close + 2), ' ', absl::SkipEmpty());
-  // Fields after the name start at field 3 ("state"); starttime is field 22.
-  return fields.size() > 19 ? fields[19] : "";
-}
-
-// "<pid> <start time> <host>" of this process.
+// "<pid> <start token> <host>" of this process.
 std::string MemberValue() {
-  const int64_t pid = getpid();
-  return absl::StrCat(pid, " ", StartTime(pid), " ", LocalHostname());
+  const int64_t pid = CurrentProcessId();
+  return absl::StrCat(pid, " ", ProcessStartToken(pid), " ", LocalHostname());
 }
 
 // Whether the process a member value describes still runs.
@@ -59,8 +33,7 @@ bool MemberAlive(const std::string& value) {
   int64_t pid = 0;
   if (f.size() < 2 || !absl::SimpleAtoi(f[0], &pid) || pid <= 0) return false;
   if (f.size() >= 3 && f[2] != LocalHostname()) return true;  // Cannot tell.
-  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
-  return StartTime(pid) == f[1];
+  return ProcessRuns(pid, f[1]);
 }
 
 std::string Serialize(const std::map<std::string, std::string>& map) {
@@ -107,17 +80,15 @@ absl::StatusOr<std::map<std::string, std::string>> Parse(
 
 }  // namespace
 
-FileStore::FileStore(std::string path, int rank, int fd)
-    : path_(std::move(path)), rank_(rank), fd_(fd) {}
+FileStore::FileStore(std::string path, int rank,
+                     std::unique_ptr<LockedFile> file)
+    : path_(std::move(path)), rank_(rank), file_(std::move(file)) {}
 
 absl::StatusOr<std::shared_ptr<FileStore>> FileStore::Open(std::string path,
                                                            int rank) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::UnavailableError(
-        Errno(absl::StrCat("cannot open the store file ", path)));
-  }
-  std::shared_ptr<FileStore> store(new FileStore(path, rank, fd));
+  MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<LockedFile> file,
+                          LockedFile::Open(path, "the store file"));
+  std::shared_ptr<FileStore> store(new FileStore(path, rank, std::move(file)));
   const std::string me = absl::StrCat(kMemberPrefix, rank);
   absl::Status status =
       store->Locked(/*write=*/true, [&](Map& map) {
@@ -171,17 +142,15 @@ FileStore::~FileStore() {
     });
     // The last rank removes the file (under the lock, so a rank opening it
     // now either saw us registered or creates a new file).
-    if (remove) ::unlink(path_.c_str());
+    if (remove) file_->Remove();
     return absl::OkStatus();
   });
-  ::close(fd_);
 }
 
 template <typename Fn>
 absl::Status FileStore::Locked(bool write, Fn&& fn) {
-  if (::flock(fd_, write ? LOCK_EX : LOCK_SH) != 0) {
-    return absl::UnavailableError(Errno(absl::StrCat("flock ", path_)));
-  }
+  MUSTER_RETURN_IF_ERROR(file_->Lock(write ? LockedFile::Mode::kExclusive
+                                           : LockedFile::Mode::kShared));
   absl::Status status;
   absl::StatusOr<Map> map = ReadLocked();
   if (!map.ok()) {
@@ -191,43 +160,17 @@ absl::Status FileStore::Locked(bool write, Fn&& fn) {
     status = fn(*map);
     if (status.ok() && write && *map != before) status = WriteLocked(*map);
   }
-  ::flock(fd_, LOCK_UN);
+  file_->Unlock();
   return status;
 }
 
 absl::StatusOr<FileStore::Map> FileStore::ReadLocked() {
-  struct stat st;
-  if (::fstat(fd_, &st) != 0) {
-    return absl::UnavailableError(Errno(absl::StrCat("fstat ", path_)));
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t r = ::pread(fd_, text.data() + done, text.size() - done,
-                              static_cast<off_t>(done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    done += static_cast<size_t>(r);
-  }
-  text.resize(done);
+  MUSTER_ASSIGN_OR_RETURN(std::string text, file_->ReadAll());
   return Parse(path_, text);
 }
 
 absl::Status FileStore::WriteLocked(const Map& map) {
-  const std::string text = Serialize(map);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t r = ::pwrite(fd_, text.data() + done, text.size() - done,
-                               static_cast<off_t>(done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return absl::UnavailableError(Errno(absl::StrCat("write ", path_)));
-    done += static_cast<size_t>(r);
-  }
-  if (::ftruncate(fd_, static_cast<off_t>(text.size())) != 0) {
-    return absl::UnavailableError(Errno(absl::StrCat("truncate ", path_)));
-  }
-  return absl::OkStatus();
+  return file_->WriteAll(Serialize(map));
 }
 
 absl::Status FileStore::Set(absl::string_view key, absl::string_view value) {

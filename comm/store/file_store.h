@@ -1,10 +1,10 @@
 // FileStore: the Store seam over one file shared by the ranks of one machine
 // (the file:///PATH init method; how Windows users start, as in PyTorch).
 //
-// Every operation takes an flock on the file (shared to read, exclusive to
-// write), reads the whole file, and rewrites it when it changes: the store is
-// for bootstrap, a few kilobytes. Waits poll the file (1 ms, backing off to
-// 100 ms).
+// Every operation takes a lock on the file (shared to read, exclusive to
+// write; comm/src/file.h), reads the whole file, and rewrites it when it
+// changes: the store is for bootstrap, a few kilobytes. Waits poll the file
+// (1 ms, backing off to 100 ms).
 //
 // Who uses the file: each rank registers itself (key "__member/<rank>" =
 // "<pid> <start time> <host>") when it opens the store and removes itself when
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "comm/src/file.h"
 #include "muster/rendezvous/store.h"
 
 namespace muster::comm::internal {
@@ -54,10 +55,12 @@ class FileStore final : public rendezvous::Store {
                         absl::Span<const std::string> values) override;
   absl::StatusOr<bool> Delete(absl::string_view key) override;
   absl::StatusOr<int64_t> NumKeys() override;
+  // True: a store file is one machine's.
+  bool HostLocal() const override { return true; }
 
  private:
   using Map = std::map<std::string, std::string>;
-  FileStore(std::string path, int rank, int fd);
+  FileStore(std::string path, int rank, std::unique_ptr<LockedFile> file);
 
   // Runs fn on the file's contents under an exclusive (write) or shared lock;
   // writes them back when fn says they changed.
@@ -71,7 +74,7 @@ class FileStore final : public rendezvous::Store {
 
   const std::string path_;
   const int rank_;
-  const int fd_;
+  const std::unique_ptr<LockedFile> file_;
 };
 
 }  // namespace muster::comm::internal

@@ -13,14 +13,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/comm/communicator.h"
+#include "tests/comm/comm_ranks.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster::comm {
 namespace {
 
+using ::muster::comm_testing::StartOnServedPort;
+using ::muster::comm_testing::StartTcpWorkers;
 using ::muster::testing::BinPath;
 using ::muster::testing::EnvWithoutLauncher;
-using ::muster::testing::FreePort;
 using ::muster::testing::MakeTempDir;
 using ::muster::testing::Subprocess;
 using ::testing::HasSubstr;
@@ -43,8 +45,7 @@ std::vector<std::unique_ptr<Subprocess>> StartRanks(
 }
 
 TEST(InitTest, TcpEveryCollectiveAcrossThreeProcesses) {
-  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
-  auto procs = StartRanks(3, init, "check");
+  auto procs = StartTcpWorkers(3, {"--mode=check", "--timeout=60"});
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(procs[r]->WaitOrKill(absl::Seconds(240)), 0)
         << procs[r]->Output();
@@ -54,20 +55,18 @@ TEST(InitTest, TcpEveryCollectiveAcrossThreeProcesses) {
 }
 
 TEST(InitTest, EnvWithoutTheLauncherUsesMasterAddrAndPort) {
-  std::map<std::string, std::string> env = {
-      {"MASTER_ADDR", "127.0.0.1"},
-      {"MASTER_PORT", absl::StrCat(FreePort())},
-      {"WORLD_SIZE", "2"}};
-  std::vector<std::unique_ptr<Subprocess>> procs;
-  for (int r = 0; r < 2; ++r) {
-    std::map<std::string, std::string> e = EnvWithoutLauncher();
-    for (const auto& [k, v] : env) e[k] = v;
-    e["RANK"] = absl::StrCat(r);
-    procs.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{BinPath("comm_worker"), "--init=env://",
-                                 "--mode=init"},
-        e));
-  }
+  std::vector<std::unique_ptr<Subprocess>> procs =
+      StartOnServedPort(2, [](int r, int port) {
+        std::map<std::string, std::string> e = EnvWithoutLauncher();
+        e["MASTER_ADDR"] = "127.0.0.1";
+        e["MASTER_PORT"] = absl::StrCat(port);
+        e["WORLD_SIZE"] = "2";
+        e["RANK"] = absl::StrCat(r);
+        return std::make_unique<Subprocess>(
+            std::vector<std::string>{BinPath("comm_worker"), "--init=env://",
+                                     "--mode=init"},
+            e);
+      });
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(procs[r]->WaitOrKill(absl::Seconds(60)), 0) << procs[r]->Output();
     EXPECT_THAT(procs[r]->Output(),

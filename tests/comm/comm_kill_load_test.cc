@@ -9,38 +9,27 @@
 // ranks themselves can tell each other.
 #include <atomic>
 #include <memory>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/comm/comm_ranks.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
 namespace {
 
-using ::muster::testing::BinPath;
-using ::muster::testing::EnvWithoutLauncher;
-using ::muster::testing::FreePort;
+using ::muster::comm_testing::FailedAfterMs;
+using ::muster::comm_testing::StartTcpWorkers;
 using ::muster::testing::Subprocess;
 using ::testing::HasSubstr;
 
 constexpr int kRuns = 30;
 constexpr int kRanks = 4;
 constexpr int kVictim = 2;
-
-int FailedAfterMs(const std::string& output, int rank) {
-  const std::regex re(
-      absl::StrCat("rank ", rank, R"(/\d+: AllReduce failed after (\d+) ms)"));
-  std::smatch m;
-  int ms = -1;
-  if (std::regex_search(output, m, re)) (void)absl::SimpleAtoi(m[1].str(), &ms);
-  return ms;
-}
 
 // Spins one thread per core until destroyed: the "stress"-style load under
 // which the missed abort showed.
@@ -68,34 +57,15 @@ class Burner {
 TEST(KillUnderLoadTest, EverySurvivorNamesTheDeadRankWithinFiveSeconds) {
   Burner burner;
   int slowest_ms = 0;
-  int port_retries = 0;
   for (int run = 0; run < kRuns; ++run) {
     const int count = run % 2 == 0 ? (1 << 20) : 1024;
     SCOPED_TRACE(absl::StrCat("run ", run, ", ", count * 4, " bytes"));
-    const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
-    std::vector<std::unique_ptr<Subprocess>> procs;
-    for (int r = 0; r < kRanks; ++r) {
-      procs.push_back(std::make_unique<Subprocess>(
-          std::vector<std::string>{
-              BinPath("comm_worker"), "--init=" + init,
-              absl::StrCat("--rank=", r), absl::StrCat("--world-size=", kRanks),
-              "--mode=kill", absl::StrCat("--victim=", kVictim),
-              absl::StrCat("--count=", count), "--timeout=30"},
-          EnvWithoutLauncher()));
-    }
+    std::vector<std::unique_ptr<Subprocess>> procs = StartTcpWorkers(
+        kRanks, {"--mode=kill", absl::StrCat("--victim=", kVictim),
+                 absl::StrCat("--count=", count), "--timeout=30"});
     // The deadlines are generous (a missed abort shows as 30 s): what is
     // asserted is each survivor's own measurement below.
     const int victim_rc = procs[kVictim]->WaitOrKill(absl::Seconds(60));
-    // FreePort's port can be taken by another test before rank 0 binds it:
-    // such a run measures nothing, so it runs again on another port.
-    if (victim_rc != 128 + 9 &&
-        procs[0]->Output().find("cannot listen") != std::string::npos &&
-        port_retries < 10) {
-      for (auto& p : procs) p->Kill();
-      ++port_retries;
-      --run;
-      continue;
-    }
     EXPECT_EQ(victim_rc, 128 + 9) << procs[kVictim]->Output();
     for (int r = 0; r < kRanks; ++r) {
       if (r == kVictim) continue;

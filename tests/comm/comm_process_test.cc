@@ -8,35 +8,26 @@
 
 #include <map>
 #include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/comm/comm_ranks.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
 namespace {
 
+using ::muster::comm_testing::FailedAfterMs;
+using ::muster::comm_testing::StartOnServedPort;
+using ::muster::comm_testing::StartTcpWorkers;
 using ::muster::testing::BinPath;
 using ::muster::testing::EnvWithoutLauncher;
-using ::muster::testing::FreePort;
 using ::muster::testing::Subprocess;
 using ::testing::HasSubstr;
-
-// The "AllReduce failed after N ms" of rank r's report, or -1.
-int FailedAfterMs(const std::string& output, int rank) {
-  const std::regex re(
-      absl::StrCat("rank ", rank, R"(/\d+: AllReduce failed after (\d+) ms)"));
-  std::smatch m;
-  int ms = -1;
-  if (std::regex_search(output, m, re)) (void)absl::SimpleAtoi(m[1].str(), &ms);
-  return ms;
-}
 
 TEST(ProcessTest, EveryCollectiveUnderMusterAcrossThreeRanks) {
   Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=3",
@@ -72,15 +63,8 @@ TEST(ProcessTest, ARankKilledMidAllReduceIsNamedUnderMuster) {
 }
 
 TEST(ProcessTest, ARankKilledMidAllReduceIsNamedWithoutALauncher) {
-  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
-  std::vector<std::unique_ptr<Subprocess>> procs;
-  for (int r = 0; r < 4; ++r) {
-    procs.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{BinPath("comm_worker"), "--init=" + init,
-                                 absl::StrCat("--rank=", r), "--world-size=4",
-                                 "--mode=kill", "--victim=2"},
-        EnvWithoutLauncher()));
-  }
+  std::vector<std::unique_ptr<Subprocess>> procs =
+      StartTcpWorkers(4, {"--mode=kill", "--victim=2"});
   EXPECT_EQ(procs[2]->WaitOrKill(absl::Seconds(60)), 128 + 9)
       << procs[2]->Output();
   for (int r : {0, 1, 3}) {
@@ -100,17 +84,8 @@ TEST(ProcessTest, ARankKilledMidAllReduceIsNamedWithoutALauncher) {
 // named by every survivor within 10 s (whichever sees it first: the peer
 // monitor's connection, or the segment's liveness check), and nothing hangs.
 TEST(ProcessTest, ARankKilledMidSharedMemoryAllReduceIsNamed) {
-  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
-  std::map<std::string, std::string> env = EnvWithoutLauncher();
-  env["MUSTER_GLOO_ALGORITHM"] = "shm";
-  std::vector<std::unique_ptr<Subprocess>> procs;
-  for (int r = 0; r < 3; ++r) {
-    procs.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{BinPath("comm_worker"), "--init=" + init,
-                                 absl::StrCat("--rank=", r), "--world-size=3",
-                                 "--mode=kill", "--victim=1"},
-        env));
-  }
+  std::vector<std::unique_ptr<Subprocess>> procs = StartTcpWorkers(
+      3, {"--mode=kill", "--victim=1"}, {{"MUSTER_GLOO_ALGORITHM", "shm"}});
   EXPECT_EQ(procs[1]->WaitOrKill(absl::Seconds(60)), 128 + 9)
       << procs[1]->Output();
   for (int r : {0, 2}) {
@@ -127,18 +102,18 @@ TEST(ProcessTest, ARankKilledMidSharedMemoryAllReduceIsNamed) {
 // Two "hosts" of two ranks on loopback: shared memory inside each, Gloo
 // between the two leaders; every collective against the reference.
 TEST(ProcessTest, TwoHostsOfTwoRanksRunEveryCollective) {
-  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
-  std::vector<std::unique_ptr<Subprocess>> procs;
-  for (int r = 0; r < 4; ++r) {
-    std::map<std::string, std::string> env = EnvWithoutLauncher();
-    env["MUSTER_HOST_ID"] = r < 2 ? "node-a" : "node-b";
-    env["MUSTER_GLOO_ALGORITHM"] = "shm";
-    procs.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{BinPath("comm_worker"), "--init=" + init,
-                                 absl::StrCat("--rank=", r), "--world-size=4",
-                                 "--mode=check"},
-        env));
-  }
+  std::vector<std::unique_ptr<Subprocess>> procs =
+      StartOnServedPort(4, [](int r, int port) {
+        std::map<std::string, std::string> env = EnvWithoutLauncher();
+        env["MUSTER_HOST_ID"] = r < 2 ? "node-a" : "node-b";
+        env["MUSTER_GLOO_ALGORITHM"] = "shm";
+        return std::make_unique<Subprocess>(
+            std::vector<std::string>{
+                BinPath("comm_worker"),
+                absl::StrCat("--init=tcp://127.0.0.1:", port),
+                absl::StrCat("--rank=", r), "--world-size=4", "--mode=check"},
+            env);
+      });
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(procs[r]->WaitOrKill(absl::Seconds(300)), 0)
         << procs[r]->Output();
@@ -155,18 +130,24 @@ TEST(ProcessTest, ARankThatCannotMapTheSegmentMakesEveryRankUseGloo) {
   if (geteuid() != 0 || access("/usr/bin/unshare", X_OK) != 0) {
     GTEST_SKIP() << "needs root and /usr/bin/unshare for a private /dev/shm";
   }
-  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
   std::map<std::string, std::string> env = EnvWithoutLauncher();
   env["MUSTER_HOST_ID"] = "one-host";
-  Subprocess rank0({BinPath("comm_worker"), "--init=" + init, "--rank=0",
-                    "--world-size=2", "--mode=check"},
-                   env);
-  Subprocess rank1(
-      {"/usr/bin/unshare", "--mount", "--propagation", "private", "sh", "-c",
-       "mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\"",
-       BinPath("comm_worker"), "--init=" + init, "--rank=1", "--world-size=2",
-       "--mode=check"},
-      env);
+  std::vector<std::unique_ptr<Subprocess>> procs =
+      StartOnServedPort(2, [&](int r, int port) {
+        const std::string init = absl::StrCat("tcp://127.0.0.1:", port);
+        std::vector<std::string> argv = {
+            BinPath("comm_worker"), "--init=" + init,
+            absl::StrCat("--rank=", r), "--world-size=2", "--mode=check"};
+        if (r == 1) {
+          argv.insert(
+              argv.begin(),
+              {"/usr/bin/unshare", "--mount", "--propagation", "private", "sh",
+               "-c", "mount -t tmpfs tmpfs /dev/shm && exec \"$0\" \"$@\""});
+        }
+        return std::make_unique<Subprocess>(std::move(argv), env);
+      });
+  Subprocess& rank0 = *procs[0];
+  Subprocess& rank1 = *procs[1];
   EXPECT_EQ(rank1.WaitOrKill(absl::Seconds(300)), 0) << rank1.Output();
   EXPECT_EQ(rank0.WaitOrKill(absl::Seconds(300)), 0) << rank0.Output();
   EXPECT_THAT(rank0.Output(), HasSubstr("rank 0/2: all collectives OK"));

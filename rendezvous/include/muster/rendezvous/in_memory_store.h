@@ -33,6 +33,8 @@ class InMemoryStore : public Store {
                         absl::Span<const std::string> values) override;
   absl::StatusOr<bool> Delete(absl::string_view key) override;
   absl::StatusOr<int64_t> NumKeys() override;
+  // True: its clients are threads of this process.
+  bool HostLocal() const override { return true; }
 
  private:
   const std::shared_ptr<KvStore> kv_;

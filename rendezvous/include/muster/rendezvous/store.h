@@ -68,6 +68,11 @@ class Store {
 
   // The number of keys in this store's namespace.
   virtual absl::StatusOr<int64_t> NumKeys() = 0;
+
+  // Whether every client of this store runs on this machine (a store inside
+  // one process, a file): the ranks sharing it reach each other on loopback.
+  // False when the store cannot tell (a network store). Never blocks.
+  virtual bool HostLocal() const { return false; }
 };
 
 }  // namespace muster::rendezvous
