@@ -377,7 +377,7 @@ class ShmBackend final : public Backend {
       if (j == me_) continue;
       const uint32_t state = control(j).aborted.load(std::memory_order_acquire);
       if (state == kAborted) {
-        return absl::AbortedError(
+        return EchoedFailure(
             absl::StrCat("peer rank ", topology_.local[j],
                          " aborted its shared-memory collective"));
       }

@@ -59,6 +59,13 @@ struct Op {
 // "AllReduce(1000 x float32, sum)", "Broadcast(17 x int8, root 2)", ...
 std::string DescribeOp(const Op& op);
 
+// An error that only echoes another rank's failure (a local peer aborted the
+// shared-memory collective it was in): the rank that aborted knows the root
+// cause and tells every peer, so the communicator waits longer for that
+// verdict before it names the echoing peer instead.
+absl::Status EchoedFailure(absl::string_view message);
+bool IsEchoedFailure(const absl::Status& status);
+
 // A posted Send or Recv.
 class PendingP2P {
  public:
