@@ -12,17 +12,17 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/ports.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/tcp_listener.h"
 
 namespace muster {
 namespace {
 
 using ::muster::testing::BinPath;
 using ::muster::testing::FreePort;
-using ::muster::testing::HeldPort;
 using ::muster::testing::MakeTempDir;
 using ::muster::testing::Subprocess;
+using ::muster::testing::TcpListener;
 using ::testing::HasSubstr;
 
 constexpr int kExitConfigError = 2;
@@ -87,7 +87,7 @@ TEST(BadInputE2eTest, EndpointWithNothingListeningIsNamed) {
 }
 
 TEST(BadInputE2eTest, TakenPortIsNamedWithItsHolder) {
-  HeldPort held;  // on 0.0.0.0: nobody else can listen on its port
+  TcpListener held("0.0.0.0");  // nobody else can listen on its port
   ASSERT_TRUE(held.ok());
   Result r =
       RunMuster({"--nnodes=2", "--node-rank=0", "--master-addr=127.0.0.1",

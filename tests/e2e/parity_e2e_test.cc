@@ -21,15 +21,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/files.h"
-#include "tests/testing/ports.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/tcp_listener.h"
 
 namespace muster {
 namespace {
 
 using ::muster::testing::AllExited;
 using ::muster::testing::BinPath;
-using ::muster::testing::HeldPort;
 using ::muster::testing::MakeTempDir;
 using ::muster::testing::ProcessAlive;
 using ::muster::testing::Subprocess;
@@ -332,14 +331,14 @@ TEST(ParityE2eTest, PortInUseIsReportedWithoutARawGrpcLine) {
   // Node rank 0 of a static job whose rendezvous port is taken.
   // The wildcard address, as the server binds it (a socket on 127.0.0.1
   // alone does not stop a wildcard bind).
-  HeldPort held("0.0.0.0");
-  ASSERT_TRUE(held.ok());
-  const int port = held.port();
+  ::muster::testing::TcpListener taken("0.0.0.0");
+  ASSERT_TRUE(taken.ok());
+  const int port = taken.port();
   Subprocess p(Muster({"--nnodes=1", "--node-rank=0", "--master-addr=127.0.0.1",
                        absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
                        "--no-python", "/bin/true"}));
   const int rc = p.WaitOrKill(kJobDeadline);
-  held.Close();
+  taken.Close();
   EXPECT_EQ(rc, 2) << p.Output();
   EXPECT_THAT(p.Output(), HasSubstr("in use"));
   EXPECT_THAT(p.Output(), HasSubstr("--rdzv-endpoint"));

@@ -1,51 +1,46 @@
 #include "tests/testing/ports.h"
 
 #include <fstream>
-#include <utility>
 
 #include "gtest/gtest.h"
 #include "muster/common/net.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/tcp_listener.h"
 
 namespace muster::testing {
 namespace {
 
-TEST(HeldPortTest, HoldsAPortUntilClosed) {
-  HeldPort held("127.0.0.1");
+TEST(TcpListenerTest, HoldsAPortUntilClosed) {
+  TcpListener held("127.0.0.1");
   ASSERT_TRUE(held.ok());
   EXPECT_GT(held.port(), 0);
   EXPECT_TRUE(CanConnect("127.0.0.1", held.port(), absl::Seconds(5)));
   // A second socket cannot take it.
-  HeldPort second("127.0.0.1", held.port());
+  TcpListener second("127.0.0.1", held.port());
   EXPECT_FALSE(second.ok());
 }
 
-TEST(HeldPortTest, CloseFreesThePort) {
-  HeldPort held("127.0.0.1");
-  ASSERT_TRUE(held.ok());
-  held.Close();
-  EXPECT_FALSE(held.ok());
-  HeldPort again("127.0.0.1", held.port());
-  EXPECT_TRUE(again.ok());
-  EXPECT_EQ(again.port(), held.port());
-}
-
-TEST(HeldPortTest, TheWildcardAddressBlocksLoopbackToo) {
-  HeldPort held;  // 0.0.0.0
-  ASSERT_TRUE(held.ok());
-  HeldPort loopback("127.0.0.1", held.port());
-  EXPECT_FALSE(loopback.ok());
-}
-
-TEST(HeldPortTest, MovesAndRejectsABadAddress) {
-  HeldPort held("127.0.0.1");
+TEST(TcpListenerTest, CloseFreesThePort) {
+  TcpListener held("127.0.0.1");
   ASSERT_TRUE(held.ok());
   const int port = held.port();
-  HeldPort moved(std::move(held));
-  EXPECT_TRUE(moved.ok());
-  EXPECT_EQ(moved.port(), port);
-  EXPECT_FALSE(held.ok());  // NOLINT(bugprone-use-after-move): tested
-  EXPECT_FALSE(HeldPort("not-an-address").ok());
+  held.Close();
+  EXPECT_FALSE(held.ok());
+  TcpListener again("127.0.0.1", port);
+  EXPECT_TRUE(again.ok());
+  EXPECT_EQ(again.port(), port);
+}
+
+TEST(TcpListenerTest, TheWildcardAddressBlocksLoopbackTooAndBadAddressesFail) {
+  TcpListener held("0.0.0.0");
+  ASSERT_TRUE(held.ok());
+  TcpListener loopback("127.0.0.1", held.port());
+  EXPECT_FALSE(loopback.ok());
+  EXPECT_FALSE(TcpListener("not-an-address").ok());
+}
+
+TEST(LoopbackEndpointTest, IsHostColonPort) {
+  EXPECT_EQ(LoopbackEndpoint(29400), "127.0.0.1:29400");
 }
 
 TEST(ReadPortFileTest, ReadsThePortOrZero) {
