@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
-#include <deque>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -16,6 +15,7 @@
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
+#include "rendezvous/src/session_inbox.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -26,7 +26,7 @@ constexpr int kDefaultRendezvousPort = 29400;
 constexpr absl::Duration kCloseWait = absl::Seconds(1);
 
 // The agent's Session stream over gRPC's sync API: a reader thread moves server
-// messages into `inbox_` (Next pops them), a heartbeat thread writes
+// messages into `inbox_` (Next takes them), a heartbeat thread writes
 // Heartbeat{round} every interval, and writes are serialised by `writing_` (the
 // gRPC Write itself runs outside mu_, so Close can give up on a stuck write and
 // cancel the call). Every thread is joined by Close, which the destructor
@@ -97,7 +97,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
       if (mu_.AwaitWithTimeout(
               absl::Condition(this, &GrpcRendezvousClient::Ended),
               kCloseWait)) {
-        return *ended_;
+        return inbox_.end();
       }
       return sent;
     }
@@ -128,12 +128,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
     }
     mu_.AwaitWithTimeout(absl::Condition(this, &GrpcRendezvousClient::HasNext),
                          timeout);
-    if (!inbox_.empty()) {
-      v1::ServerMessage msg = std::move(inbox_.front());
-      inbox_.pop_front();
-      return msg;
-    }
-    if (ended_.has_value()) return *ended_;
+    if (auto next = inbox_.Take()) return *std::move(next);
     return absl::DeadlineExceededError(absl::StrCat(
         "no message from the rendezvous server at ", target_.ToString(),
         " within ", absl::FormatDuration(timeout)));
@@ -160,7 +155,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
         may_write = mu_.AwaitWithDeadline(
                         absl::Condition(this, &GrpcRendezvousClient::WriteIdle),
                         deadline) &&
-                    !ended_.has_value();
+                    !inbox_.ended();
         if (may_write) writing_ = true;
       }
       if (may_write) {
@@ -185,9 +180,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
     if (reader_.joinable()) reader_.join();
     if (heartbeat_.joinable()) heartbeat_.join();
     absl::MutexLock lock(&mu_);
-    if (!ended_.has_value()) {
-      ended_ = absl::CancelledError("the session was closed by this agent");
-    }
+    inbox_.End(absl::CancelledError("the session was closed by this agent"));
     state_ = State::kClosed;
   }
 
@@ -195,10 +188,10 @@ class GrpcRendezvousClient final : public RendezvousClient {
   enum class State { kNew, kStarting, kOpen, kClosed };
 
   bool HasNext() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !inbox_.empty() || ended_.has_value();
+    return inbox_.HasNext();
   }
   bool Ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ended_.has_value();
+    return inbox_.ended();
   }
   bool WriteIdle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !writing_;
@@ -213,7 +206,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &GrpcRendezvousClient::WriteIdle));
-      if (writes_done_ || ended_.has_value()) return Broken();
+      if (writes_done_ || inbox_.ended()) return Broken();
       writing_ = true;
     }
     bool ok = stream_->Write(msg);
@@ -235,14 +228,14 @@ class GrpcRendezvousClient final : public RendezvousClient {
     v1::ServerMessage msg;
     while (stream_->Read(&msg)) {
       absl::MutexLock lock(&mu_);
-      inbox_.push_back(std::move(msg));
+      inbox_.Push(std::move(msg));
       msg.Clear();
     }
     grpc::Status status = stream_->Finish();
     absl::MutexLock lock(&mu_);
-    ended_ = EndStatus(status);
+    inbox_.End(EndStatus(status));
     MUSTER_LOG(DEBUG) << "session with " << target_.ToString()
-                      << " ended: " << *ended_;
+                      << " ended: " << inbox_.end();
   }
 
   absl::Status EndStatus(const grpc::Status& status) const
@@ -300,9 +293,8 @@ class GrpcRendezvousClient final : public RendezvousClient {
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kNew;
-  std::deque<v1::ServerMessage> inbox_ ABSL_GUARDED_BY(mu_);
-  // How the session ended, once it has.
-  std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
+  // The server's messages, and how the session ended once it has.
+  SessionInbox inbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;

@@ -24,7 +24,9 @@
 #include "absl/time/clock.h"
 #include "muster/common/clock.h"
 #include "muster/common/logging.h"
+#include "rendezvous/src/session_inbox.h"
 #include "rendezvous/src/store_service.h"
+#include "rendezvous/src/tick_loop.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -38,7 +40,7 @@ class LocalChannel final : public AgentChannel {
  public:
   void Send(const v1::ServerMessage& msg) override {
     absl::MutexLock lock(&mu_);
-    if (!ended_.has_value()) inbox_.push_back(msg);
+    if (!inbox_.ended()) inbox_.Push(msg);
   }
 
   void Close(const absl::Status& status) override {
@@ -51,35 +53,29 @@ class LocalChannel final : public AgentChannel {
   // the first end wins.
   void End(absl::Status status) {
     absl::MutexLock lock(&mu_);
-    if (!ended_.has_value()) ended_ = std::move(status);
+    inbox_.End(std::move(status));
   }
 
   absl::StatusOr<v1::ServerMessage> Next(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(this, &LocalChannel::HasNext),
                          timeout);
-    if (!inbox_.empty()) {
-      v1::ServerMessage msg = std::move(inbox_.front());
-      inbox_.pop_front();
-      return msg;
-    }
-    if (ended_.has_value()) return *ended_;
+    if (auto next = inbox_.Take()) return *std::move(next);
     return absl::DeadlineExceededError("no message from the rendezvous yet");
   }
 
   bool ended() const {
     absl::MutexLock lock(&mu_);
-    return ended_.has_value();
+    return inbox_.ended();
   }
 
  private:
   bool HasNext() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !inbox_.empty() || ended_.has_value();
+    return inbox_.HasNext();
   }
 
   mutable absl::Mutex mu_;
-  std::deque<v1::ServerMessage> inbox_ ABSL_GUARDED_BY(mu_);
-  std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
+  SessionInbox inbox_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -231,7 +227,7 @@ class LocalRendezvous::Impl {
     builder.AddChannelArgument(
         GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-    builder.RegisterService(&store_service_);
+    builder.RegisterService(store_service_.service());
     server_ = builder.BuildAndStart();
     if (server_ == nullptr) {
       MUSTER_LOG(ERROR) << "the workers' store service could not start";
@@ -243,15 +239,7 @@ class LocalRendezvous::Impl {
   }
 
   void TickLoop() {
-    absl::MutexLock lock(&mu_);
-    while (!stopping_) {
-      mu_.Unlock();
-      const absl::Time next = coordinator_.Tick();
-      mu_.Lock();
-      mu_.AwaitWithDeadline(
-          absl::Condition(&stopping_),
-          std::min(next, absl::Now() + options_.tick_interval));
-    }
+    RunCoordinatorTicks(coordinator_, mu_, stopping_, options_.tick_interval);
   }
 
   const LocalRendezvousOptions options_;

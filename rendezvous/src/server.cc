@@ -22,6 +22,7 @@
 #include "rendezvous/src/metrics.h"
 #include "rendezvous/src/session_service.h"
 #include "rendezvous/src/store_service.h"
+#include "rendezvous/src/tick_loop.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -122,7 +123,7 @@ class RendezvousServer::Impl {
     }
     builder.AddListeningPort(where->ToString(), credentials, &bound_port);
     builder.RegisterService(&session_service_);
-    builder.RegisterService(&store_service_);
+    builder.RegisterService(store_service_.service());
     std::vector<
         std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
         interceptors;
@@ -260,15 +261,7 @@ class RendezvousServer::Impl {
 
   // Calls Tick at least every tick_interval, sooner when it asks to.
   void TickLoop() {
-    absl::MutexLock lock(&mu_);
-    while (!stopping_) {
-      mu_.Unlock();
-      const absl::Time next = coordinator_.Tick();
-      mu_.Lock();
-      const absl::Time wake =
-          std::min(next, absl::Now() + options_.tick_interval);
-      mu_.AwaitWithDeadline(absl::Condition(&stopping_), wake);
-    }
+    RunCoordinatorTicks(coordinator_, mu_, stopping_, options_.tick_interval);
   }
 
   static AuthPolicy MakeAuthPolicy(const ServerOptions& options) {

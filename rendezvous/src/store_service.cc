@@ -3,6 +3,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "muster/common/logging.h"
@@ -242,14 +243,196 @@ class StoreService::WaitReactor final : public grpc::ServerUnaryReactor {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// The gRPC handlers: thin, request in, KvStore call (through the service's
+// checks and waits), response out.
+class StoreService::Rpcs final : public v1::Store::CallbackService {
+ public:
+  explicit Rpcs(StoreService* service) : s_(service) {}
+
+  grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* context,
+                                const v1::SetRequest* request,
+                                v1::SetResponse* /*response*/) override {
+    absl::Status check =
+        s_->CheckAccessAndKey(context, request->prefix(), request->key());
+    if (check.ok()) {
+      check =
+          s_->store_->Set(request->prefix(), request->key(), request->value());
+    }
+    return FinishNow(context, check);
+  }
+
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
+                                const v1::GetRequest* request,
+                                v1::GetResponse* response) override {
+    return s_->ServeRead(
+        context, request->prefix(), CheckKey(request->key()),
+        request->timeout_ms(),
+        [&] {
+          absl::StatusOr<std::string> value =
+              s_->store_->Get(request->prefix(), request->key());
+          if (value.ok()) response->set_value(*std::move(value));
+          return value.status();
+        },
+        {request->key()}, "Get",
+        [response](std::vector<std::string> values) {
+          response->set_value(values[0]);
+        });
+  }
+
+  grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context,
+                                const v1::AddRequest* request,
+                                v1::AddResponse* response) override {
+    absl::Status check =
+        s_->CheckAccessAndKey(context, request->prefix(), request->key());
+    if (!check.ok()) return FinishNow(context, check);
+    absl::StatusOr<int64_t> value =
+        s_->store_->Add(request->prefix(), request->key(), request->delta());
+    if (value.ok()) response->set_value(*value);
+    return FinishNow(context, value.status());
+  }
+
+  grpc::ServerUnaryReactor* CompareSet(
+      grpc::CallbackServerContext* context,
+      const v1::CompareSetRequest* request,
+      v1::CompareSetResponse* response) override {
+    absl::Status check =
+        s_->CheckAccessAndKey(context, request->prefix(), request->key());
+    if (check.ok()) {
+      absl::StatusOr<std::string> value =
+          s_->store_->CompareSet(request->prefix(), request->key(),
+                                 request->expected(), request->desired());
+      if (value.ok()) {
+        response->set_value(*std::move(value));
+      } else {
+        check = value.status();
+      }
+    }
+    return FinishNow(context, check);
+  }
+
+  grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* context,
+                                 const v1::WaitRequest* request,
+                                 v1::WaitResponse* /*response*/) override {
+    return s_->ServeRead(
+        context, request->prefix(), CheckKeys(request->keys()),
+        request->timeout_ms(),
+        [&] {
+          const std::vector<std::string> missing = s_->GetNow(
+              request->prefix(), request->keys(), /*values=*/nullptr);
+          if (missing.empty()) return absl::OkStatus();
+          return absl::DeadlineExceededError(absl::StrCat(
+              "Wait in store namespace '", request->prefix(),
+              "' with no timeout (keys not set: ", absl::StrJoin(missing, ", "),
+              ")"));
+        },
+        ToVector(request->keys()), "Wait", [](std::vector<std::string>) {});
+  }
+
+  grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* context,
+                                     const v1::MultiGetRequest* request,
+                                     v1::MultiGetResponse* response) override {
+    return s_->ServeRead(
+        context, request->prefix(), CheckKeys(request->keys()),
+        request->timeout_ms(),
+        [&] {
+          const std::vector<std::string> missing = s_->GetNow(
+              request->prefix(), request->keys(), response->mutable_values());
+          if (missing.empty()) return absl::OkStatus();
+          response->clear_values();
+          return absl::NotFoundError(absl::StrCat(
+              "keys not set in store namespace '", request->prefix(),
+              "': ", absl::StrJoin(missing, ", ")));
+        },
+        ToVector(request->keys()), "MultiGet",
+        [response](std::vector<std::string> values) {
+          for (std::string& v : values) response->add_values(std::move(v));
+        });
+  }
+
+  grpc::ServerUnaryReactor* MultiSet(
+      grpc::CallbackServerContext* context, const v1::MultiSetRequest* request,
+      v1::MultiSetResponse* /*response*/) override {
+    absl::Status check =
+        FirstError({s_->CheckAccess(context, request->prefix()),
+                    CheckKeys(request->keys())});
+    if (!check.ok()) return FinishNow(context, check);
+    return FinishNow(context, s_->store_->MultiSet(
+                                  request->prefix(), ToVector(request->keys()),
+                                  ToVector(request->values())));
+  }
+
+  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
+                                   const v1::DeleteRequest* request,
+                                   v1::DeleteResponse* response) override {
+    absl::Status check =
+        s_->CheckAccessAndKey(context, request->prefix(), request->key());
+    if (check.ok()) {
+      response->set_deleted(
+          s_->store_->Delete(request->prefix(), request->key()));
+    }
+    return FinishNow(context, check);
+  }
+
+  grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* context,
+                                    const v1::NumKeysRequest* request,
+                                    v1::NumKeysResponse* response) override {
+    absl::Status check = s_->CheckAccess(context, request->prefix());
+    if (check.ok()) response->set_count(s_->store_->NumKeys(request->prefix()));
+    return FinishNow(context, check);
+  }
+
+ private:
+  StoreService* const s_;
+};
+
 StoreService::StoreService(KvStore* store, const JobAuthRegistry* auth)
-    : store_(store), auth_(auth) {}
+    : store_(store), auth_(auth), rpcs_(std::make_unique<Rpcs>(this)) {}
+
+grpc::Service* StoreService::service() { return rpcs_.get(); }
 
 absl::Status StoreService::CheckAccess(grpc::CallbackServerContext* context,
                                        const std::string& prefix) const {
   absl::Status valid = CheckPrefix(prefix);
   if (!valid.ok() || auth_ == nullptr) return valid;
   return auth_->CheckStore(CredentialOf(*context), prefix);
+}
+
+absl::Status StoreService::CheckAccessAndKey(
+    grpc::CallbackServerContext* context, const std::string& prefix,
+    const std::string& key) const {
+  return FirstError({CheckAccess(context, prefix), CheckKey(key)});
+}
+
+std::vector<std::string> StoreService::GetNow(
+    const std::string& prefix,
+    const google::protobuf::RepeatedPtrField<std::string>& keys,
+    google::protobuf::RepeatedPtrField<std::string>* values) const {
+  std::vector<std::string> missing;
+  for (const std::string& key : keys) {
+    absl::StatusOr<std::string> value = store_->Get(prefix, key);
+    if (!value.ok()) {
+      missing.push_back(key);
+    } else if (values != nullptr) {
+      values->Add(*std::move(value));
+    }
+  }
+  return missing;
+}
+
+grpc::ServerUnaryReactor* StoreService::ServeRead(
+    grpc::CallbackServerContext* context, const std::string& prefix,
+    absl::Status keys_valid, int64_t timeout_ms,
+    absl::FunctionRef<absl::Status()> now, std::vector<std::string> keys,
+    absl::string_view what, WaitReactor::Fill fill) {
+  absl::Status check = FirstError(
+      {CheckAccess(context, prefix), keys_valid, CheckTimeout(timeout_ms)});
+  if (!check.ok()) return FinishNow(context, check);
+  if (timeout_ms == 0) return FinishNow(context, now());
+  absl::Status down = ShutdownStatus();
+  if (!down.ok()) return FinishNow(context, down);
+  auto* reactor = new WaitReactor(this, std::move(fill));
+  reactor->Start(prefix, std::move(keys), absl::Milliseconds(timeout_ms), what);
+  return reactor;
 }
 
 StoreService::~StoreService() {
@@ -293,161 +476,6 @@ void StoreService::Untrack(KvStore::WaiterId id) {
 absl::Status StoreService::ShutdownStatus() const {
   absl::MutexLock lock(&mu_);
   return shutdown_;
-}
-
-grpc::ServerUnaryReactor* StoreService::Set(
-    grpc::CallbackServerContext* context, const v1::SetRequest* request,
-    v1::SetResponse* /*response*/) {
-  absl::Status check = FirstError(
-      {CheckAccess(context, request->prefix()), CheckKey(request->key())});
-  if (check.ok())
-    check = store_->Set(request->prefix(), request->key(), request->value());
-  return FinishNow(context, check);
-}
-
-grpc::ServerUnaryReactor* StoreService::Get(
-    grpc::CallbackServerContext* context, const v1::GetRequest* request,
-    v1::GetResponse* response) {
-  absl::Status check = FirstError({CheckAccess(context, request->prefix()),
-                                   CheckKey(request->key()),
-                                   CheckTimeout(request->timeout_ms())});
-  if (!check.ok()) return FinishNow(context, check);
-  if (request->timeout_ms() == 0) {
-    absl::StatusOr<std::string> value =
-        store_->Get(request->prefix(), request->key());
-    if (value.ok()) response->set_value(*std::move(value));
-    return FinishNow(context, value.status());
-  }
-  absl::Status down = ShutdownStatus();
-  if (!down.ok()) return FinishNow(context, down);
-  auto* reactor =
-      new WaitReactor(this, [response](std::vector<std::string> values) {
-        response->set_value(values[0]);
-      });
-  reactor->Start(request->prefix(), {request->key()},
-                 absl::Milliseconds(request->timeout_ms()), "Get");
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* StoreService::Add(
-    grpc::CallbackServerContext* context, const v1::AddRequest* request,
-    v1::AddResponse* response) {
-  absl::Status check = FirstError(
-      {CheckAccess(context, request->prefix()), CheckKey(request->key())});
-  if (!check.ok()) return FinishNow(context, check);
-  absl::StatusOr<int64_t> value =
-      store_->Add(request->prefix(), request->key(), request->delta());
-  if (value.ok()) response->set_value(*value);
-  return FinishNow(context, value.status());
-}
-
-grpc::ServerUnaryReactor* StoreService::CompareSet(
-    grpc::CallbackServerContext* context, const v1::CompareSetRequest* request,
-    v1::CompareSetResponse* response) {
-  absl::Status check = FirstError(
-      {CheckAccess(context, request->prefix()), CheckKey(request->key())});
-  if (check.ok()) {
-    absl::StatusOr<std::string> value =
-        store_->CompareSet(request->prefix(), request->key(),
-                           request->expected(), request->desired());
-    if (value.ok()) {
-      response->set_value(*std::move(value));
-    } else {
-      check = value.status();
-    }
-  }
-  return FinishNow(context, check);
-}
-
-grpc::ServerUnaryReactor* StoreService::Wait(
-    grpc::CallbackServerContext* context, const v1::WaitRequest* request,
-    v1::WaitResponse* /*response*/) {
-  absl::Status check = FirstError({CheckAccess(context, request->prefix()),
-                                   CheckKeys(request->keys()),
-                                   CheckTimeout(request->timeout_ms())});
-  if (!check.ok()) return FinishNow(context, check);
-  if (request->timeout_ms() == 0) {
-    std::vector<std::string> missing;
-    for (const std::string& key : request->keys()) {
-      if (!store_->Get(request->prefix(), key).ok()) missing.push_back(key);
-    }
-    if (missing.empty()) return FinishNow(context, absl::OkStatus());
-    return FinishNow(context,
-                     absl::DeadlineExceededError(absl::StrCat(
-                         "Wait in store namespace '", request->prefix(),
-                         "' with no timeout (keys not set: ",
-                         absl::StrJoin(missing, ", "), ")")));
-  }
-  absl::Status down = ShutdownStatus();
-  if (!down.ok()) return FinishNow(context, down);
-  auto* reactor = new WaitReactor(this, [](std::vector<std::string>) {});
-  reactor->Start(request->prefix(), ToVector(request->keys()),
-                 absl::Milliseconds(request->timeout_ms()), "Wait");
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* StoreService::MultiGet(
-    grpc::CallbackServerContext* context, const v1::MultiGetRequest* request,
-    v1::MultiGetResponse* response) {
-  absl::Status check = FirstError({CheckAccess(context, request->prefix()),
-                                   CheckKeys(request->keys()),
-                                   CheckTimeout(request->timeout_ms())});
-  if (!check.ok()) return FinishNow(context, check);
-  if (request->timeout_ms() == 0) {
-    std::vector<std::string> missing;
-    for (const std::string& key : request->keys()) {
-      absl::StatusOr<std::string> value = store_->Get(request->prefix(), key);
-      if (value.ok()) {
-        response->add_values(*std::move(value));
-      } else {
-        missing.push_back(key);
-      }
-    }
-    if (missing.empty()) return FinishNow(context, absl::OkStatus());
-    response->clear_values();
-    return FinishNow(context,
-                     absl::NotFoundError(absl::StrCat(
-                         "keys not set in store namespace '", request->prefix(),
-                         "': ", absl::StrJoin(missing, ", "))));
-  }
-  absl::Status down = ShutdownStatus();
-  if (!down.ok()) return FinishNow(context, down);
-  auto* reactor =
-      new WaitReactor(this, [response](std::vector<std::string> values) {
-        for (std::string& v : values) response->add_values(std::move(v));
-      });
-  reactor->Start(request->prefix(), ToVector(request->keys()),
-                 absl::Milliseconds(request->timeout_ms()), "MultiGet");
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* StoreService::MultiSet(
-    grpc::CallbackServerContext* context, const v1::MultiSetRequest* request,
-    v1::MultiSetResponse* /*response*/) {
-  absl::Status check = FirstError(
-      {CheckAccess(context, request->prefix()), CheckKeys(request->keys())});
-  if (!check.ok()) return FinishNow(context, check);
-  return FinishNow(
-      context, store_->MultiSet(request->prefix(), ToVector(request->keys()),
-                                ToVector(request->values())));
-}
-
-grpc::ServerUnaryReactor* StoreService::Delete(
-    grpc::CallbackServerContext* context, const v1::DeleteRequest* request,
-    v1::DeleteResponse* response) {
-  absl::Status check = FirstError(
-      {CheckAccess(context, request->prefix()), CheckKey(request->key())});
-  if (check.ok())
-    response->set_deleted(store_->Delete(request->prefix(), request->key()));
-  return FinishNow(context, check);
-}
-
-grpc::ServerUnaryReactor* StoreService::NumKeys(
-    grpc::CallbackServerContext* context, const v1::NumKeysRequest* request,
-    v1::NumKeysResponse* response) {
-  absl::Status check = CheckAccess(context, request->prefix());
-  if (check.ok()) response->set_count(store_->NumKeys(request->prefix()));
-  return FinishNow(context, check);
 }
 
 }  // namespace muster::rendezvous

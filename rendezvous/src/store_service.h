@@ -8,15 +8,18 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -75,44 +78,23 @@ class DeadlineScheduler {
   std::thread thread_;
 };
 
-// Thread-safe. The store must outlive the service; the service must outlive the
-// grpc::Server it is registered with.
-class StoreService final : public v1::Store::CallbackService {
+// The Store service: the waits in progress, their timer, and the access checks
+// over a KvStore; its gRPC handlers (v1.Store on the callback API) are private
+// to the .cc, thin, and reached through service(). Thread-safe. The store must
+// outlive the service; the service must outlive the grpc::Server it is
+// registered with.
+class StoreService {
  public:
   // auth, when given, decides every call by its namespace's job and the
   // caller's authorization metadata (auth.h); it must outlive the service.
   explicit StoreService(KvStore* store, const JobAuthRegistry* auth = nullptr);
   // Shutdown(UNAVAILABLE) when not done yet.
-  ~StoreService() override;
+  ~StoreService();
+  StoreService(const StoreService&) = delete;
+  StoreService& operator=(const StoreService&) = delete;
 
-  grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* context,
-                                const v1::SetRequest* request,
-                                v1::SetResponse* response) override;
-  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
-                                const v1::GetRequest* request,
-                                v1::GetResponse* response) override;
-  grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context,
-                                const v1::AddRequest* request,
-                                v1::AddResponse* response) override;
-  grpc::ServerUnaryReactor* CompareSet(
-      grpc::CallbackServerContext* context,
-      const v1::CompareSetRequest* request,
-      v1::CompareSetResponse* response) override;
-  grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* context,
-                                 const v1::WaitRequest* request,
-                                 v1::WaitResponse* response) override;
-  grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* context,
-                                     const v1::MultiGetRequest* request,
-                                     v1::MultiGetResponse* response) override;
-  grpc::ServerUnaryReactor* MultiSet(grpc::CallbackServerContext* context,
-                                     const v1::MultiSetRequest* request,
-                                     v1::MultiSetResponse* response) override;
-  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
-                                   const v1::DeleteRequest* request,
-                                   v1::DeleteResponse* response) override;
-  grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* context,
-                                    const v1::NumKeysRequest* request,
-                                    v1::NumKeysResponse* response) override;
+  // The gRPC service to register with a grpc::ServerBuilder; owned by this.
+  grpc::Service* service();
 
   // Ends every pending wait with `status`, makes later waits fail with it at
   // once, and stops the timer thread. Idempotent; does not wait for RPCs.
@@ -122,6 +104,7 @@ class StoreService final : public v1::Store::CallbackService {
   int64_t PendingWaits() const;
 
  private:
+  class Rpcs;
   class WaitReactor;
 
   // Records a parked wait for Shutdown. False (not recorded) after Shutdown,
@@ -132,6 +115,27 @@ class StoreService final : public v1::Store::CallbackService {
   // The namespace is well-formed and the caller may use it.
   absl::Status CheckAccess(grpc::CallbackServerContext* context,
                            const std::string& prefix) const;
+  // CheckAccess, then the one key of a single-key call is well-formed.
+  absl::Status CheckAccessAndKey(grpc::CallbackServerContext* context,
+                                 const std::string& prefix,
+                                 const std::string& key) const;
+  // The keys of `keys` not set in the namespace now (the store's Get, no
+  // waiting); the values of those that are go to *values when it is given.
+  std::vector<std::string> GetNow(
+      const std::string& prefix,
+      const google::protobuf::RepeatedPtrField<std::string>& keys,
+      google::protobuf::RepeatedPtrField<std::string>* values) const;
+  // Get, Wait and MultiGet: the checks (access, keys_valid, the timeout),
+  // then with timeout 0 the status `now` returns (it fills the response), at
+  // once; else UNAVAILABLE after Shutdown, or a WaitReactor that waits for
+  // `keys` and calls fill with their values. `what` names the call in the
+  // deadline message.
+  grpc::ServerUnaryReactor* ServeRead(
+      grpc::CallbackServerContext* context, const std::string& prefix,
+      absl::Status keys_valid, int64_t timeout_ms,
+      absl::FunctionRef<absl::Status()> now, std::vector<std::string> keys,
+      absl::string_view what,
+      absl::AnyInvocable<void(std::vector<std::string> values)> fill);
 
   KvStore* const store_;
   const JobAuthRegistry* const auth_;
@@ -140,6 +144,9 @@ class StoreService final : public v1::Store::CallbackService {
   mutable absl::Mutex mu_;
   absl::flat_hash_set<KvStore::WaiterId> waits_ ABSL_GUARDED_BY(mu_);
   absl::Status shutdown_ ABSL_GUARDED_BY(mu_);  // non-OK after Shutdown
+
+  // Last: its handlers use everything above.
+  const std::unique_ptr<Rpcs> rpcs_;
 };
 
 }  // namespace muster::rendezvous

@@ -21,11 +21,7 @@ timeout 300 /usr/bin/python3 "$src/tests/deploy/k8s/simulate_job.py" \
   --manifests "$SCRATCH/base.yaml" --root "$root" --timeout 240 || fail "the Job did not succeed"
 
 step "a configuration error exits 2 (podFailurePolicy: FailJob)"
-set +e
-"$root/usr/bin/muster" --nproc-per-node=many /bin/true >"$SCRATCH/bad.log" 2>&1
-code=$?
-set -e
-cat "$SCRATCH/bad.log"
-[[ $code == 2 ]] || fail "muster exited $code on a bad flag, the Job's podFailurePolicy expects 2"
+expect_exit 2 "$SCRATCH/bad.log" "muster on a bad flag (the Job's podFailurePolicy expects 2)" \
+  "$root/usr/bin/muster" --nproc-per-node=many /bin/true
 grep -q 'values: \[2\]\|- 2$' "$SCRATCH/base.yaml" || fail "the rendered Job does not fail on exit code 2"
 echo "k8s job simulation: ok"

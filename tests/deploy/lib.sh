@@ -37,3 +37,13 @@ wait_for_file() {
     sleep 0.05
   done
 }
+
+# expect_exit CODE LOG WHAT CMD...: runs CMD with its output to LOG (printed after), and fails
+# naming WHAT unless it exits CODE.
+expect_exit() {
+  local want=$1 log=$2 what=$3 code=0
+  shift 3
+  "$@" >"$log" 2>&1 || code=$?
+  cat "$log"
+  [[ $code == "$want" ]] || fail "$what: exit $code, expected $want"
+}

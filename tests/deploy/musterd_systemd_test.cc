@@ -25,14 +25,20 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/rendezvous/client.h"
+#include "tests/testing/ports.h"
+#include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
 namespace {
 
 using ::muster::testing::BinPath;
+using ::muster::testing::LoopbackEndpoint;
+using ::muster::testing::MakeJoin;
 using ::muster::testing::MakeTempDir;
+using ::muster::testing::ReadPortFile;
 using ::muster::testing::Subprocess;
+using ::muster::testing::WaitUntil;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -81,11 +87,13 @@ class NotifySocket {
       char buffer[4096];
       alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
       iovec iov{buffer, sizeof(buffer)};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
+      msghdr msg{.msg_name = nullptr,
+                 .msg_namelen = 0,
+                 .msg_iov = &iov,
+                 .msg_iovlen = 1,
+                 .msg_control = control,
+                 .msg_controllen = sizeof(control),
+                 .msg_flags = 0};
       ssize_t n = recvmsg(fd_, &msg, 0);
       if (n < 0) {
         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
@@ -132,14 +140,6 @@ std::string Describe(const std::vector<Notification>& notes) {
     absl::StrAppend(&out, "  pid ", n.pid, ": ", n.text, "\n");
   }
   return out;
-}
-
-int ReadPortFile(const std::string& path) {
-  std::ifstream f(path);
-  std::string text;
-  int port = 0;
-  if (f && std::getline(f, text) && absl::SimpleAtoi(text, &port)) return port;
-  return 0;
 }
 
 // musterd exec'd by a shell that first exports WATCHDOG_PID=$$: systemd sets
@@ -214,17 +214,13 @@ TEST(MusterdSystemdTest, ReadyWatchdogStatusAndStopping) {
 
   // STATUS= follows the rendezvous: an agent that joins shows.
   rendezvous::GrpcClientOptions options;
-  options.endpoint = absl::StrCat("127.0.0.1:", port);
+  options.endpoint = LoopbackEndpoint(port);
   options.connect_timeout = absl::Seconds(5);
   auto client = rendezvous::NewGrpcRendezvousClient(options);
-  v1::Join join;
-  join.set_job_id("notify");
-  join.set_node_id("a");
-  join.set_local_world_size(1);
-  join.set_min_nodes(2);
-  join.set_max_nodes(2);
-  join.set_node_rank_hint(-1);
-  ASSERT_TRUE(client->Start(join).ok());
+  ASSERT_TRUE(client
+                  ->Start(MakeJoin(
+                      {.job_id = "notify", .min_nodes = 2, .max_nodes = 2}))
+                  .ok());
   EXPECT_TRUE(
       socket
           .ReceiveUntil("STATUS=serving on 127.0.0.1:" + std::to_string(port) +
@@ -268,8 +264,8 @@ TEST(MusterdSystemdTest, CannotServeSaysWhyAndSendsNoReady) {
   const std::string holder_port = MakeTempDir("holder") + "/port";
   Subprocess holder({BinPath("musterd"), "--listen=127.0.0.1:0",
                      "--port-file=" + holder_port});
-  ASSERT_TRUE(::muster::testing::WaitUntil(
-      [&] { return ReadPortFile(holder_port) > 0; }, kDeadline))
+  ASSERT_TRUE(
+      WaitUntil([&] { return ReadPortFile(holder_port) > 0; }, kDeadline))
       << holder.Output();
   Subprocess second(
       {BinPath("musterd"),
@@ -306,8 +302,8 @@ TEST(MusterdConfigTest, ReadsSettingsAndTheCommandLineWins) {
   ASSERT_TRUE(
       musterd.WaitForOutput("musterd listening on 127.0.0.1:", kDeadline))
       << musterd.Output();
-  EXPECT_TRUE(::muster::testing::WaitUntil(
-      [&] { return ReadPortFile(dir + "/port") > 0; }, kDeadline));
+  EXPECT_TRUE(
+      WaitUntil([&] { return ReadPortFile(dir + "/port") > 0; }, kDeadline));
   musterd.Signal(SIGTERM);
   EXPECT_EQ(musterd.WaitOrKill(kDeadline), 0) << musterd.Output();
   // log-level = debug took effect.
@@ -316,8 +312,8 @@ TEST(MusterdConfigTest, ReadsSettingsAndTheCommandLineWins) {
   // The command line wins: --log-level=error silences the info lines.
   Subprocess quiet({BinPath("musterd"), "--config=" + config,
                     "--log-level=error", "--port-file=" + dir + "/port2"});
-  EXPECT_TRUE(::muster::testing::WaitUntil(
-      [&] { return ReadPortFile(dir + "/port2") > 0; }, kDeadline))
+  EXPECT_TRUE(
+      WaitUntil([&] { return ReadPortFile(dir + "/port2") > 0; }, kDeadline))
       << quiet.Output();
   quiet.Signal(SIGTERM);
   EXPECT_EQ(quiet.WaitOrKill(kDeadline), 0) << quiet.Output();
@@ -332,8 +328,8 @@ TEST(MusterdConfigTest, TheShippedConfigParses) {
   const std::string dir = MakeTempDir("musterd-config");
   Subprocess musterd({BinPath("musterd"), "--config=" + shipped,
                       "--listen=127.0.0.1:0", "--port-file=" + dir + "/port"});
-  EXPECT_TRUE(::muster::testing::WaitUntil(
-      [&] { return ReadPortFile(dir + "/port") > 0; }, kDeadline))
+  EXPECT_TRUE(
+      WaitUntil([&] { return ReadPortFile(dir + "/port") > 0; }, kDeadline))
       << musterd.Output();
   musterd.Signal(SIGTERM);
   EXPECT_EQ(musterd.WaitOrKill(kDeadline), 0) << musterd.Output();

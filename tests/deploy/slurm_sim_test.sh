@@ -39,11 +39,7 @@ grep -q "joined job '4242'" "$SCRATCH/node0.log" || { cat "$SCRATCH/node0.log"; 
 grep -q "all 4 ranks agree" "$SCRATCH/node0.log" || { cat "$SCRATCH"/node*.log; fail "the 4 ranks did not agree"; }
 
 step "a bad SLURM_JOB_NODELIST is a configuration error (exit 2) naming it"
-set +e
-task 0 "gpu[01-" "$bin/muster" --nproc-per-node=1 /bin/true >"$SCRATCH/bad.log" 2>&1
-code=$?
-set -e
-cat "$SCRATCH/bad.log"
-[[ $code == 2 ]] || fail "exit $code, expected 2"
+expect_exit 2 "$SCRATCH/bad.log" "muster with a bad node list" \
+  task 0 "gpu[01-" "$bin/muster" --nproc-per-node=1 /bin/true
 grep -q 'SLURM_STEP_NODELIST=gpu\[01-' "$SCRATCH/bad.log" || fail "the message does not name the variable"
 echo "slurm simulation: ok"

@@ -1,8 +1,6 @@
 // Bad input to the launcher and the daemon: each gets a clear message that
 // names the problem and a non-zero exit within seconds. Never a hang, never a
 // silent success.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/tcp_listener.h"
 
 namespace muster {
 namespace {
@@ -23,6 +22,7 @@ using ::muster::testing::BinPath;
 using ::muster::testing::FreePort;
 using ::muster::testing::MakeTempDir;
 using ::muster::testing::Subprocess;
+using ::muster::testing::TcpListener;
 using ::testing::HasSubstr;
 
 constexpr int kExitConfigError = 2;
@@ -86,31 +86,9 @@ TEST(BadInputE2eTest, EndpointWithNothingListeningIsNamed) {
   EXPECT_LT(r.took, absl::Seconds(10));
 }
 
-// Holds a TCP port open on 0.0.0.0 so that nobody else can listen there.
-class PortHolder {
- public:
-  PortHolder() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    a.sin_port = 0;
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    listen(fd_, 1);
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-  }
-  ~PortHolder() { close(fd_); }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
 TEST(BadInputE2eTest, TakenPortIsNamedWithItsHolder) {
-  PortHolder held;
+  TcpListener held("0.0.0.0");  // nobody else can listen on its port
+  ASSERT_TRUE(held.ok());
   Result r =
       RunMuster({"--nnodes=2", "--node-rank=0", "--master-addr=127.0.0.1",
                  absl::StrCat("--rdzv-endpoint=127.0.0.1:", held.port()),

@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/musterd.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
@@ -20,7 +22,10 @@ namespace {
 
 using ::muster::testing::BinPath;
 using ::muster::testing::FreePort;
+using ::muster::testing::MusterdProcess;
 using ::muster::testing::Subprocess;
+using ::muster::testing::WaitUntil;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -62,10 +67,9 @@ std::vector<std::string> Agent(const std::string& endpoint,
 }
 
 TEST(DiagnosticsE2eTest, StatusShowsTheMembersOfARunningJob) {
-  const std::string endpoint = absl::StrCat("127.0.0.1:", FreePort());
-  Subprocess server({BinPath("musterd"), "--listen=" + endpoint});
-  ASSERT_TRUE(server.WaitForOutput("listening", absl::Seconds(20)))
-      << server.Output();
+  MusterdProcess server;
+  ASSERT_TRUE(server.ready()) << server.proc().Output();
+  const std::string endpoint = server.endpoint();
   std::vector<std::string> sleeper = {"--no-python", BinPath("test_worker"),
                                       "--sleep=30"};
   Subprocess a(Agent(endpoint, "status-job", sleeper));
@@ -130,19 +134,17 @@ TEST(DiagnosticsE2eTest, HealthAndMetricsEndpointsAnswerARealHttpClient) {
   ASSERT_EQ(b.WaitOrKill(absl::Seconds(90)), 0) << b.Output();
 
   const std::string metrics = HttpGet(http_port, "/metrics");
-  EXPECT_THAT(metrics, HasSubstr("text/plain; version=0.0.4"));
-  EXPECT_THAT(metrics, HasSubstr("muster_jobs{state=\"SUCCEEDED\"} 1"));
-  EXPECT_THAT(metrics, HasSubstr("muster_job_round{job=\"metrics-job\"} 1"));
-  EXPECT_THAT(metrics, HasSubstr("muster_store_ops_total{op=\"Set\"}"));
-  EXPECT_THAT(metrics, HasSubstr("muster_store_ops_total{op=\"Get\"}"));
   EXPECT_THAT(metrics,
-              HasSubstr("muster_rpc_total{method=\"/muster.v1.Rendezvous/"
-                        "Session\",code=\"OK\"}"));
-  EXPECT_THAT(
-      metrics,
-      HasSubstr(
-          "muster_rpc_duration_seconds_bucket{method=\"/muster.v1.Store/"));
-  EXPECT_THAT(metrics, HasSubstr("muster_build_info{version="));
+              AllOf(HasSubstr("text/plain; version=0.0.4"),
+                    HasSubstr("muster_jobs{state=\"SUCCEEDED\"} 1"),
+                    HasSubstr("muster_job_round{job=\"metrics-job\"} 1"),
+                    HasSubstr("muster_store_ops_total{op=\"Set\"}"),
+                    HasSubstr("muster_store_ops_total{op=\"Get\"}"),
+                    HasSubstr("muster_rpc_total{method=\"/muster.v1.Rendezvous/"
+                              "Session\",code=\"OK\"}"),
+                    HasSubstr("muster_rpc_duration_seconds_bucket{method=\"/"
+                              "muster.v1.Store/"),
+                    HasSubstr("muster_build_info{version=")));
 }
 
 TEST(DiagnosticsE2eTest, AgentServesItsNodesProbes) {
@@ -153,10 +155,12 @@ TEST(DiagnosticsE2eTest, AgentServesItsNodesProbes) {
   ASSERT_TRUE(p.WaitForOutput("round 1: node", absl::Seconds(30)))
       << p.Output();
   std::string ready;
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  do {
-    ready = HttpGet(port, "/readyz");
-  } while (ready.find("200 OK") == std::string::npos && absl::Now() < deadline);
+  WaitUntil(
+      [&] {
+        ready = HttpGet(port, "/readyz");
+        return absl::StrContains(ready, "200 OK");
+      },
+      absl::Seconds(10));
   EXPECT_THAT(ready, HasSubstr("RUNNING round 1"));
   EXPECT_THAT(HttpGet(port, "/healthz"), HasSubstr("200 OK"));
   const std::string metrics = HttpGet(port, "/metrics");

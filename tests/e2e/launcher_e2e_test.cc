@@ -4,7 +4,6 @@
 #include <signal.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -17,17 +16,23 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/musterd.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
 namespace {
 
+using ::muster::testing::AllExited;
 using ::muster::testing::BinPath;
 using ::muster::testing::FreePort;
 using ::muster::testing::MakeTempDir;
-using ::muster::testing::ProcessAlive;
+using ::muster::testing::MusterdProcess;
+using ::muster::testing::PidsInDir;
 using ::muster::testing::Subprocess;
+using ::muster::testing::WaitUntil;
 using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
+using ::testing::Pair;
 
 constexpr absl::Duration kJobDeadline = absl::Seconds(60);
 
@@ -51,38 +56,6 @@ std::vector<std::string> Muster(std::vector<std::string> flags) {
   return argv;
 }
 
-// Reads the pids test_worker --pid-dir wrote.
-std::vector<pid_t> ReadPids(const std::string& dir) {
-  std::vector<pid_t> pids;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::ifstream f(entry.path());
-    int pid = 0;
-    if (f >> pid) pids.push_back(pid);
-  }
-  return pids;
-}
-
-bool AllDead(const std::vector<pid_t>& pids, absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    bool any = false;
-    for (pid_t p : pids) any = any || ProcessAlive(p);
-    if (!any) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
-}
-
-bool WaitForPidCount(const std::string& dir, size_t n, absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (ReadPids(dir).size() >= n) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
-}
-
 TEST(LauncherE2eTest, StandaloneFourWorkersGetTheTorchrunEnvironment) {
   Subprocess p(Muster({"--standalone", "--nproc-per-node=4", "--no-python",
                        BinPath("test_worker"), "--print-env"}));
@@ -92,21 +65,20 @@ TEST(LauncherE2eTest, StandaloneFourWorkersGetTheTorchrunEnvironment) {
   std::set<std::string> master_ports;
   for (int rank = 0; rank < 4; ++rank) {
     auto& e = env[rank];
-    EXPECT_EQ(e["RANK"], absl::StrCat(rank));
-    EXPECT_EQ(e["LOCAL_RANK"], absl::StrCat(rank));
-    EXPECT_EQ(e["WORLD_SIZE"], "4");
-    EXPECT_EQ(e["LOCAL_WORLD_SIZE"], "4");
-    EXPECT_EQ(e["GROUP_RANK"], "0");
-    EXPECT_EQ(e["GROUP_WORLD_SIZE"], "1");
-    EXPECT_EQ(e["ROLE_RANK"], absl::StrCat(rank));
-    EXPECT_EQ(e["ROLE_NAME"], "default");
-    EXPECT_EQ(e["ROLE_WORLD_SIZE"], "4");
-    EXPECT_EQ(e["MASTER_ADDR"], "127.0.0.1");
-    EXPECT_EQ(e["TORCHELASTIC_RESTART_COUNT"], "0");
-    EXPECT_EQ(e["TORCHELASTIC_MAX_RESTARTS"], "0");
-    EXPECT_EQ(e["TORCHELASTIC_USE_AGENT_STORE"], "False");
-    EXPECT_EQ(e["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
-    EXPECT_EQ(e["OMP_NUM_THREADS"], "1");
+    const std::string rank_text = absl::StrCat(rank);
+    const char* r = rank_text.c_str();
+    EXPECT_THAT(
+        e, IsSupersetOf({Pair("RANK", r), Pair("LOCAL_RANK", r),
+                         Pair("WORLD_SIZE", "4"), Pair("LOCAL_WORLD_SIZE", "4"),
+                         Pair("GROUP_RANK", "0"), Pair("GROUP_WORLD_SIZE", "1"),
+                         Pair("ROLE_RANK", r), Pair("ROLE_NAME", "default"),
+                         Pair("ROLE_WORLD_SIZE", "4"),
+                         Pair("MASTER_ADDR", "127.0.0.1"),
+                         Pair("TORCHELASTIC_RESTART_COUNT", "0"),
+                         Pair("TORCHELASTIC_MAX_RESTARTS", "0"),
+                         Pair("TORCHELASTIC_USE_AGENT_STORE", "False"),
+                         Pair("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),
+                         Pair("OMP_NUM_THREADS", "1")}));
     EXPECT_THAT(e["TORCHELASTIC_ERROR_FILE"],
                 HasSubstr(absl::StrCat("/", rank, "/error.json")));
     EXPECT_EQ(e["MUSTER_ROUND"], "1");
@@ -158,26 +130,8 @@ TEST(LauncherE2eTest, StaticTwoNodesTimesTwoWorkers) {
   }
 }
 
-// Starts musterd on a free port and waits until it serves.
-class Musterd {
- public:
-  Musterd() : port_(FreePort()) {
-    proc_ = std::make_unique<Subprocess>(std::vector<std::string>{
-        BinPath("musterd"), absl::StrCat("--listen=127.0.0.1:", port_)});
-    ready_ = proc_->WaitForOutput("listening", absl::Seconds(20));
-  }
-  bool ready() const { return ready_; }
-  std::string endpoint() const { return absl::StrCat("127.0.0.1:", port_); }
-  Subprocess& proc() { return *proc_; }
-
- private:
-  int port_;
-  std::unique_ptr<Subprocess> proc_;
-  bool ready_ = false;
-};
-
 TEST(LauncherE2eTest, TwoAgentsThroughRunningMusterdWithDifferentWorkerCounts) {
-  Musterd server;
+  MusterdProcess server;
   ASSERT_TRUE(server.ready()) << server.proc().Output();
   auto agent = [&](int nproc) {
     return Muster({"--nnodes=2", absl::StrCat("--nproc-per-node=", nproc),
@@ -242,13 +196,15 @@ TEST(LauncherE2eTest, SigtermToTheLauncherLeavesNoProcessBehind) {
   Subprocess p(
       Muster({"--standalone", "--nproc-per-node=3", "--no-python",
               BinPath("test_worker"), "--pid-dir=" + pids, "--sleep=120"}));
-  ASSERT_TRUE(WaitForPidCount(pids, 3, absl::Seconds(30))) << p.Output();
+  ASSERT_TRUE(
+      WaitUntil([&] { return PidsInDir(pids).size() >= 3; }, absl::Seconds(30)))
+      << p.Output();
   p.Signal(SIGTERM);
   std::optional<int> rc = p.Wait(absl::Seconds(20));
   ASSERT_TRUE(rc.has_value()) << "muster did not exit after SIGTERM\n"
                               << p.Output();
   EXPECT_EQ(*rc, 128 + SIGTERM) << p.Output();
-  EXPECT_TRUE(AllDead(ReadPids(pids), absl::Seconds(5)));
+  EXPECT_TRUE(AllExited(PidsInDir(pids), absl::Seconds(5)));
 }
 
 TEST(LauncherE2eTest, WorkersDieWithAKilledLauncher) {
@@ -256,10 +212,12 @@ TEST(LauncherE2eTest, WorkersDieWithAKilledLauncher) {
   Subprocess p(Muster({"--standalone", "--nproc-per-node=2", "--no-python",
                        BinPath("test_worker"), "--pid-dir=" + pids,
                        "--sleep=120", "--ignore-sigterm"}));
-  ASSERT_TRUE(WaitForPidCount(pids, 2, absl::Seconds(30))) << p.Output();
+  ASSERT_TRUE(
+      WaitUntil([&] { return PidsInDir(pids).size() >= 2; }, absl::Seconds(30)))
+      << p.Output();
   p.Signal(SIGKILL);
   p.Wait(absl::Seconds(10));
-  EXPECT_TRUE(AllDead(ReadPids(pids), absl::Seconds(10)))
+  EXPECT_TRUE(AllExited(PidsInDir(pids), absl::Seconds(10)))
       << "workers outlived a SIGKILLed launcher";
 }
 

@@ -5,14 +5,11 @@
 // traceback is in the summary; kill -9 of the launcher leaves no process of the
 // job, grandchildren that ignore SIGHUP and setsid'd ones included. Every wait
 // has a deadline; leftovers are killed at the end of each test.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,11 +20,14 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/files.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/tcp_listener.h"
 
 namespace muster {
 namespace {
 
+using ::muster::testing::AllExited;
 using ::muster::testing::BinPath;
 using ::muster::testing::MakeTempDir;
 using ::muster::testing::ProcessAlive;
@@ -45,23 +45,17 @@ std::vector<std::string> Muster(std::vector<std::string> flags) {
   return argv;
 }
 
-std::string WriteFile(const std::string& path, const std::string& text,
-                      mode_t mode) {
-  std::ofstream(path) << text;
-  chmod(path.c_str(), mode);
-  return path;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
+// DIR/worker.sh, a shell script running `body`; $PARITY_DIR is where tests
+// pass it a folder.
+std::string WriteWorker(const std::string& dir, const std::string& body) {
+  return testing::WriteFile(dir + "/worker.sh", "#!/bin/sh\n" + body, 0755);
 }
 
 // The pid in DIR/NAME, or 0.
 pid_t PidIn(const std::string& dir, const std::string& name) {
   int pid = 0;
-  std::string text(absl::StripAsciiWhitespace(ReadFile(dir + "/" + name)));
+  std::string text(
+      absl::StripAsciiWhitespace(testing::ReadFile(dir + "/" + name)));
   return absl::SimpleAtoi(text, &pid) ? pid : 0;
 }
 
@@ -72,20 +66,20 @@ bool TorchAvailable() {
 
 // --- kill -9 of the launcher (item 6)
 
+// A worker that starts a grandchild that ignores SIGHUP in its own process
+// group, and one that leaves the group (setsid) as a daemon would; each writes
+// its pid to $PARITY_DIR.
+constexpr char kWorkerWithDescendants[] =
+    "(trap '' HUP; exec sleep 300) &\n"
+    "echo $! > \"$PARITY_DIR/grandchild_$LOCAL_RANK\"\n"
+    "setsid sh -c 'trap \"\" HUP; exec sleep 301' &\n"
+    "echo $! > \"$PARITY_DIR/daemon_$LOCAL_RANK\"\n"
+    "echo $$ > \"$PARITY_DIR/worker_$LOCAL_RANK\"\n"
+    "exec sleep 302\n";
+
 TEST(ParityE2eTest, KillNineOfTheLauncherLeavesNoProcessOfTheJob) {
   const std::string dir = MakeTempDir("kill9");
-  // Each worker starts a grandchild that ignores SIGHUP in its own process
-  // group, and one that leaves the group (setsid) as a daemon would.
-  const std::string worker =
-      WriteFile(dir + "/worker.sh",
-                "#!/bin/sh\n"
-                "(trap '' HUP; exec sleep 300) &\n"
-                "echo $! > \"$PARITY_DIR/grandchild_$LOCAL_RANK\"\n"
-                "setsid sh -c 'trap \"\" HUP; exec sleep 301' &\n"
-                "echo $! > \"$PARITY_DIR/daemon_$LOCAL_RANK\"\n"
-                "echo $$ > \"$PARITY_DIR/worker_$LOCAL_RANK\"\n"
-                "exec sleep 302\n",
-                0755);
+  const std::string worker = WriteWorker(dir, kWorkerWithDescendants);
   Subprocess p(Muster({"--nproc-per-node=2", "--no-python", worker}),
                {{"PARITY_DIR", dir}});
   std::vector<pid_t> pids;
@@ -106,14 +100,7 @@ TEST(ParityE2eTest, KillNineOfTheLauncherLeavesNoProcessOfTheJob) {
 
   kill(p.pid(), SIGKILL);
   EXPECT_TRUE(p.Wait(absl::Seconds(10)).has_value());
-  const bool all_gone = WaitUntil(
-      [&] {
-        for (pid_t pid : pids) {
-          if (ProcessAlive(pid)) return false;
-        }
-        return true;
-      },
-      absl::Seconds(10));
+  const bool all_gone = AllExited(pids, absl::Seconds(10));
   std::string alive;
   for (pid_t pid : pids) {
     if (ProcessAlive(pid)) {
@@ -142,18 +129,19 @@ class PythonInterpreterTest : public ::testing::Test {
     // A pyenv-like shim in front of it: a script that adds PYENV_* and runs
     // the interpreter.
     std::filesystem::create_directories(dir_ + "/shims");
-    WriteFile(dir_ + "/shims/python3",
-              absl::StrCat("#!/bin/sh\nexport PYENV_VERSION=parity\nexec ",
-                           dir_, "/venv/bin/python3 \"$@\"\n"),
-              0755);
-    script_ = WriteFile(dir_ + "/train.py",
-                        "import os, sys\n"
-                        "print('python', sys.executable, "
-                        "os.environ.get('PYENV_VERSION', '-'))\n"
-                        "import torch\n"
-                        "print('torch', torch.__version__, "
-                        "os.environ['RANK'])\n",
-                        0644);
+    testing::WriteFile(
+        dir_ + "/shims/python3",
+        absl::StrCat("#!/bin/sh\nexport PYENV_VERSION=parity\nexec ", dir_,
+                     "/venv/bin/python3 \"$@\"\n"),
+        0755);
+    script_ = testing::WriteFile(dir_ + "/train.py",
+                                 "import os, sys\n"
+                                 "print('python', sys.executable, "
+                                 "os.environ.get('PYENV_VERSION', '-'))\n"
+                                 "import torch\n"
+                                 "print('torch', torch.__version__, "
+                                 "os.environ['RANK'])\n",
+                                 0644);
     path_ = absl::StrCat(dir_, "/shims:", getenv("PATH"));
   }
 
@@ -198,7 +186,7 @@ TEST_F(PythonInterpreterTest, PythonFlagOrPythonExecRunsTheUnchangedScript) {
 TEST(ParityE2eTest, RecordWorkersTracebackIsInTheSummary) {
   if (!TorchAvailable()) GTEST_SKIP() << "needs torch for /usr/bin/python3";
   const std::string dir = MakeTempDir("record");
-  const std::string script = WriteFile(
+  const std::string script = testing::WriteFile(
       dir + "/fail.py",
       "from torch.distributed.elastic.multiprocessing.errors import record\n"
       "def load_shard(n):\n"
@@ -227,12 +215,10 @@ TEST(ParityE2eTest, RecordWorkersTracebackIsInTheSummary) {
 TEST(ParityE2eTest, SignalsToHandleForwardsTheListedSignal) {
   const std::string dir = MakeTempDir("signals");
   const std::string worker =
-      WriteFile(dir + "/worker.sh",
-                "#!/bin/sh\n"
-                "trap 'echo got USR1; exit 7' USR1\n"
-                "echo $$ > \"$PARITY_DIR/worker_$LOCAL_RANK\"\n"
-                "while :; do sleep 0.1; done\n",
-                0755);
+      WriteWorker(dir,
+                  "trap 'echo got USR1; exit 7' USR1\n"
+                  "echo $$ > \"$PARITY_DIR/worker_$LOCAL_RANK\"\n"
+                  "while :; do sleep 0.1; done\n");
   for (const char* spelling :
        {"--signals-to-handle=SIGTERM,SIGUSR1", "--signals_to_handle=USR1"}) {
     SCOPED_TRACE(spelling);
@@ -275,7 +261,7 @@ TEST(ParityE2eTest, DuplicateFiltersCopyMatchingTeedLines) {
   std::string filtered;
   for (const auto& e : std::filesystem::recursive_directory_iterator(logs)) {
     if (e.path().filename() == "filtered_stdout.log")
-      filtered = ReadFile(e.path().string());
+      filtered = testing::ReadFile(e.path().string());
     EXPECT_NE(e.path().filename(), "filtered_stderr.log");
   }
   EXPECT_THAT(filtered, HasSubstr("[rank0]:loss,x=0\n"));
@@ -332,7 +318,7 @@ TEST(ParityE2eTest, ConsoleEventLogHandlerPrintsTorchelasticEvents) {
 
 TEST(ParityE2eTest, ScriptWithoutRunBitOrExtensionRunsWithPython) {
   const std::string dir = MakeTempDir("noext");
-  const std::string script = WriteFile(
+  const std::string script = testing::WriteFile(
       dir + "/train", "import os\nprint('ran', os.environ['RANK'])\n", 0644);
   Subprocess p(Muster({"--start-method=fork", script}),
                {{"PYTHON_EXEC", kTorchPython}});
@@ -343,22 +329,16 @@ TEST(ParityE2eTest, ScriptWithoutRunBitOrExtensionRunsWithPython) {
 
 TEST(ParityE2eTest, PortInUseIsReportedWithoutARawGrpcLine) {
   // Node rank 0 of a static job whose rendezvous port is taken.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
   // The wildcard address, as the server binds it (a socket on 127.0.0.1
   // alone does not stop a wildcard bind).
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
+  ::muster::testing::TcpListener taken("0.0.0.0");
+  ASSERT_TRUE(taken.ok());
+  const int port = taken.port();
   Subprocess p(Muster({"--nnodes=1", "--node-rank=0", "--master-addr=127.0.0.1",
                        absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
                        "--no-python", "/bin/true"}));
   const int rc = p.WaitOrKill(kJobDeadline);
-  close(fd);
+  taken.Close();
   EXPECT_EQ(rc, 2) << p.Output();
   EXPECT_THAT(p.Output(), HasSubstr("in use"));
   EXPECT_THAT(p.Output(), HasSubstr("--rdzv-endpoint"));

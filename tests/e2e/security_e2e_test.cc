@@ -8,13 +8,10 @@
 // job must stay in round 1 and exit 0, and the token must appear in no
 // worker's environment, no output of musterd, the agents or `muster status`.
 #include <grpcpp/grpcpp.h>
-#include <sys/stat.h>
 
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,6 +23,9 @@
 #include "gtest/gtest.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "muster/v1/store.grpc.pb.h"
+#include "tests/testing/files.h"
+#include "tests/testing/musterd.h"
+#include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/tls_certs.h"
 
@@ -33,11 +33,19 @@ namespace muster {
 namespace {
 
 using ::muster::testing::BinPath;
+using ::muster::testing::CallUnary;
 using ::muster::testing::EnvWithoutLauncher;
 using ::muster::testing::FreePort;
+using ::muster::testing::LoopbackEndpoint;
+using ::muster::testing::MakeJoin;
 using ::muster::testing::MakeTempDir;
+using ::muster::testing::MusterdProcess;
+using ::muster::testing::PrepareContext;
+using ::muster::testing::RawSession;
+using ::muster::testing::ReadFile;
 using ::muster::testing::Subprocess;
 using ::muster::testing::WaitUntil;
+using ::muster::testing::WriteFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -45,18 +53,6 @@ constexpr char kToken[] = "e2e-job-token-5f0c3a9e1b7d4c2a8e6f";
 constexpr char kAdmin[] = "e2e-admin-token-9a8b7c6d5e4f3a2b1c0d";
 constexpr char kWrong[] = "e2e-wrong-token-00112233445566778899";
 constexpr char kJob[] = "secjob";
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void WriteFile(const std::string& path, const std::string& text, int mode) {
-  std::ofstream(path, std::ios::trunc) << text;
-  chmod(path.c_str(), mode);
-}
 
 class SecurityE2eTest : public ::testing::Test {
  protected:
@@ -68,14 +64,14 @@ class SecurityE2eTest : public ::testing::Test {
     WriteFile(dir_ + "/admin.token", absl::StrCat(kAdmin, "\n"), 0600);
     WriteFile(dir_ + "/job.token", absl::StrCat(kToken, "\n"), 0600);
     port_ = FreePort();
-    endpoint_ = absl::StrCat("127.0.0.1:", port_);
-    musterd_ = std::make_unique<Subprocess>(std::vector<std::string>{
-        BinPath("musterd"), "--listen=" + endpoint_,
-        "--tls-cert=" + pki_.server_cert, "--tls-key=" + pki_.server_key,
-        "--require-token", "--admin-token-file=" + dir_ + "/admin.token",
-        "--log-level=debug"});
-    ASSERT_TRUE(musterd_->WaitForOutput("listening", absl::Seconds(30)))
-        << musterd_->Output();
+    endpoint_ = LoopbackEndpoint(port_);
+    musterd_ = std::make_unique<MusterdProcess>(
+        port_,
+        std::vector<std::string>{
+            "--tls-cert=" + pki_.server_cert, "--tls-key=" + pki_.server_key,
+            "--require-token", "--admin-token-file=" + dir_ + "/admin.token",
+            "--log-level=debug"});
+    ASSERT_TRUE(musterd_->ready()) << musterd_->proc().Output();
   }
 
   std::string TlsConf() const { return "tls_ca=" + pki_.ca_cert; }
@@ -109,13 +105,8 @@ class SecurityE2eTest : public ::testing::Test {
 
   std::shared_ptr<grpc::Channel> HostileChannel() const {
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ReadAll(pki_.ca_cert);
+    ssl.pem_root_certs = ReadFile(pki_.ca_cert);
     return grpc::CreateChannel(endpoint_, grpc::SslCredentials(ssl));
-  }
-
-  static void Authorize(grpc::ClientContext* ctx, const std::string& token) {
-    if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
-    ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   }
 
   // `muster status` with the given extra flags; returns exit code and output.
@@ -134,7 +125,7 @@ class SecurityE2eTest : public ::testing::Test {
   muster::testing::TestPki pki_;
   int port_ = 0;
   std::string endpoint_;
-  std::unique_ptr<Subprocess> musterd_;
+  std::unique_ptr<MusterdProcess> musterd_;
   std::string outputs_;  // of every `muster status`, for the leak check
 };
 
@@ -179,14 +170,14 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
        std::vector<std::pair<std::string, grpc::StatusCode>>{
            {"", grpc::StatusCode::UNAUTHENTICATED},
            {kWrong, grpc::StatusCode::PERMISSION_DENIED}}) {
-    grpc::ClientContext ctx;
-    Authorize(&ctx, token);
     v1::GetStatusRequest req;
     req.set_job_id(kJob);
-    v1::GetStatusResponse resp;
-    EXPECT_EQ(rdzv->GetStatus(&ctx, req, &resp).error_code(), code) << token;
+    EXPECT_EQ(CallUnary(*rdzv, &v1::Rendezvous::Stub::GetStatus, req, token)
+                  .error_code(),
+              code)
+        << token;
     grpc::ClientContext all_ctx;
-    Authorize(&all_ctx, token);
+    PrepareContext(&all_ctx, token);
     v1::GetStatusResponse all;
     ASSERT_TRUE(rdzv->GetStatus(&all_ctx, v1::GetStatusRequest(), &all).ok());
     EXPECT_EQ(all.jobs_size(), 0) << token;
@@ -198,53 +189,43 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
            {"", grpc::StatusCode::UNAUTHENTICATED},
            {kWrong, grpc::StatusCode::PERMISSION_DENIED},
            {kAdmin, grpc::StatusCode::PERMISSION_DENIED}}) {
-    grpc::ClientContext set_ctx, get_ctx, del_ctx;
-    Authorize(&set_ctx, token);
-    Authorize(&get_ctx, token);
-    Authorize(&del_ctx, token);
     v1::SetRequest set;
     set.set_prefix(prefix);
     set.set_key("rank_0");
     set.set_value("10.6.6.6:1");
-    v1::SetResponse set_resp;
-    EXPECT_EQ(store->Set(&set_ctx, set, &set_resp).error_code(), code);
+    EXPECT_EQ(CallUnary(*store, &v1::Store::Stub::Set, set, token).error_code(),
+              code);
     v1::GetRequest get;
     get.set_prefix(prefix);
     get.set_key("anything");
-    v1::GetResponse get_resp;
-    EXPECT_EQ(store->Get(&get_ctx, get, &get_resp).error_code(), code);
+    EXPECT_EQ(CallUnary(*store, &v1::Store::Stub::Get, get, token).error_code(),
+              code);
     v1::DeleteRequest del;
     del.set_prefix(prefix);
     del.set_key("anything");
-    v1::DeleteResponse del_resp;
-    EXPECT_EQ(store->Delete(&del_ctx, del, &del_resp).error_code(), code);
+    EXPECT_EQ(
+        CallUnary(*store, &v1::Store::Stub::Delete, del, token).error_code(),
+        code);
   }
 
   // 3. Join without the token or with a wrong one; 4. with the token but a
   // member's node id (no session secret).
   auto join = [&](const std::string& token, const std::string& node,
                   std::vector<v1::AgentMessage> after = {}) {
-    grpc::ClientContext ctx;
-    Authorize(&ctx, token);
-    auto stream = rdzv->Session(&ctx);
+    RawSession session(channel, token);
     v1::AgentMessage msg;
-    v1::Join* j = msg.mutable_join();
-    j->set_job_id(kJob);
-    j->set_node_id(node);
-    j->set_hostname("evil");
-    j->set_advertised_addr("127.0.0.1");
-    j->set_local_world_size(2);
-    j->set_min_nodes(2);
-    j->set_max_nodes(2);
-    j->set_node_rank_hint(-1);
-    j->set_heartbeat_timeout_ms(5000);
-    stream->Write(msg);
-    for (const v1::AgentMessage& m : after) stream->Write(m);
-    stream->WritesDone();
-    v1::ServerMessage in;
-    while (stream->Read(&in)) {
-    }
-    return stream->Finish();
+    *msg.mutable_join() = MakeJoin({.job_id = kJob,
+                                    .node_id = node,
+                                    .hostname = "evil",
+                                    .advertised_addr = "127.0.0.1",
+                                    .local_world_size = 2,
+                                    .min_nodes = 2,
+                                    .max_nodes = 2,
+                                    .heartbeat_timeout_ms = 5000});
+    session.stream().Write(msg);
+    for (const v1::AgentMessage& m : after) session.stream().Write(m);
+    session.stream().WritesDone();
+    return session.Finish();
   };
   EXPECT_EQ(join("", "evil-node").error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
@@ -294,7 +275,7 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
   int envs = 0;
   for (const auto& entry : std::filesystem::directory_iterator(env_dir)) {
     if (entry.path().filename() == "worker.sh") continue;
-    const std::string env = ReadAll(entry.path());
+    const std::string env = ReadFile(entry.path());
     ++envs;
     EXPECT_THAT(env, Not(HasSubstr(kToken))) << entry.path();
     EXPECT_THAT(env, Not(HasSubstr("MUSTER_RDZV_TOKEN"))) << entry.path();
@@ -302,15 +283,15 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
     EXPECT_THAT(env, HasSubstr("MUSTER_STORE_TLS_CA=")) << entry.path();
   }
   EXPECT_EQ(envs, 4);
-  musterd_->Signal(SIGTERM);
-  EXPECT_EQ(musterd_->WaitOrKill(absl::Seconds(20)), 0);
+  musterd_->proc().Signal(SIGTERM);
+  EXPECT_EQ(musterd_->proc().WaitOrKill(absl::Seconds(20)), 0);
   for (const std::string& out :
-       {a->Output(), b->Output(), musterd_->Output(), outputs_}) {
+       {a->Output(), b->Output(), musterd_->proc().Output(), outputs_}) {
     EXPECT_THAT(out, Not(HasSubstr(kToken)));
     EXPECT_THAT(out, Not(HasSubstr(kAdmin)));
   }
   // musterd logged the refusals (without secrets).
-  EXPECT_THAT(musterd_->Output(), HasSubstr("session secret"));
+  EXPECT_THAT(musterd_->proc().Output(), HasSubstr("session secret"));
 }
 
 TEST_F(SecurityE2eTest, AgentsWithoutTheRightTokenOrTlsAreRefusedClearly) {
@@ -372,15 +353,16 @@ TEST_F(SecurityE2eTest, SighupReloadsTheCertificateWithoutDroppingAJob) {
   // The running musterd of SetUp serves pki_.server_cert (CA 1). Swap the
   // files it was started with? It reads the paths it was given: restart one on
   // copies instead, so the test can replace them.
-  musterd_->Signal(SIGTERM);
-  ASSERT_EQ(musterd_->WaitOrKill(absl::Seconds(20)), 0);
+  musterd_->proc().Signal(SIGTERM);
+  ASSERT_EQ(musterd_->proc().WaitOrKill(absl::Seconds(20)), 0);
   const std::string cert = dir_ + "/live.crt", key = dir_ + "/live.key";
-  WriteFile(cert, ReadAll(pki_.server_cert), 0644);
-  WriteFile(key, ReadAll(pki_.server_key), 0600);
-  musterd_ = std::make_unique<Subprocess>(std::vector<std::string>{
-      BinPath("musterd"), "--listen=" + endpoint_, "--tls-cert=" + cert,
-      "--tls-key=" + key, "--admin-token-file=" + dir_ + "/admin.token"});
-  ASSERT_TRUE(musterd_->WaitForOutput("listening", absl::Seconds(30)));
+  WriteFile(cert, ReadFile(pki_.server_cert), 0644);
+  WriteFile(key, ReadFile(pki_.server_key), 0600);
+  musterd_ = std::make_unique<MusterdProcess>(
+      port_,
+      std::vector<std::string>{"--tls-cert=" + cert, "--tls-key=" + key,
+                               "--admin-token-file=" + dir_ + "/admin.token"});
+  ASSERT_TRUE(musterd_->ready());
 
   const std::string env_dir = dir_ + "/envs2";
   std::filesystem::create_directories(env_dir);
@@ -397,11 +379,11 @@ TEST_F(SecurityE2eTest, SighupReloadsTheCertificateWithoutDroppingAJob) {
       absl::Seconds(60), absl::Milliseconds(250)))
       << a->Output();
 
-  WriteFile(cert, ReadAll(pki_.server2_cert), 0644);
-  WriteFile(key, ReadAll(pki_.server2_key), 0600);
-  musterd_->Signal(SIGHUP);
-  ASSERT_TRUE(musterd_->WaitForOutput("reloaded", absl::Seconds(10)))
-      << musterd_->Output();
+  WriteFile(cert, ReadFile(pki_.server2_cert), 0644);
+  WriteFile(key, ReadFile(pki_.server2_key), 0600);
+  musterd_->proc().Signal(SIGHUP);
+  ASSERT_TRUE(musterd_->proc().WaitForOutput("reloaded", absl::Seconds(10)))
+      << musterd_->proc().Output();
   const std::vector<std::string> admin2 = {
       "--rdzv-conf=tls_ca=" + pki_.ca2_cert,
       "--token-file=" + dir_ + "/admin.token", kJob};
@@ -411,7 +393,7 @@ TEST_F(SecurityE2eTest, SighupReloadsTheCertificateWithoutDroppingAJob) {
   // The job's sessions, opened before, go on to the end.
   EXPECT_EQ(a->WaitOrKill(absl::Seconds(120)), 0) << a->Output();
   EXPECT_EQ(b->WaitOrKill(absl::Seconds(30)), 0) << b->Output();
-  EXPECT_TRUE(musterd_->Running()) << musterd_->Output();
+  EXPECT_TRUE(musterd_->proc().Running()) << musterd_->proc().Output();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "muster/common/clock.h"
 #include "muster/rendezvous/coordinator.h"
+#include "tests/testing/join.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -39,17 +40,13 @@ class RecordingChannel : public AgentChannel {
 };
 
 v1::Join MakeJoin(const std::string& node, const std::string& addr, int port) {
-  v1::Join j;
-  j.set_job_id("pf");
-  j.set_node_id(node);
-  j.set_hostname("host-" + node);
-  j.set_advertised_addr(addr);
-  j.set_local_world_size(1);
-  j.set_min_nodes(2);
-  j.set_max_nodes(2);
-  j.set_node_rank_hint(-1);
-  j.set_master_port(port);
-  return j;
+  return muster::testing::MakeJoin({.job_id = "pf",
+                                    .node_id = node,
+                                    .hostname = "host-" + node,
+                                    .advertised_addr = addr,
+                                    .min_nodes = 2,
+                                    .max_nodes = 2,
+                                    .master_port = port});
 }
 
 std::optional<v1::RoundReady> LastReady(RecordingChannel& c) {

@@ -12,6 +12,7 @@
 #include "muster/common/clock.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
+#include "tests/testing/join.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -61,17 +62,13 @@ class CoordinatorSessionTest : public ::testing::Test {
   }
 
   static v1::Join MakeJoin(const std::string& node, const std::string& secret) {
-    v1::Join j;
-    j.set_job_id("job");
-    j.set_node_id(node);
-    j.set_hostname("host-" + node);
-    j.set_advertised_addr("10.0.0.1");
-    j.set_local_world_size(2);
-    j.set_min_nodes(2);
-    j.set_max_nodes(2);
-    j.set_node_rank_hint(-1);
-    j.set_session_secret(secret);
-    return j;
+    return muster::testing::MakeJoin({.node_id = node,
+                                      .hostname = "host-" + node,
+                                      .advertised_addr = "10.0.0.1",
+                                      .local_world_size = 2,
+                                      .min_nodes = 2,
+                                      .max_nodes = 2,
+                                      .session_secret = secret});
   }
 
   std::shared_ptr<FakeChannel> Join(ConnectionId conn, const v1::Join& join,

@@ -149,6 +149,17 @@ class CoordinatorTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s;
     return a;
   }
+  // Agents a and b of job "j" (2 to 3 nodes) in round 1, which closes at min
+  // once the default last call (30 s) has passed. Callers wrap it in
+  // ASSERT_NO_FATAL_FAILURE.
+  void TwoInRoundOne(Agent* a, Agent* b, int max_restarts = 0) {
+    *a = Joined(MakeJoin("j", "a", 2, 3, 1, max_restarts));
+    *b = Joined(MakeJoin("j", "b", 2, 3, 1, max_restarts));
+    clock_.Advance(absl::Seconds(30));
+    coord_.Tick();
+    ASSERT_EQ(b->ch->last().kind_case(), Kind::kRoundReady)
+        << b->ch->last().DebugString();
+  }
   // The same node on a new stream (a reconnect).
   Agent Reconnect(const Agent& a) {
     Agent b = NewAgent(a.join);
@@ -503,11 +514,8 @@ TEST_F(CoordinatorTest, ALostMembersSurvivorsReformAtOnceWithoutLastCall) {
 }
 
 TEST_F(CoordinatorTest, AWorkerFailureBelowMaxReformsAtOnceToo) {
-  Agent a = Joined(MakeJoin("j", "a", 2, 3, 1, /*max_restarts=*/1));
-  Agent b = Joined(MakeJoin("j", "b", 2, 3, 1, 1));
-  clock_.Advance(absl::Seconds(30));
-  coord_.Tick();  // round 1 closes at min after last call
-  ASSERT_ROUND_READY(b.ch->last());
+  Agent a, b;
+  ASSERT_NO_FATAL_FAILURE(TwoInRoundOne(&a, &b, /*max_restarts=*/1));
   Fail(a, 1, Failure("a", 0, 0, 1, 0, "boom"));
   ASSERT_TRUE(Join(b).ok());
   ASSERT_TRUE(Join(a).ok());
@@ -802,11 +810,8 @@ TEST_F(CoordinatorTest, HeartbeatTimeoutWhileOpenRemovesTheWaitingAgent) {
 // ---------- membership
 
 TEST_F(CoordinatorTest, NewcomerBelowMaxScalesUp) {
-  Agent a = Joined(MakeJoin("j", "a", 2, 3));
-  Agent b = Joined(MakeJoin("j", "b", 2, 3));
-  clock_.Advance(absl::Seconds(30));
-  coord_.Tick();
-  ASSERT_ROUND_READY(b.ch->last());
+  Agent a, b;
+  ASSERT_NO_FATAL_FAILURE(TwoInRoundOne(&a, &b));
 
   Agent c = Joined(MakeJoin("j", "c", 2, 3));
   for (const Agent* x : {&a, &b}) {
@@ -833,11 +838,8 @@ TEST_F(CoordinatorTest, NewcomerBelowMaxScalesUp) {
 // A round where some node has finished is not scaled up: that would make every
 // node run the finished work again. The newcomer waits and shares the verdict.
 TEST_F(CoordinatorTest, NewcomerWaitsAsASpareOnceAMemberHasSucceeded) {
-  Agent a = Joined(MakeJoin("j", "a", 2, 3));
-  Agent b = Joined(MakeJoin("j", "b", 2, 3));
-  clock_.Advance(absl::Seconds(30));
-  coord_.Tick();
-  ASSERT_ROUND_READY(b.ch->last());
+  Agent a, b;
+  ASSERT_NO_FATAL_FAILURE(TwoInRoundOne(&a, &b));
   Succeed(a, 1);
 
   Agent c = Joined(MakeJoin("j", "c", 2, 3));

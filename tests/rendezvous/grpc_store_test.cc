@@ -20,25 +20,19 @@
 #include "muster/common/net.h"
 #include "muster/rendezvous/server.h"
 #include "muster/v1/store.grpc.pb.h"
+#include "tests/testing/rendezvous.h"
+#include "tests/testing/wait.h"
 
 namespace muster::rendezvous {
 namespace {
 
+using ::muster::testing::CallUnary;
+using ::muster::testing::LoopbackEndpoint;
+using ::muster::testing::StartLoopbackServer;
+using ::muster::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
-
-// Waits up to `timeout` for cond; the condition is awaited, not slept on
-// blindly.
-template <typename F>
-bool Eventually(F cond, absl::Duration timeout = kDeadline) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!cond()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
-}
 
 int ThreadCount() {
   int n = 0;
@@ -54,12 +48,9 @@ int ThreadCount() {
 class GrpcStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    auto server = RendezvousServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    endpoint_ = absl::StrCat("127.0.0.1:", server_->port());
+    server_ = StartLoopbackServer();
+    ASSERT_NE(server_, nullptr);
+    endpoint_ = LoopbackEndpoint(server_->port());
   }
 
   std::unique_ptr<Store> NewStore(const std::string& prefix) {
@@ -134,8 +125,8 @@ TEST_F(GrpcStoreTest, BlockedGetIsWokenBySetFromAnotherClient) {
   ASSERT_NE(setter, nullptr);
   absl::StatusOr<std::string> got;
   std::thread t([&] { got = waiter->Get("addr", kDeadline); });
-  ASSERT_TRUE(
-      Eventually([&] { return server_->store().PendingWaiters() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return server_->store().PendingWaiters() == 1; },
+                        kDeadline));
   const absl::Time set_at = absl::Now();
   ASSERT_TRUE(setter->Set("addr", "10.0.0.1:1234").ok());
   t.join();
@@ -148,8 +139,8 @@ TEST_F(GrpcStoreTest, BlockedGetIsWokenBySetFromAnotherClient) {
   absl::Status waited;
   std::thread m([&] { both = waiter->MultiGet({"p", "q"}, kDeadline); });
   std::thread w([&] { waited = waiter->Wait({"q"}, kDeadline); });
-  ASSERT_TRUE(
-      Eventually([&] { return server_->store().PendingWaiters() == 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return server_->store().PendingWaiters() == 2; },
+                        kDeadline));
   ASSERT_TRUE(setter->Set("p", "P").ok());
   ASSERT_TRUE(setter->Set("q", "Q").ok());
   m.join();
@@ -172,8 +163,8 @@ TEST_F(GrpcStoreTest, GetTimesOutNamingTheKey) {
   EXPECT_GE(took, absl::Milliseconds(190));
   EXPECT_LT(took, absl::Seconds(
                       3));  // the server's deadline, not the client's margin
-  EXPECT_TRUE(
-      Eventually([&] { return server_->store().PendingWaiters() == 0; }));
+  EXPECT_TRUE(WaitUntil([&] { return server_->store().PendingWaiters() == 0; },
+                        kDeadline));
 
   absl::Status wait =
       store->Wait({"rank0/addr", "rank1/addr"}, absl::Milliseconds(100));
@@ -218,9 +209,9 @@ TEST_F(GrpcStoreTest, TwoHundredWaitingGetsHoldNoThreads) {
         });
     calls.push_back(std::move(call));
   }
-  ASSERT_TRUE(Eventually([&] {
-    return server_->store().PendingWaiters() == kWaiters;
-  })) << server_->store().PendingWaiters();
+  ASSERT_TRUE(WaitUntil(
+      [&] { return server_->store().PendingWaiters() == kWaiters; }, kDeadline))
+      << server_->store().PendingWaiters();
   const int threads = ThreadCount();
   // A thread per waiting call would add 200; gRPC's pools may add a few.
   EXPECT_LT(threads - threads_before, 20)
@@ -258,8 +249,8 @@ TEST_F(GrpcStoreTest, DroppedNamespaceAbortsItsWaiters) {
   ASSERT_TRUE(store->Set("old", "x").ok());
   absl::StatusOr<std::string> got;
   std::thread t([&] { got = store->Get("never", kDeadline); });
-  ASSERT_TRUE(
-      Eventually([&] { return server_->store().PendingWaiters() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return server_->store().PendingWaiters() == 1; },
+                        kDeadline));
   server_->store().DropNamespace("job/3");
   t.join();
   EXPECT_EQ(got.status().code(), absl::StatusCode::kAborted) << got.status();
@@ -270,62 +261,48 @@ TEST_F(GrpcStoreTest, DroppedNamespaceAbortsItsWaiters) {
 
 TEST_F(GrpcStoreTest, CancelledWaitIsReleasedOnTheServer) {
   auto stub = RawStub();
-  grpc::ClientContext context;
-  context.set_deadline(
-      absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
   v1::GetRequest request;
   request.set_prefix("job/1");
   request.set_key("k");
   request.set_timeout_ms(60'000);
-  v1::GetResponse response;
-  grpc::Status s = stub->Get(&context, request, &response);
+  // The client gives up after 200 ms; the server would wait a minute.
+  grpc::Status s = CallUnary(*stub, &v1::Store::Stub::Get, request,
+                             /*token=*/"", absl::Milliseconds(200));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_TRUE(Eventually([&] {
-    return server_->store().PendingWaiters() == 0;
-  })) << "the server still waits for a call its client gave up";
+  EXPECT_TRUE(WaitUntil([&] { return server_->store().PendingWaiters() == 0; },
+                        kDeadline))
+      << "the server still waits for a call its client gave up";
 }
 
 TEST_F(GrpcStoreTest, RequestsAreValidated) {
   auto stub = RawStub();
-  {
-    grpc::ClientContext context;
-    v1::SetRequest request;
-    request.set_key("k");
-    v1::SetResponse response;
-    grpc::Status s = stub->Set(&context, request, &response);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(s.error_message(), HasSubstr("prefix"));
-  }
-  {
-    grpc::ClientContext context;
-    v1::GetRequest request;
-    request.set_prefix("job/1");
-    request.set_timeout_ms(100);
-    v1::GetResponse response;
-    grpc::Status s = stub->Get(&context, request, &response);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(s.error_message(), HasSubstr("key"));
-  }
-  {
-    grpc::ClientContext context;
-    v1::WaitRequest request;
-    request.set_prefix("job/1");
-    request.add_keys("a");
-    request.add_keys("");
-    v1::WaitResponse response;
-    EXPECT_EQ(stub->Wait(&context, request, &response).error_code(),
-              grpc::StatusCode::INVALID_ARGUMENT);
-  }
-  {
-    grpc::ClientContext context;
-    v1::GetRequest request;
-    request.set_prefix("job/1");
-    request.set_key("k");
-    request.set_timeout_ms(-5);
-    v1::GetResponse response;
-    EXPECT_EQ(stub->Get(&context, request, &response).error_code(),
-              grpc::StatusCode::INVALID_ARGUMENT);
-  }
+  v1::SetRequest no_prefix;
+  no_prefix.set_key("k");
+  grpc::Status s = CallUnary(*stub, &v1::Store::Stub::Set, no_prefix);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("prefix"));
+
+  v1::GetRequest no_key;
+  no_key.set_prefix("job/1");
+  no_key.set_timeout_ms(100);
+  s = CallUnary(*stub, &v1::Store::Stub::Get, no_key);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("key"));
+
+  v1::WaitRequest empty_key;
+  empty_key.set_prefix("job/1");
+  empty_key.add_keys("a");
+  empty_key.add_keys("");
+  EXPECT_EQ(CallUnary(*stub, &v1::Store::Stub::Wait, empty_key).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::GetRequest negative_timeout;
+  negative_timeout.set_prefix("job/1");
+  negative_timeout.set_key("k");
+  negative_timeout.set_timeout_ms(-5);
+  EXPECT_EQ(
+      CallUnary(*stub, &v1::Store::Stub::Get, negative_timeout).error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(NewGrpcStore({.endpoint = endpoint_, .prefix = ""}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(NewGrpcStore({.endpoint = "", .prefix = "job/1"}).status().code(),

@@ -1,9 +1,9 @@
 # The gRPC layer on loopback: a real RendezvousServer on 127.0.0.1:0, real clients.
-muster_test(grpc_store_test SRCS grpc_store_test.cc DEPS muster_rendezvous TIMEOUT 60)
-muster_test(rendezvous_server_test SRCS server_test.cc DEPS muster_rendezvous TIMEOUT 60)
-muster_test(session_test SRCS session_test.cc DEPS muster_rendezvous TIMEOUT 60)
+muster_test(grpc_store_test SRCS grpc_store_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
+muster_test(rendezvous_server_test SRCS server_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
+muster_test(session_test SRCS session_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
 # The in-process rendezvous of a standalone job, with a real gRPC store client.
-muster_test(local_rendezvous_test SRCS local_rendezvous_test.cc DEPS muster_rendezvous TIMEOUT 60)
+muster_test(local_rendezvous_test SRCS local_rendezvous_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
 # The musterd binary: flags, --port-file, signals.
-muster_test(musterd_test SRCS musterd_test.cc DEPS muster_rendezvous muster_testing TIMEOUT 60)
+muster_test(musterd_test SRCS musterd_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
 add_dependencies(musterd_test musterd)

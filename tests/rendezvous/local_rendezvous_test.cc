@@ -15,51 +15,60 @@
 #include "gtest/gtest.h"
 #include "muster/rendezvous/client.h"
 #include "muster/rendezvous/grpc_store.h"
+#include "tests/testing/rendezvous.h"
+#include "tests/testing/wait.h"
 
 namespace muster::rendezvous {
 namespace {
 
+using ::muster::testing::NextOfKind;
+using ::muster::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
 
 v1::Join OneNodeJoin() {
-  v1::Join join;
-  join.set_job_id("job");
-  join.set_node_id("node-a");
-  join.set_hostname("node-a");
-  join.set_advertised_addr("127.0.0.1");
-  join.set_local_world_size(4);
-  join.set_min_nodes(1);
-  join.set_max_nodes(1);
-  join.set_node_rank_hint(0);
-  join.set_master_port(29500);
-  // Far shorter than the test: the in-process session must ignore it.
-  join.set_heartbeat_interval_ms(10);
-  join.set_heartbeat_timeout_ms(50);
-  return join;
+  return muster::testing::MakeJoin({.job_id = "job",
+                                    .node_id = "node-a",
+                                    .hostname = "node-a",
+                                    .advertised_addr = "127.0.0.1",
+                                    .local_world_size = 4,
+                                    .node_rank_hint = 0,
+                                    .master_port = 29500,
+                                    // Far shorter than the test: the
+                                    // in-process session must ignore it.
+                                    .heartbeat_interval_ms = 10,
+                                    .heartbeat_timeout_ms = 50});
 }
 
-absl::StatusOr<v1::ServerMessage> NextOfKind(RendezvousClient& client,
-                                             v1::ServerMessage::KindCase kind) {
-  const absl::Time deadline = absl::Now() + kDeadline;
-  while (true) {
-    absl::StatusOr<v1::ServerMessage> msg = client.Next(deadline - absl::Now());
-    if (!msg.ok() || msg->kind_case() == kind) return msg;
-  }
+// A LocalRendezvous whose one agent (OneNodeJoin) is in a formed round.
+struct OneNodeRound {
+  std::unique_ptr<LocalRendezvous> local;
+  std::unique_ptr<RendezvousClient> client;
+  v1::RoundReady ready;
+};
+
+// Callers wrap it in ASSERT_NO_FATAL_FAILURE.
+void StartOneNodeRound(OneNodeRound* round) {
+  auto local = LocalRendezvous::Start({});
+  ASSERT_TRUE(local.ok()) << local.status();
+  round->local = *std::move(local);
+  round->client = round->local->NewClient();
+  ASSERT_TRUE(round->client->Start(OneNodeJoin()).ok());
+  auto ready = NextOfKind(*round->client, v1::ServerMessage::kRoundReady);
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  round->ready = ready->round_ready();
 }
 
 TEST(LocalRendezvousTest, ARoundFormsAndTheStoreStartsOnlyWhenAWorkerConnects) {
-  auto local = LocalRendezvous::Start({});
-  ASSERT_TRUE(local.ok()) << local.status();
-  auto client = (*local)->NewClient();
-  ASSERT_TRUE(client->Start(OneNodeJoin()).ok());
-  auto ready = NextOfKind(*client, v1::ServerMessage::kRoundReady);
-  ASSERT_TRUE(ready.ok()) << ready.status();
-  EXPECT_EQ(ready->round_ready().world_size(), 4);
-  EXPECT_EQ(ready->round_ready().group_world_size(), 1);
-  const std::string prefix = ready->round_ready().store_prefix();
-  EXPECT_FALSE((*local)->store_started());
+  OneNodeRound round;
+  ASSERT_NO_FATAL_FAILURE(StartOneNodeRound(&round));
+  auto& local = round.local;
+  auto& client = round.client;
+  EXPECT_EQ(round.ready.world_size(), 4);
+  EXPECT_EQ(round.ready.group_world_size(), 1);
+  const std::string prefix = round.ready.store_prefix();
+  EXPECT_FALSE(local->store_started());
 
   // No heartbeat for far longer than the Join's heartbeat timeout: the agent
   // is in this process, so it is not lost.
@@ -69,7 +78,7 @@ TEST(LocalRendezvousTest, ARoundFormsAndTheStoreStartsOnlyWhenAWorkerConnects) {
 
   // A worker's store client.
   GrpcStoreOptions options;
-  options.endpoint = (*local)->store_endpoint();
+  options.endpoint = local->store_endpoint();
   options.prefix = prefix;
   options.connect_timeout = absl::Seconds(5);
   auto store = NewGrpcStore(options);
@@ -78,12 +87,12 @@ TEST(LocalRendezvousTest, ARoundFormsAndTheStoreStartsOnlyWhenAWorkerConnects) {
   auto value = (*store)->Get("k", absl::Seconds(5));
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(*value, "v");
-  EXPECT_TRUE((*local)->store_started());
+  EXPECT_TRUE(local->store_started());
   // The same KvStore the Coordinator's round cleanup drops.
-  EXPECT_TRUE((*local)->store().Get(prefix, "k").ok());
+  EXPECT_TRUE(local->store().Get(prefix, "k").ok());
 
   v1::AgentMessage done;
-  done.mutable_workers_succeeded()->set_round(ready->round_ready().round());
+  done.mutable_workers_succeeded()->set_round(round.ready.round());
   ASSERT_TRUE(client->Send(done).ok());
   auto verdict = NextOfKind(*client, v1::ServerMessage::kJobSucceeded);
   ASSERT_TRUE(verdict.ok()) << verdict.status();
@@ -92,7 +101,7 @@ TEST(LocalRendezvousTest, ARoundFormsAndTheStoreStartsOnlyWhenAWorkerConnects) {
   EXPECT_FALSE(gone.ok());
   client->Close("");
   client.reset();
-  (*local)->Shutdown();
+  local->Shutdown();
 }
 
 TEST(LocalRendezvousTest, ARefusedJoinIsReportedAsTheServerWould) {
@@ -106,23 +115,23 @@ TEST(LocalRendezvousTest, ARefusedJoinIsReportedAsTheServerWould) {
 }
 
 TEST(LocalRendezvousTest, ShutdownEndsTheSessionAndWaitingStoreCalls) {
-  auto local = LocalRendezvous::Start({});
-  ASSERT_TRUE(local.ok()) << local.status();
-  auto client = (*local)->NewClient();
-  ASSERT_TRUE(client->Start(OneNodeJoin()).ok());
-  auto ready = NextOfKind(*client, v1::ServerMessage::kRoundReady);
-  ASSERT_TRUE(ready.ok()) << ready.status();
+  OneNodeRound round;
+  ASSERT_NO_FATAL_FAILURE(StartOneNodeRound(&round));
+  auto& local = round.local;
+  auto& client = round.client;
   GrpcStoreOptions options;
-  options.endpoint = (*local)->store_endpoint();
-  options.prefix = ready->round_ready().store_prefix();
+  options.endpoint = local->store_endpoint();
+  options.prefix = round.ready.store_prefix();
   auto store = NewGrpcStore(options);
   ASSERT_TRUE(store.ok()) << store.status();
   absl::Status waited;
   std::thread waiter(
       [&] { waited = (*store)->Get("never-set", absl::Seconds(30)).status(); });
-  absl::SleepFor(absl::Milliseconds(200));
+  // EXPECT, not ASSERT: the waiter thread must be joined either way.
+  EXPECT_TRUE(WaitUntil([&] { return local->store().PendingWaiters() == 1; },
+                        kDeadline));
   const absl::Time start = absl::Now();
-  (*local)->Shutdown(absl::Seconds(1));
+  local->Shutdown(absl::Seconds(1));
   waiter.join();
   EXPECT_FALSE(waited.ok());
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));

@@ -4,11 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <memory>
 #include <string>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -17,32 +15,23 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "muster/rendezvous/client.h"
+#include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
 namespace {
 
+using ::muster::testing::AwaitPortFile;
 using ::muster::testing::BinPath;
+using ::muster::testing::LoopbackChannel;
+using ::muster::testing::LoopbackEndpoint;
+using ::muster::testing::MakeJoin;
 using ::muster::testing::MakeTempDir;
+using ::muster::testing::PrepareContext;
 using ::muster::testing::Subprocess;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kDeadline = absl::Seconds(20);
-
-// Waits for the port file musterd writes once it serves; 0 when it did not
-// appear in time.
-int AwaitPortFile(const std::string& path, Subprocess& proc) {
-  const absl::Time deadline = absl::Now() + kDeadline;
-  while (absl::Now() < deadline) {
-    std::ifstream f(path);
-    std::string text;
-    int port = 0;
-    if (f && std::getline(f, text) && absl::SimpleAtoi(text, &port) && port > 0)
-      return port;
-    if (proc.Wait(absl::Milliseconds(10)).has_value()) return 0;  // it exited
-  }
-  return 0;
-}
 
 class Musterd {
  public:
@@ -52,7 +41,8 @@ class Musterd {
                                      "--port-file=" + port_file_};
     argv.insert(argv.end(), extra.begin(), extra.end());
     proc_ = std::make_unique<Subprocess>(argv);
-    port_ = AwaitPortFile(port_file_, *proc_);
+    // musterd writes the port file once it serves.
+    port_ = AwaitPortFile(port_file_, *proc_, kDeadline);
   }
   int port() const { return port_; }
   Subprocess& proc() { return *proc_; }
@@ -64,10 +54,9 @@ class Musterd {
 };
 
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(int port) {
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto stub = grpc::health::v1::Health::NewStub(LoopbackChannel(port));
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  PrepareContext(&context, /*token=*/"", absl::Seconds(5));
   grpc::health::v1::HealthCheckRequest request;
   grpc::health::v1::HealthCheckResponse response;
   if (!stub->Check(&context, request, &response).ok()) {
@@ -103,17 +92,13 @@ TEST(MusterdTest, KilledServerEndsTheAgentsSessionAsUnavailable) {
   Musterd d;
   ASSERT_GT(d.port(), 0) << d.proc().Output();
   rendezvous::GrpcClientOptions options;
-  options.endpoint = absl::StrCat("127.0.0.1:", d.port());
+  options.endpoint = LoopbackEndpoint(d.port());
   options.connect_timeout = absl::Seconds(5);
   auto client = rendezvous::NewGrpcRendezvousClient(options);
-  v1::Join join;
-  join.set_job_id("killed");
-  join.set_node_id("a");
-  join.set_local_world_size(1);
-  join.set_min_nodes(2);
-  join.set_max_nodes(2);
-  join.set_node_rank_hint(-1);
-  ASSERT_TRUE(client->Start(join).ok());
+  ASSERT_TRUE(client
+                  ->Start(MakeJoin(
+                      {.job_id = "killed", .min_nodes = 2, .max_nodes = 2}))
+                  .ok());
   auto waiting = client->Next(kDeadline);
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_TRUE(waiting->has_waiting());

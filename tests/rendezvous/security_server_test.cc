@@ -21,12 +21,19 @@
 #include "muster/rendezvous/server.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "muster/v1/store.grpc.pb.h"
+#include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/tls_certs.h"
 
 namespace muster::rendezvous {
 namespace {
 
+using ::muster::testing::CallUnary;
+using ::muster::testing::LoopbackEndpoint;
+using ::muster::testing::NextOfKind;
+using ::muster::testing::PrepareContext;
+using ::muster::testing::RawSession;
+using ::muster::testing::StartLoopbackServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -46,7 +53,6 @@ class SecurityServerTest : public ::testing::Test {
   std::unique_ptr<RendezvousServer> StartServer(bool tls, bool mtls = false,
                                                 bool require_token = true) {
     ServerOptions options;
-    options.listen = "127.0.0.1:0";
     if (tls) {
       options.tls.cert = pki_->server_cert;
       options.tls.key = pki_->server_key;
@@ -54,9 +60,7 @@ class SecurityServerTest : public ::testing::Test {
     }
     options.require_token = require_token;
     options.admin_token = kAdmin;
-    auto server = RendezvousServer::Start(options);
-    EXPECT_TRUE(server.ok()) << server.status();
-    return server.ok() ? *std::move(server) : nullptr;
+    return StartLoopbackServer(options);
   }
 
   static ClientSecurity Tls(std::string token = "") {
@@ -73,48 +77,31 @@ class SecurityServerTest : public ::testing::Test {
                    std::istreambuf_iterator<char>());
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = ca;
-    return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+    return grpc::CreateChannel(LoopbackEndpoint(port),
                                grpc::SslCredentials(ssl));
   }
 
-  static void Authorize(grpc::ClientContext* ctx, const std::string& token) {
-    if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
-    ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-  }
-
   static v1::Join MakeJoin(const std::string& node) {
-    v1::Join join;
-    join.set_job_id("jobA");
-    join.set_node_id(node);
-    join.set_hostname(node + ".host");
-    join.set_advertised_addr("127.0.0.1");
-    join.set_local_world_size(1);
-    join.set_min_nodes(1);
-    join.set_max_nodes(1);
-    join.set_node_rank_hint(-1);
-    join.set_master_port(29500);
-    join.set_heartbeat_interval_ms(50);
-    join.set_heartbeat_timeout_ms(5000);
-    join.set_session_secret(NewRandomSecret());
-    return join;
+    return muster::testing::MakeJoin({.job_id = "jobA",
+                                      .node_id = node,
+                                      .hostname = node + ".host",
+                                      .advertised_addr = "127.0.0.1",
+                                      .master_port = 29500,
+                                      .heartbeat_interval_ms = 50,
+                                      .heartbeat_timeout_ms = 5000,
+                                      .session_secret = NewRandomSecret()});
   }
 
   // An agent of jobA with the token, in a RUNNING round 1 (1 node).
   std::unique_ptr<RendezvousClient> JoinedAgent(int port) {
     GrpcClientOptions o;
-    o.endpoint = absl::StrCat("127.0.0.1:", port);
+    o.endpoint = LoopbackEndpoint(port);
     o.security = Tls(kToken);
     auto client = NewGrpcRendezvousClient(o);
     absl::Status s = client->Start(MakeJoin("node-a"));
     EXPECT_TRUE(s.ok()) << s;
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      auto msg = client->Next(deadline - absl::Now());
-      if (!msg.ok() || msg->has_round_ready()) {
-        EXPECT_TRUE(msg.ok()) << msg.status();
-        break;
-      }
-    }
+    auto ready = NextOfKind(*client, v1::ServerMessage::kRoundReady);
+    EXPECT_TRUE(ready.ok()) << ready.status();
     return client;
   }
 
@@ -126,7 +113,7 @@ muster::testing::TestPki* SecurityServerTest::pki_ = nullptr;
 TEST_F(SecurityServerTest, TlsStatusWorksAndPlaintextFailsFastNamingTls) {
   auto server = StartServer(/*tls=*/true);
   ASSERT_NE(server, nullptr);
-  const std::string endpoint = absl::StrCat("127.0.0.1:", server->port());
+  const std::string endpoint = LoopbackEndpoint(server->port());
   auto ok = QueryStatus(endpoint, "", absl::Seconds(10), Tls());
   ASSERT_TRUE(ok.ok()) << ok.status();
 
@@ -142,8 +129,8 @@ TEST_F(SecurityServerTest, TlsClientAgainstPlaintextServerNamesTls) {
   auto server = StartServer(/*tls=*/false);
   ASSERT_NE(server, nullptr);
   const absl::Time start = absl::Now();
-  auto s = QueryStatus(absl::StrCat("127.0.0.1:", server->port()), "",
-                       absl::Seconds(10), Tls());
+  auto s = QueryStatus(LoopbackEndpoint(server->port()), "", absl::Seconds(10),
+                       Tls());
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("plaintext"));
@@ -155,8 +142,8 @@ TEST_F(SecurityServerTest, WrongCaIsAFailedHandshake) {
   ASSERT_NE(server, nullptr);
   ClientSecurity wrong;
   wrong.tls_ca = pki_->ca2_cert;
-  auto s = QueryStatus(absl::StrCat("127.0.0.1:", server->port()), "",
-                       absl::Seconds(10), wrong);
+  auto s = QueryStatus(LoopbackEndpoint(server->port()), "", absl::Seconds(10),
+                       wrong);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("TLS handshake"));
 }
@@ -164,7 +151,7 @@ TEST_F(SecurityServerTest, WrongCaIsAFailedHandshake) {
 TEST_F(SecurityServerTest, MutualTlsNeedsAClientCertificate) {
   auto server = StartServer(/*tls=*/true, /*mtls=*/true);
   ASSERT_NE(server, nullptr);
-  const std::string endpoint = absl::StrCat("127.0.0.1:", server->port());
+  const std::string endpoint = LoopbackEndpoint(server->port());
   auto without = QueryStatus(endpoint, "", absl::Seconds(5), Tls());
   EXPECT_FALSE(without.ok());
   ClientSecurity with = Tls();
@@ -204,12 +191,10 @@ TEST_F(SecurityServerTest, TokensGuardStatusStoreAndJoin) {
            {kWrong, grpc::StatusCode::PERMISSION_DENIED},
            {kToken, grpc::StatusCode::OK},
            {kAdmin, grpc::StatusCode::OK}}) {
-    grpc::ClientContext ctx;
-    Authorize(&ctx, token);
     v1::GetStatusRequest req;
     req.set_job_id("jobA");
-    v1::GetStatusResponse resp;
-    grpc::Status s = rdzv->GetStatus(&ctx, req, &resp);
+    grpc::Status s =
+        CallUnary(*rdzv, &v1::Rendezvous::Stub::GetStatus, req, token);
     EXPECT_EQ(s.error_code(), code)
         << "token '" << token << "': " << s.error_message();
     EXPECT_THAT(s.error_message(), Not(HasSubstr(kToken)));
@@ -217,7 +202,7 @@ TEST_F(SecurityServerTest, TokensGuardStatusStoreAndJoin) {
   // Every job: the job is hidden from a caller without its token.
   {
     grpc::ClientContext ctx;
-    Authorize(&ctx, "");
+    PrepareContext(&ctx);
     v1::GetStatusResponse resp;
     ASSERT_TRUE(rdzv->GetStatus(&ctx, v1::GetStatusRequest(), &resp).ok());
     EXPECT_EQ(resp.jobs_size(), 0);
@@ -234,46 +219,33 @@ TEST_F(SecurityServerTest, TokensGuardStatusStoreAndJoin) {
             grpc::StatusCode::PERMISSION_DENIED},
            {DeriveStoreCredential(kToken, prefix), grpc::StatusCode::OK},
            {kToken, grpc::StatusCode::OK}}) {
-    {
-      grpc::ClientContext ctx;
-      Authorize(&ctx, token);
-      v1::SetRequest req;
-      req.set_prefix(prefix);
-      req.set_key("k");
-      req.set_value("v");
-      v1::SetResponse resp;
-      EXPECT_EQ(store->Set(&ctx, req, &resp).error_code(), code) << token;
-    }
-    {
-      grpc::ClientContext ctx;
-      Authorize(&ctx, token);
-      v1::GetRequest req;
-      req.set_prefix(prefix);
-      req.set_key("k");
-      v1::GetResponse resp;
-      EXPECT_EQ(store->Get(&ctx, req, &resp).error_code(), code) << token;
-    }
-    {
-      grpc::ClientContext ctx;
-      Authorize(&ctx, token);
-      v1::DeleteRequest req;
-      req.set_prefix(prefix);
-      req.set_key("nothing");
-      v1::DeleteResponse resp;
-      EXPECT_EQ(store->Delete(&ctx, req, &resp).error_code(), code) << token;
-    }
+    v1::SetRequest set;
+    set.set_prefix(prefix);
+    set.set_key("k");
+    set.set_value("v");
+    EXPECT_EQ(CallUnary(*store, &v1::Store::Stub::Set, set, token).error_code(),
+              code)
+        << token;
+    v1::GetRequest get;
+    get.set_prefix(prefix);
+    get.set_key("k");
+    EXPECT_EQ(CallUnary(*store, &v1::Store::Stub::Get, get, token).error_code(),
+              code)
+        << token;
+    v1::DeleteRequest del;
+    del.set_prefix(prefix);
+    del.set_key("nothing");
+    EXPECT_EQ(
+        CallUnary(*store, &v1::Store::Stub::Delete, del, token).error_code(),
+        code)
+        << token;
   }
   // --require-token: no keys planted for a job that has not started.
-  {
-    grpc::ClientContext ctx;
-    Authorize(&ctx, "");
-    v1::SetRequest req;
-    req.set_prefix("jobB/1");
-    req.set_key("k");
-    v1::SetResponse resp;
-    EXPECT_EQ(store->Set(&ctx, req, &resp).error_code(),
-              grpc::StatusCode::UNAUTHENTICATED);
-  }
+  v1::SetRequest plant;
+  plant.set_prefix("jobB/1");
+  plant.set_key("k");
+  EXPECT_EQ(CallUnary(*store, &v1::Store::Stub::Set, plant).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
 
   // Join: without the token, with a wrong one; with the token but another
   // node's id and no session secret.
@@ -282,23 +254,18 @@ TEST_F(SecurityServerTest, TokensGuardStatusStoreAndJoin) {
            {"", grpc::StatusCode::UNAUTHENTICATED, "x"},
            {kWrong, grpc::StatusCode::PERMISSION_DENIED, "x"},
            {kToken, grpc::StatusCode::ALREADY_EXISTS, "node-a"}}) {
-    grpc::ClientContext ctx;
-    Authorize(&ctx, token);
-    auto stream = rdzv->Session(&ctx);
+    RawSession session(channel, token);
     v1::AgentMessage msg;
     *msg.mutable_join() = MakeJoin(node);
     msg.mutable_join()->set_session_secret(token.empty() ? "" : kWrong);
-    stream->Write(msg);
-    stream->WritesDone();
-    v1::ServerMessage in;
-    while (stream->Read(&in)) {
-    }
-    grpc::Status s = stream->Finish();
+    session.stream().Write(msg);
+    session.stream().WritesDone();
+    grpc::Status s = session.Finish();
     EXPECT_EQ(s.error_code(), code) << node << ": " << s.error_message();
   }
 
   // The real agent was not disturbed: still RUNNING in round 1, connected.
-  auto status = QueryStatus(absl::StrCat("127.0.0.1:", server->port()), "jobA",
+  auto status = QueryStatus(LoopbackEndpoint(server->port()), "jobA",
                             absl::Seconds(10), Tls(kAdmin));
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_EQ(status->jobs_size(), 1);
@@ -315,7 +282,7 @@ TEST_F(SecurityServerTest, GrpcStorePresentsTheRoundCredential) {
   ASSERT_NE(server, nullptr);
   auto agent = JoinedAgent(server->port());
   GrpcStoreOptions o;
-  o.endpoint = absl::StrCat("127.0.0.1:", server->port());
+  o.endpoint = LoopbackEndpoint(server->port());
   o.prefix = "jobA/1";
   o.security = Tls(DeriveStoreCredential(kToken, "jobA/1"));
   auto store = NewGrpcStore(o);
@@ -343,13 +310,11 @@ TEST_F(SecurityServerTest, ReloadSwapsTheCertificateForNewConnections) {
   copy(pki_->server_cert, cert);
   copy(pki_->server_key, key);
   ServerOptions options;
-  options.listen = "127.0.0.1:0";
   options.tls.cert = cert;
   options.tls.key = key;
-  auto started = RendezvousServer::Start(options);
-  ASSERT_TRUE(started.ok()) << started.status();
-  auto& server = *started;
-  const std::string endpoint = absl::StrCat("127.0.0.1:", server->port());
+  auto server = StartLoopbackServer(options);
+  ASSERT_NE(server, nullptr);
+  const std::string endpoint = LoopbackEndpoint(server->port());
   ClientSecurity ca2;
   ca2.tls_ca = pki_->ca2_cert;
   ASSERT_TRUE(QueryStatus(endpoint, "", absl::Seconds(10), Tls()).ok());

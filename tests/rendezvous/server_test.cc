@@ -17,47 +17,31 @@
 #include "gtest/gtest.h"
 #include "muster/rendezvous/grpc_store.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "tests/testing/rendezvous.h"
+#include "tests/testing/wait.h"
 
 namespace muster::rendezvous {
 namespace {
 
+using ::muster::testing::LoopbackChannel;
+using ::muster::testing::LoopbackEndpoint;
+using ::muster::testing::PrepareContext;
+using ::muster::testing::RawSession;
+using ::muster::testing::StartLoopbackServer;
+using ::muster::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
 
-template <typename F>
-bool Eventually(F cond, absl::Duration timeout = kDeadline) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!cond()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  return true;
-}
-
-std::unique_ptr<RendezvousServer> StartOnLoopback(
-    std::string listen = "127.0.0.1:0") {
-  ServerOptions options;
-  options.listen = std::move(listen);
-  auto server = RendezvousServer::Start(options);
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? *std::move(server) : nullptr;
-}
-
-std::shared_ptr<grpc::Channel> ChannelTo(const RendezvousServer& server) {
-  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", server.port()),
-                             grpc::InsecureChannelCredentials());
-}
-
 TEST(RendezvousServerTest, PortZeroPicksAPort) {
-  auto server = StartOnLoopback();
+  auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
   EXPECT_GT(server->port(), 0);
   EXPECT_EQ(server->address(), absl::StrCat("127.0.0.1:", server->port()));
 }
 
 TEST(RendezvousServerTest, SecondServerOnTheSamePortFailsNamingPortAndHolder) {
-  auto first = StartOnLoopback();
+  auto first = StartLoopbackServer();
   ASSERT_NE(first, nullptr);
   for (const std::string host : {"127.0.0.1", "0.0.0.0"}) {
     ServerOptions options;
@@ -91,13 +75,14 @@ TEST(RendezvousServerTest, AddressNotOnThisHostIsUnavailable) {
 }
 
 TEST(RendezvousServerTest, HealthCheckServes) {
-  auto server = StartOnLoopback();
+  auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
-  auto health = grpc::health::v1::Health::NewStub(ChannelTo(*server));
+  auto health =
+      grpc::health::v1::Health::NewStub(LoopbackChannel(server->port()));
   for (const std::string service :
        {"", "muster.v1.Rendezvous", "muster.v1.Store"}) {
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kDeadline));
+    PrepareContext(&context, /*token=*/"", kDeadline);
     grpc::health::v1::HealthCheckRequest request;
     request.set_service(service);
     grpc::health::v1::HealthCheckResponse response;
@@ -109,11 +94,12 @@ TEST(RendezvousServerTest, HealthCheckServes) {
 }
 
 TEST(RendezvousServerTest, HealthWatchSeesNotServingAtShutdown) {
-  auto server = StartOnLoopback();
+  auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
-  auto health = grpc::health::v1::Health::NewStub(ChannelTo(*server));
+  auto health =
+      grpc::health::v1::Health::NewStub(LoopbackChannel(server->port()));
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kDeadline));
+  PrepareContext(&context, /*token=*/"", kDeadline);
   grpc::health::v1::HealthCheckRequest request;
   auto watch = health->Watch(&context, request);
   grpc::health::v1::HealthCheckResponse response;
@@ -134,23 +120,19 @@ TEST(RendezvousServerTest, HealthWatchSeesNotServingAtShutdown) {
 
 TEST(RendezvousServerTest,
      ShutdownWithOpenStreamsAndWaitingGetsReturnsWithinGrace) {
-  auto server = StartOnLoopback();
+  auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
 
   // A Session stream that has sent nothing yet, and one stuck in a Store wait.
-  auto rendezvous = v1::Rendezvous::NewStub(ChannelTo(*server));
-  grpc::ClientContext session_context;
-  session_context.set_deadline(absl::ToChronoTime(absl::Now() + kDeadline));
-  auto session = rendezvous->Session(&session_context);
+  RawSession session(LoopbackChannel(server->port()));
 
-  auto store =
-      NewGrpcStore({.endpoint = absl::StrCat("127.0.0.1:", server->port()),
-                    .prefix = "job/1"});
+  auto store = NewGrpcStore(
+      {.endpoint = LoopbackEndpoint(server->port()), .prefix = "job/1"});
   ASSERT_TRUE(store.ok()) << store.status();
   absl::StatusOr<std::string> got;
   std::thread getter([&] { got = (*store)->Get("never", absl::Seconds(30)); });
-  ASSERT_TRUE(
-      Eventually([&] { return server->store().PendingWaiters() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return server->store().PendingWaiters() == 1; },
+                        kDeadline));
 
   const absl::Duration grace = absl::Seconds(2);
   const absl::Time start = absl::Now();
@@ -162,9 +144,9 @@ TEST(RendezvousServerTest,
       << got.status();
   EXPECT_THAT(got.status().message(), HasSubstr("shutting down"));
 
-  v1::ServerMessage msg;
-  EXPECT_FALSE(session->Read(&msg));
-  grpc::Status end = session->Finish();
+  int messages = -1;
+  grpc::Status end = session.Finish(&messages);
+  EXPECT_EQ(messages, 0);
   EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(end.error_message(), HasSubstr("musterd is shutting down"));
 
@@ -174,7 +156,7 @@ TEST(RendezvousServerTest,
 }
 
 TEST(RendezvousServerTest, WaitReturnsWhenAnotherThreadShutsDown) {
-  auto server = StartOnLoopback();
+  auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
   std::thread stopper([&] { server->Shutdown(absl::Milliseconds(100)); });
   server->Wait();
@@ -182,38 +164,32 @@ TEST(RendezvousServerTest, WaitReturnsWhenAnotherThreadShutsDown) {
 }
 
 TEST(RendezvousServerTest, SessionMustStartWithJoin) {
-  auto server = StartOnLoopback();
+  auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
-  auto rendezvous = v1::Rendezvous::NewStub(ChannelTo(*server));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kDeadline));
-  auto session = rendezvous->Session(&context);
+  RawSession session(LoopbackChannel(server->port()));
   v1::AgentMessage heartbeat;
   heartbeat.mutable_heartbeat()->set_round(1);
-  ASSERT_TRUE(session->Write(heartbeat));
-  v1::ServerMessage msg;
-  EXPECT_FALSE(session->Read(&msg));
-  grpc::Status end = session->Finish();
+  ASSERT_TRUE(session.stream().Write(heartbeat));
+  int messages = -1;
+  grpc::Status end = session.Finish(&messages);
+  EXPECT_EQ(messages, 0);
   EXPECT_EQ(end.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(end.error_message(), HasSubstr("Join"));
 }
 
 TEST(RendezvousServerTest, RefusedJoinEndsTheStreamWithTheCoordinatorsStatus) {
-  auto server = StartOnLoopback();
+  auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
-  auto rendezvous = v1::Rendezvous::NewStub(ChannelTo(*server));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kDeadline));
-  auto session = rendezvous->Session(&context);
+  RawSession session(LoopbackChannel(server->port()));
   v1::AgentMessage join;
   join.mutable_join()->set_node_id("n");  // no job id
   join.mutable_join()->set_local_world_size(1);
   join.mutable_join()->set_min_nodes(1);
   join.mutable_join()->set_max_nodes(1);
-  ASSERT_TRUE(session->Write(join));
-  v1::ServerMessage msg;
-  EXPECT_FALSE(session->Read(&msg));
-  grpc::Status end = session->Finish();
+  ASSERT_TRUE(session.stream().Write(join));
+  int messages = -1;
+  grpc::Status end = session.Finish(&messages);
+  EXPECT_EQ(messages, 0);
   EXPECT_EQ(end.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
       << end.error_message();
   EXPECT_FALSE(end.error_message().empty());

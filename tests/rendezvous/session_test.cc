@@ -15,58 +15,64 @@
 #include "muster/rendezvous/client.h"
 #include "muster/rendezvous/server.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "tests/testing/rendezvous.h"
 
 namespace muster::rendezvous {
 namespace {
 
+using ::muster::testing::LoopbackChannel;
+using ::muster::testing::LoopbackEndpoint;
+using ::muster::testing::NextOfKind;
+using ::muster::testing::PrepareContext;
+using ::muster::testing::StartLoopbackServer;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
 
 v1::Join MakeJoin(const std::string& job, const std::string& node,
-                  int min_nodes, int max_nodes) {
-  v1::Join join;
-  join.set_job_id(job);
-  join.set_node_id(node);
-  join.set_hostname(node + ".host");
-  join.set_advertised_addr("127.0.0.1");
-  join.set_local_world_size(2);
-  join.set_min_nodes(min_nodes);
-  join.set_max_nodes(max_nodes);
-  join.set_node_rank_hint(-1);
-  join.set_master_port(29500);
-  join.set_heartbeat_interval_ms(50);
-  join.set_heartbeat_timeout_ms(2000);
-  return join;
-}
-
-// The next message of the kind wanted, skipping others (Waiting), within
-// kDeadline.
-absl::StatusOr<v1::ServerMessage> NextOfKind(RendezvousClient& client,
-                                             v1::ServerMessage::KindCase kind) {
-  const absl::Time deadline = absl::Now() + kDeadline;
-  while (true) {
-    absl::StatusOr<v1::ServerMessage> msg = client.Next(deadline - absl::Now());
-    if (!msg.ok() || msg->kind_case() == kind) return msg;
-  }
+                  int min_nodes, int max_nodes,
+                  int64_t heartbeat_timeout_ms = 2000) {
+  return muster::testing::MakeJoin(
+      {.job_id = job,
+       .node_id = node,
+       .hostname = node + ".host",
+       .advertised_addr = "127.0.0.1",
+       .local_world_size = 2,
+       .min_nodes = min_nodes,
+       .max_nodes = max_nodes,
+       .master_port = 29500,
+       .heartbeat_interval_ms = 50,
+       .heartbeat_timeout_ms = heartbeat_timeout_ms});
 }
 
 class SessionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    auto server = RendezvousServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
+    server_ = StartLoopbackServer();
+    ASSERT_NE(server_, nullptr);
   }
 
   std::unique_ptr<RendezvousClient> NewClient() {
     GrpcClientOptions options;
-    options.endpoint = absl::StrCat("127.0.0.1:", server_->port());
+    options.endpoint = LoopbackEndpoint(server_->port());
     options.connect_timeout = absl::Seconds(5);
     options.heartbeat_interval = absl::Milliseconds(50);
     return NewGrpcRendezvousClient(options);
+  }
+
+  // a and b join `job` as nodes "a" and "b" (min..max nodes) and both get
+  // RoundReady. Callers wrap it in ASSERT_NO_FATAL_FAILURE.
+  static void JoinBoth(RendezvousClient& a, RendezvousClient& b,
+                       const std::string& job, int min_nodes, int max_nodes,
+                       int64_t heartbeat_timeout_ms = 2000) {
+    ASSERT_TRUE(
+        a.Start(MakeJoin(job, "a", min_nodes, max_nodes, heartbeat_timeout_ms))
+            .ok());
+    ASSERT_TRUE(
+        b.Start(MakeJoin(job, "b", min_nodes, max_nodes, heartbeat_timeout_ms))
+            .ok());
+    ASSERT_TRUE(NextOfKind(a, v1::ServerMessage::kRoundReady).ok());
+    ASSERT_TRUE(NextOfKind(b, v1::ServerMessage::kRoundReady).ok());
   }
 
   std::unique_ptr<RendezvousServer> server_;
@@ -92,11 +98,9 @@ TEST_F(SessionTest, TwoClientsFormARound) {
   EXPECT_EQ(x.round(), y.round());
 
   // GetStatus sees the running job.
-  auto stub = v1::Rendezvous::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                          grpc::InsecureChannelCredentials()));
+  auto stub = v1::Rendezvous::NewStub(LoopbackChannel(server_->port()));
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kDeadline));
+  PrepareContext(&context, /*token=*/"", kDeadline);
   v1::GetStatusRequest request;
   request.set_job_id("job");
   v1::GetStatusResponse status;
@@ -112,14 +116,8 @@ TEST_F(SessionTest, TwoClientsFormARound) {
 TEST_F(SessionTest, HeartbeatsKeepAnIdleRoundAlive) {
   auto a = NewClient();
   auto b = NewClient();
-  v1::Join ja = MakeJoin("hb", "a", 2, 2);
-  v1::Join jb = MakeJoin("hb", "b", 2, 2);
-  ja.set_heartbeat_timeout_ms(300);
-  jb.set_heartbeat_timeout_ms(300);
-  ASSERT_TRUE(a->Start(ja).ok());
-  ASSERT_TRUE(b->Start(jb).ok());
-  ASSERT_TRUE(NextOfKind(*a, v1::ServerMessage::kRoundReady).ok());
-  ASSERT_TRUE(NextOfKind(*b, v1::ServerMessage::kRoundReady).ok());
+  ASSERT_NO_FATAL_FAILURE(JoinBoth(*a, *b, "hb", 2, 2,
+                                   /*heartbeat_timeout_ms=*/300));
   // Several heartbeat timeouts pass with no other traffic: nothing ends the
   // round.
   auto quiet = a->Next(absl::Seconds(1));
@@ -149,10 +147,7 @@ TEST_F(SessionTest, MismatchedJobEndsTheSecondStreamWithFailedPrecondition) {
 TEST_F(SessionTest, ClosingOneClientRestartsTheOther) {
   auto a = NewClient();
   auto b = NewClient();
-  ASSERT_TRUE(a->Start(MakeJoin("elastic", "a", 1, 2)).ok());
-  ASSERT_TRUE(b->Start(MakeJoin("elastic", "b", 1, 2)).ok());
-  ASSERT_TRUE(NextOfKind(*a, v1::ServerMessage::kRoundReady).ok());
-  ASSERT_TRUE(NextOfKind(*b, v1::ServerMessage::kRoundReady).ok());
+  ASSERT_NO_FATAL_FAILURE(JoinBoth(*a, *b, "elastic", 1, 2));
   const absl::Time start = absl::Now();
   const absl::Time close_start = absl::Now();
   a->Close("");
@@ -167,10 +162,7 @@ TEST_F(SessionTest, ClosingOneClientRestartsTheOther) {
 TEST_F(SessionTest, LeaveReasonReachesTheOthers) {
   auto a = NewClient();
   auto b = NewClient();
-  ASSERT_TRUE(a->Start(MakeJoin("leave", "a", 1, 2)).ok());
-  ASSERT_TRUE(b->Start(MakeJoin("leave", "b", 1, 2)).ok());
-  ASSERT_TRUE(NextOfKind(*a, v1::ServerMessage::kRoundReady).ok());
-  ASSERT_TRUE(NextOfKind(*b, v1::ServerMessage::kRoundReady).ok());
+  ASSERT_NO_FATAL_FAILURE(JoinBoth(*a, *b, "leave", 1, 2));
   a->Close("operator stop");
   auto restart = NextOfKind(*b, v1::ServerMessage::kRestart);
   ASSERT_TRUE(restart.ok()) << restart.status();

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "muster/common/net.h"
+#include "tests/testing/ports.h"
 
 extern char** environ;
 
@@ -194,14 +195,17 @@ bool ProcessAlive(pid_t pid) {
   return content[close + 2] != 'Z';
 }
 
-bool WaitUntil(const std::function<bool()>& cond, absl::Duration timeout,
-               absl::Duration poll) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (cond()) return true;
-    absl::SleepFor(poll);
-  }
-  return cond();
+int AwaitPortFile(const std::string& path, Subprocess& proc,
+                  absl::Duration timeout) {
+  int port = 0;
+  WaitUntil(
+      [&] {
+        port = ReadPortFile(path);
+        // Once it exited, waiting longer cannot help.
+        return port > 0 || proc.Wait(absl::ZeroDuration()).has_value();
+      },
+      timeout, absl::Milliseconds(10));
+  return port;
 }
 
 std::vector<pid_t> PidsInDir(const std::string& dir) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "tests/testing/wait.h"  // WaitUntil, used with the helpers below
 
 namespace muster::testing {
 
@@ -70,17 +71,18 @@ class Subprocess {
   std::optional<int> exit_code_;
 };
 
+// Waits up to timeout for proc to write a port to the --port-file at path
+// (musterd, muster with --port-file); returns it, or 0 when proc exited first
+// or the time ran out.
+int AwaitPortFile(const std::string& path, Subprocess& proc,
+                  absl::Duration timeout);
+
 // Lines of text that contain `needle`.
 std::vector<std::string> LinesWith(const std::string& text,
                                    const std::string& needle);
 
 // Whether a process with this pid exists (and is not a zombie).
 bool ProcessAlive(pid_t pid);
-
-// Polls cond every `poll` until it holds or timeout passes; returns its last
-// value.
-bool WaitUntil(const std::function<bool()>& cond, absl::Duration timeout,
-               absl::Duration poll = absl::Milliseconds(20));
 
 // The pids in the DIR/<RANK>.pid files test_worker --pid-dir writes (not the
 // .tmp files of a write in progress).

@@ -22,6 +22,14 @@ absl::Status Run(const std::string& command, const std::string& log) {
   return absl::OkStatus();
 }
 
+// An EC P-256 private key at p.key.
+absl::Status MakeKey(const std::string& p, const std::string& log) {
+  return Run(
+      absl::StrCat("openssl ecparam -name prime256v1 -genkey -noout -out ", p,
+                   ".key"),
+      log);
+}
+
 // A key and a certificate signed by ca_cert/ca_key, for 127.0.0.1/localhost.
 absl::Status MakeLeaf(const std::string& dir, const std::string& name,
                       const std::string& cn, const std::string& ca_cert,
@@ -38,12 +46,7 @@ absl::Status MakeLeaf(const std::string& dir, const std::string& name,
     }
   }
   const std::string p = absl::StrCat(dir, "/", name);
-  if (absl::Status s = Run(absl::StrCat("openssl ecparam -name prime256v1 "
-                                        "-genkey -noout -out ",
-                                        p, ".key"),
-                           log);
-      !s.ok())
-    return s;
+  if (absl::Status s = MakeKey(p, log); !s.ok()) return s;
   if (absl::Status s =
           Run(absl::StrCat("openssl req -new -key ", p, ".key -subj /CN=", cn,
                            " -out ", p, ".csr"),
@@ -58,12 +61,7 @@ absl::Status MakeLeaf(const std::string& dir, const std::string& name,
 
 absl::Status MakeCa(const std::string& p, const std::string& cn,
                     const std::string& log) {
-  if (absl::Status s = Run(absl::StrCat("openssl ecparam -name prime256v1 "
-                                        "-genkey -noout -out ",
-                                        p, ".key"),
-                           log);
-      !s.ok())
-    return s;
+  if (absl::Status s = MakeKey(p, log); !s.ok()) return s;
   return Run(absl::StrCat("openssl req -x509 -new -key ", p,
                           ".key -subj /CN=", cn, " -days 2 -out ", p, ".crt"),
              log);

@@ -1,0 +1,32 @@
+// The timer loop of a Coordinator's host (RendezvousServer, LocalRendezvous).
+#ifndef MUSTER_RENDEZVOUS_SRC_TICK_LOOP_H_
+#define MUSTER_RENDEZVOUS_SRC_TICK_LOOP_H_
+
+#include <algorithm>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "muster/rendezvous/coordinator.h"
+
+namespace muster::rendezvous {
+
+// Calls coordinator.Tick() at least every `interval`, sooner when Tick asks
+// to, until *stopping is true. `mu` guards *stopping; it is held except while
+// Tick runs, and whoever sets *stopping under it wakes the loop at once. Blocks
+// the calling thread (a dedicated one) until then.
+inline void RunCoordinatorTicks(Coordinator& coordinator, absl::Mutex& mu,
+                                const bool& stopping, absl::Duration interval) {
+  absl::MutexLock lock(&mu);
+  while (!stopping) {
+    mu.Unlock();
+    const absl::Time next = coordinator.Tick();
+    mu.Lock();
+    mu.AwaitWithDeadline(absl::Condition(&stopping),
+                         std::min(next, absl::Now() + interval));
+  }
+}
+
+}  // namespace muster::rendezvous
+
+#endif  // MUSTER_RENDEZVOUS_SRC_TICK_LOOP_H_
