@@ -44,6 +44,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/security_flags.h"
+#include "muster/common/duration.h"
 #include "muster/common/net.h"
 #include "muster/common/probe.h"
 
@@ -2946,15 +2947,13 @@ Check GpuCheck(const std::map<std::string, std::string>& env) {
 // ---- Command line ----
 
 absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
-  double seconds = 0;
-  absl::Duration d;
-  if (absl::SimpleAtod(text, &seconds)) {
-    d = absl::Seconds(seconds);
-  } else if (!absl::ParseDuration(text, &d)) {
+  absl::StatusOr<absl::Duration> parsed = muster::ParseDuration(text);
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--timeout '", text,
                      "': write seconds (2, 0.5) or a duration (500ms)"));
   }
+  const absl::Duration d = *parsed;
   if (d <= absl::ZeroDuration() || d > absl::Minutes(5)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--timeout '", text, "' must be in (0, 5m]"));

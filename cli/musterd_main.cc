@@ -45,11 +45,11 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "muster/common/duration.h"
 #include "muster/common/logging.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/server.h"
@@ -65,16 +65,6 @@ constexpr char kVersion[] = "0.1.0";
 constexpr int kExitCannotServe = 1;
 constexpr int kExitUsage = 2;
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
-
-// "2s", "500ms", "1m30s", or a plain number of seconds ("2", "0.5").
-bool ParseDurationFlag(const std::string& text, absl::Duration* out) {
-  double seconds = 0;
-  if (absl::SimpleAtod(text, &seconds)) {
-    *out = absl::Seconds(seconds);
-    return true;
-  }
-  return absl::ParseDuration(text, out);
-}
 
 // gRPC's own log lines go through our logger at debug level: musterd reports
 // the failures that matter itself, in its own words (a taken port, for one, is
@@ -331,14 +321,14 @@ int main(int argc, char** argv) {
     options.admin_token = *std::move(admin);
   }
   if (!heartbeat_timeout.empty()) {
-    absl::Duration d;
-    if (!ParseDurationFlag(heartbeat_timeout, &d) ||
-        d <= absl::ZeroDuration()) {
+    // "2s", "500ms", "1m30s", or a plain number of seconds ("2", "0.5").
+    absl::StatusOr<absl::Duration> d = muster::ParseDuration(heartbeat_timeout);
+    if (!d.ok() || *d <= absl::ZeroDuration()) {
       std::cerr << "musterd: --heartbeat-timeout: '" << heartbeat_timeout
                 << "' is not a positive duration (examples: 2s, 500ms, 1.5)\n";
       return kExitUsage;
     }
-    options.coordinator.default_heartbeat_timeout = d;
+    options.coordinator.default_heartbeat_timeout = *d;
   }
 
   // SIGINT/SIGTERM are taken by sigwait below, never by a handler. Blocked

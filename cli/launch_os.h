@@ -1,0 +1,54 @@
+// The launcher's questions to the operating system, in one place. Nothing else
+// in cli/launch_* includes an OS header or calls the OS: cli/posix/launch_os.cc
+// answers these on Linux (issue 13: the platform layer takes them over, and a
+// windows/ twin answers them there).
+//
+// All functions are thread-safe, never fail (an unreadable answer is "none")
+// and block only on a few file-system look-ups.
+#ifndef MUSTER_CLI_LAUNCH_OS_H_
+#define MUSTER_CLI_LAUNCH_OS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace muster::cli::os {
+
+// CPUs this process may run on (sched_getaffinity: taskset, cgroup cpusets),
+// else the online CPUs; at least 1.
+int UsableCpuCount();
+
+// The names in directory `dir`, without "." and ".."; empty when it cannot be
+// read.
+std::vector<std::string> ListDirectory(const std::string& dir);
+
+enum class PathKind {
+  kMissing,         // nothing there (or not reachable)
+  kExecutableFile,  // a regular file this process may execute
+  kPlainFile,       // a regular file it may not execute
+  kOther,           // a directory, device, socket...
+};
+// What `path` is, following symbolic links.
+PathKind StatPath(const std::string& path);
+
+// PATH resolution as execvp does it: the first executable regular file named
+// `name` in the directories of `search_path` (PATH's value; an empty entry is
+// the current directory). nullopt when there is none.
+std::optional<std::string> FindInPath(absl::string_view name,
+                                      absl::string_view search_path);
+// The search path when the environment has no PATH.
+inline constexpr char kDefaultSearchPath[] = "/usr/local/bin:/usr/bin:/bin";
+
+// The number of the signal called `name` without its SIG prefix, in upper case
+// ("TERM", "USR1"); nullopt for a name this table does not know.
+std::optional<int> SignalNumber(absl::string_view name);
+// Whether `sig` is a signal number of this system (0 < sig < NSIG).
+bool IsSignalNumber(int sig);
+// SIGKILL and SIGSTOP: no process can catch them, so none can forward them.
+bool IsUncatchableSignal(int sig);
+
+}  // namespace muster::cli::os
+
+#endif  // MUSTER_CLI_LAUNCH_OS_H_

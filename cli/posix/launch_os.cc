@@ -1,0 +1,77 @@
+// Linux answers to cli/launch_os.h.
+#include "cli/launch_os.h"
+
+#include <dirent.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace muster::cli::os {
+
+int UsableCpuCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  // The CPUs this process may use, not all of the machine's: a worker per CPU
+  // that it may not run on only oversubscribes the ones it may.
+  int cpus = sched_getaffinity(0, sizeof(set), &set) == 0
+                 ? CPU_COUNT(&set)
+                 : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return std::max(1, cpus);
+}
+
+std::vector<std::string> ListDirectory(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) {
+    absl::string_view name = e->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  closedir(d);
+  return names;
+}
+
+PathKind StatPath(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return PathKind::kMissing;
+  if (!S_ISREG(st.st_mode)) return PathKind::kOther;
+  return access(path.c_str(), X_OK) == 0 ? PathKind::kExecutableFile
+                                         : PathKind::kPlainFile;
+}
+
+std::optional<std::string> FindInPath(absl::string_view name,
+                                      absl::string_view search_path) {
+  for (absl::string_view dir : absl::StrSplit(search_path, ':')) {
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", name);
+    if (StatPath(candidate) == PathKind::kExecutableFile) return candidate;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> SignalNumber(absl::string_view name) {
+  static const std::pair<const char*, int> kNames[] = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT},
+      {"TERM", SIGTERM}, {"USR1", SIGUSR1},   {"USR2", SIGUSR2},
+      {"ALRM", SIGALRM}, {"PIPE", SIGPIPE},   {"CONT", SIGCONT},
+      {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},   {"TTOU", SIGTTOU},
+      {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ},   {"VTALRM", SIGVTALRM},
+      {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"PWR", SIGPWR},
+      {"KILL", SIGKILL}, {"STOP", SIGSTOP}};
+  for (const auto& [n, v] : kNames) {
+    if (name == n) return v;
+  }
+  return std::nullopt;
+}
+
+bool IsSignalNumber(int sig) { return sig > 0 && sig < NSIG; }
+
+bool IsUncatchableSignal(int sig) { return sig == SIGKILL || sig == SIGSTOP; }
+
+}  // namespace muster::cli::os
