@@ -19,8 +19,14 @@
 #include "gtest/gtest.h"
 #include "muster/common/net.h"
 #include "muster/common/probe.h"
+#include "muster/doctor/firewall.h"
+#include "muster/doctor/interfaces.h"
+#include "muster/doctor/ports.h"
+#include "muster/doctor/render.h"
+#include "muster/doctor/report.h"
+#include "platform/fake/fake_net.h"
 
-namespace muster::cli::doctor {
+namespace muster::doctor {
 namespace {
 
 using ::testing::ElementsAre;
@@ -30,15 +36,7 @@ using ::testing::Not;
 
 InterfaceAddress If(const std::string& name, const std::string& address,
                     int prefix = 24, bool running = true) {
-  InterfaceAddress a;
-  a.name = name;
-  a.address = address;
-  a.family = address.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-  a.prefix_len = prefix;
-  a.up = running;
-  a.running = running;
-  a.loopback = name == "lo";
-  return a;
+  return platform::FakeInterface(name, address, prefix, running, running);
 }
 
 std::vector<std::string> Names(const InterfaceChoice& c) {
@@ -449,11 +447,11 @@ TEST(FormatTest, JsonCarriesEverything) {
 }
 
 TEST(RunDoctorTest, BadFlagsExitTwoAndHelpExitsZero) {
-  EXPECT_EQ(RunDoctor({"--ports", "9-5"}, {}), 2);
-  EXPECT_EQ(RunDoctor({"--os", "plan9"}, {}), 2);
-  EXPECT_EQ(RunDoctor({"--timeout", "soon"}, {}), 2);
-  EXPECT_EQ(RunDoctor({"--no-such-flag"}, {}), 2);
-  EXPECT_EQ(RunDoctor({"--help"}, {}), 0);
+  EXPECT_EQ(cli::RunDoctor({"--ports", "9-5"}, {}), 2);
+  EXPECT_EQ(cli::RunDoctor({"--os", "plan9"}, {}), 2);
+  EXPECT_EQ(cli::RunDoctor({"--timeout", "soon"}, {}), 2);
+  EXPECT_EQ(cli::RunDoctor({"--no-such-flag"}, {}), 2);
+  EXPECT_EQ(cli::RunDoctor({"--help"}, {}), 0);
 }
 
 // ---- The probe's words, and probes of loopback (no privileges needed) ----
@@ -532,4 +530,4 @@ TEST(ProbeLoopbackTest, RefusedOpenDnsAndBadPort) {
 }
 
 }  // namespace
-}  // namespace muster::cli::doctor
+}  // namespace muster::doctor
