@@ -2,10 +2,6 @@
 // interface choice, port ranges, firewall rule parsing and decisions, the
 // commands that open ports, the table and JSON output, and the probe's words.
 // Plus probes of loopback, which need no privileges.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <map>
 #include <string>
@@ -25,6 +21,7 @@
 #include "muster/doctor/render.h"
 #include "muster/doctor/report.h"
 #include "platform/fake/fake_net.h"
+#include "tests/testing/tcp_listener.h"
 
 namespace muster::doctor {
 namespace {
@@ -506,16 +503,9 @@ TEST(ProbeLoopbackTest, RefusedOpenDnsAndBadPort) {
   EXPECT_EQ(refused.resolved_address, "127.0.0.1");
   EXPECT_LT(refused.elapsed, absl::Seconds(1));
 
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 4), 0);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ProbeResult open = ProbeTcp("localhost", ntohs(a.sin_port), absl::Seconds(2));
-  close(fd);
+  testing::TcpListener listener("127.0.0.1");
+  ASSERT_TRUE(listener.ok());
+  ProbeResult open = ProbeTcp("localhost", listener.port(), absl::Seconds(2));
   EXPECT_EQ(open.outcome, ProbeOutcome::kOpen) << open.detail;
 
   ProbeResult dns =

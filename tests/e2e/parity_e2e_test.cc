@@ -5,9 +5,7 @@
 // traceback is in the summary; kill -9 of the launcher leaves no process of the
 // job, grandchildren that ignore SIGHUP and setsid'd ones included. Every wait
 // has a deadline; leftovers are killed at the end of each test.
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/tcp_listener.h"
 
 namespace muster {
 namespace {
@@ -343,22 +342,16 @@ TEST(ParityE2eTest, ScriptWithoutRunBitOrExtensionRunsWithPython) {
 
 TEST(ParityE2eTest, PortInUseIsReportedWithoutARawGrpcLine) {
   // Node rank 0 of a static job whose rendezvous port is taken.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
   // The wildcard address, as the server binds it (a socket on 127.0.0.1
   // alone does not stop a wildcard bind).
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
+  ::muster::testing::TcpListener taken("0.0.0.0");
+  ASSERT_TRUE(taken.ok());
+  const int port = taken.port();
   Subprocess p(Muster({"--nnodes=1", "--node-rank=0", "--master-addr=127.0.0.1",
                        absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
                        "--no-python", "/bin/true"}));
   const int rc = p.WaitOrKill(kJobDeadline);
-  close(fd);
+  taken.Close();
   EXPECT_EQ(rc, 2) << p.Output();
   EXPECT_THAT(p.Output(), HasSubstr("in use"));
   EXPECT_THAT(p.Output(), HasSubstr("--rdzv-endpoint"));

@@ -2,9 +2,6 @@
 // holds a port, binds, resolution, connects, and commands with a deadline.
 // Plus the probe's classification (common/src/probe.cc) over a FakeNet that
 // shows what a firewall would send back.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,37 +15,14 @@
 #include "muster/platform/net.h"
 #include "muster/platform/tool_runner.h"
 #include "platform/fake/fake_net.h"
+#include "tests/testing/tcp_listener.h"
 
 namespace muster::platform {
 namespace {
 
 using ::testing::HasSubstr;
 
-// A TCP listener on 127.0.0.1 and an ephemeral port, closed at the end.
-class Listener {
- public:
-  Listener() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(listen(fd_, 4), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-  }
-  ~Listener() { Close(); }
-  void Close() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
+using ::muster::testing::TcpListener;
 
 TEST(PosixNetTest, LoopbackInterfaceAndHostName) {
   Net& net = SystemNet();
@@ -67,7 +41,8 @@ TEST(PosixNetTest, LoopbackInterfaceAndHostName) {
 
 TEST(PosixNetTest, WhoHoldsAPortBindAndConnect) {
   Net& net = SystemNet();
-  Listener l;
+  TcpListener l;
+  ASSERT_TRUE(l.ok());
   bool mine = false;
   for (const TcpSocket& s : net.TcpSockets({l.port()})) {
     EXPECT_EQ(s.local_port, l.port());
@@ -137,6 +112,17 @@ ProbeResult ProbeVia(FakeNet& net, const ConnectAttempt& a) {
   return ProbeTcp(net, "10.0.0.7", 29500, absl::Seconds(1));
 }
 
+// A connect ended by ICMP type 3 `code` (IPv4) sent by `source`.
+ConnectAttempt Icmp(int code, const std::string& source) {
+  ConnectAttempt a;
+  a.error = EHOSTUNREACH;
+  a.icmp = true;
+  a.icmp_type = 3;
+  a.icmp_code = code;
+  a.icmp_source = source;
+  return a;
+}
+
 TEST(ProbeClassifyTest, EachOutcomeFromWhatCameBack) {
   FakeNet net;
   net.AddInterface("eth0", "10.0.0.5", 24);
@@ -146,25 +132,16 @@ TEST(ProbeClassifyTest, EachOutcomeFromWhatCameBack) {
   ConnectAttempt reset;
   reset.error = ECONNREFUSED;
   EXPECT_EQ(ProbeVia(net, reset).outcome, ProbeOutcome::kRefused);
-  ConnectAttempt prohibited;
-  prohibited.error = EHOSTUNREACH;
-  prohibited.icmp = true;
-  prohibited.icmp_type = 3;
-  prohibited.icmp_code = 13;
-  prohibited.icmp_source = "10.0.0.7";
+  ConnectAttempt prohibited = Icmp(13, "10.0.0.7");  // admin-prohibited
   ProbeResult rejected = ProbeVia(net, prohibited);
   EXPECT_EQ(rejected.outcome, ProbeOutcome::kRejected);
   EXPECT_THAT(rejected.detail, HasSubstr("admin-prohibited"));
   EXPECT_THAT(rejected.detail, HasSubstr("(the target itself)"));
   prohibited.icmp_source = "10.0.0.5";  // our own OUTPUT rule
   EXPECT_TRUE(ProbeVia(net, prohibited).icmp_from_this_host);
-  ConnectAttempt router;
-  router.error = EHOSTUNREACH;
-  router.icmp = true;
-  router.icmp_type = 3;
-  router.icmp_code = 1;
-  router.icmp_source = "10.0.0.1";
-  EXPECT_EQ(ProbeVia(net, router).outcome, ProbeOutcome::kUnreachable);
+  // host-unreachable from a router: a routing failure, not a firewall.
+  EXPECT_EQ(ProbeVia(net, Icmp(1, "10.0.0.1")).outcome,
+            ProbeOutcome::kUnreachable);
   ConnectAttempt silent;
   silent.timed_out = true;
   EXPECT_EQ(ProbeVia(net, silent).outcome, ProbeOutcome::kFiltered);

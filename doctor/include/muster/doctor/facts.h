@@ -19,12 +19,6 @@
 
 namespace muster::doctor {
 
-inline constexpr int kDefaultRdzvPort = 29400;
-inline constexpr int kDefaultMasterPort = 29500;
-// At most this many ports are bound and decided; at most kMaxTargets probed.
-inline constexpr int kMaxPortsChecked = 4096;
-inline constexpr int kMaxTargets = 64;
-
 // What `muster doctor` was asked to check (its command line, with the PET_*
 // spellings already applied).
 struct Options {
@@ -36,6 +30,12 @@ struct Options {
   std::string os = "linux";        // fix commands for: linux | windows
   absl::Duration timeout = absl::Seconds(2);  // of each connect probe
 };
+
+inline constexpr int kDefaultRdzvPort = 29400;
+inline constexpr int kDefaultMasterPort = 29500;
+// At most this many ports are bound and decided; at most kMaxTargets probed.
+inline constexpr int kMaxPortsChecked = 4096;
+inline constexpr int kMaxTargets = 64;
 
 // One address:port to probe.
 struct Target {
