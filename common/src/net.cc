@@ -1,71 +1,16 @@
 #include "muster/common/net.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "muster/platform/net.h"
 
 namespace muster {
-namespace {
-
-bool IsLoopbackSockaddr(const sockaddr* sa) {
-  if (sa->sa_family == AF_INET) {
-    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-  }
-  if (sa->sa_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
-  }
-  return false;
-}
-
-std::vector<std::string> LocalInterfaceAddresses() {
-  std::vector<std::string> out;
-  ifaddrs* ifs = nullptr;
-  if (getifaddrs(&ifs) != 0) return out;
-  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr) continue;
-    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)
-      continue;
-    out.push_back(SockaddrToString(i->ifa_addr));
-  }
-  freeifaddrs(ifs);
-  return out;
-}
-
-}  // namespace
-
-std::string SockaddrToString(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf,
-              sizeof(buf));
-  } else if (sa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr,
-              buf, sizeof(buf));
-  }
-  return buf;
-}
 
 std::string HostPort::ToString() const {
   if (host.find(':') != std::string::npos)
@@ -126,171 +71,58 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, int default_port,
   return hp;
 }
 
-std::string LocalHostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0')
-    return "localhost";
-  return buf;
-}
+std::string LocalHostname() { return platform::SystemNet().Hostname(); }
 
 bool IsLocalHost(absl::string_view host_view) {
+  platform::Net& net = platform::SystemNet();
   std::string host = absl::AsciiStrToLower(host_view);
   if (host.empty() || host == "localhost" ||
-      host == absl::AsciiStrToLower(LocalHostname())) {
+      host == absl::AsciiStrToLower(net.Hostname())) {
     return true;
   }
-  std::vector<std::string> local = LocalInterfaceAddresses();
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
-  bool is_local = false;
-  for (addrinfo* a = res; a != nullptr && !is_local; a = a->ai_next) {
-    if (IsLoopbackSockaddr(a->ai_addr)) {
-      is_local = true;
-      break;
-    }
-    std::string addr = SockaddrToString(a->ai_addr);
-    for (const std::string& l : local) {
-      if (l == addr) is_local = true;
+  const platform::Resolution r = net.Resolve(host, absl::InfiniteDuration());
+  if (!r.ok) return false;
+  const std::vector<platform::InterfaceAddress> local = net.Interfaces();
+  for (const std::string& addr : r.addresses) {
+    if (platform::IsLoopbackAddress(addr)) return true;
+    for (const platform::InterfaceAddress& l : local) {
+      if (l.address == addr) return true;
     }
   }
-  freeaddrinfo(res);
-  return is_local;
+  return false;
 }
 
 std::string DefaultAdvertisedAddress() {
-  ifaddrs* ifs = nullptr;
-  std::string found;
-  if (getifaddrs(&ifs) == 0) {
-    for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
-      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-      if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0)
-        continue;
-      if (IsLoopbackSockaddr(i->ifa_addr)) continue;
-      found = SockaddrToString(i->ifa_addr);
-      break;
-    }
-    freeifaddrs(ifs);
+  for (const platform::InterfaceAddress& i :
+       platform::SystemNet().Interfaces()) {
+    if (i.family != platform::IpFamily::kIpv4 || !i.up || i.loopback) continue;
+    if (platform::IsLoopbackAddress(i.address)) continue;
+    return i.address;
   }
-  if (!found.empty()) return found;
   return "127.0.0.1";
 }
 
 absl::StatusOr<int> PickFreePort(const std::string& host) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return absl::InternalError(
-        absl::StrCat("socket(): ", std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1)
-    addr.sin_addr.s_addr = INADDR_ANY;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    int err = errno;
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot bind a free port on ",
-                                               host, ": ", std::strerror(err)));
-  }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
+  return platform::SystemNet().PickFreePort(host);
 }
 
 bool CanConnect(const std::string& host, int port, absl::Duration timeout) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  std::string port_str = std::to_string(port);
-  if (getaddrinfo(host.c_str(), port_str.c_str(), &hints, &res) != 0)
-    return false;
-  bool ok = false;
-  for (addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
-    int fd =
-        socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) continue;
-    int rc = connect(fd, a->ai_addr, a->ai_addrlen);
-    if (rc == 0) {
-      ok = true;
-    } else if (errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) ==
-          1) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        ok = (err == 0);
-      }
-    }
-    close(fd);
+  platform::Net& net = platform::SystemNet();
+  const platform::Resolution r = net.Resolve(host, absl::InfiniteDuration());
+  if (!r.ok) return false;
+  for (const std::string& addr : r.addresses) {
+    if (net.Connect(addr, port, absl::Now() + timeout).connected) return true;
   }
-  freeaddrinfo(res);
-  return ok;
+  return false;
 }
 
 std::string DescribePortOwner(int port) {
-  // Find the socket inode listening on the port, then the process holding that
-  // inode.
-  std::vector<std::string> inodes;
-  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream f(path);
-    std::string line;
-    std::getline(f, line);  // header
-    while (std::getline(f, line)) {
-      std::vector<std::string> cols =
-          absl::StrSplit(line, ' ', absl::SkipEmpty());
-      if (cols.size() < 10) continue;
-      if (cols[3] != "0A") continue;  // TCP_LISTEN
-      size_t colon = cols[1].rfind(':');
-      if (colon == std::string::npos) continue;
-      unsigned int p = 0;
-      if (!absl::SimpleHexAtoi(cols[1].substr(colon + 1), &p) ||
-          static_cast<int>(p) != port) {
-        continue;
-      }
-      inodes.push_back(cols[9]);
-    }
+  for (const platform::TcpSocket& s :
+       platform::SystemNet().TcpSockets({port})) {
+    if (s.state != "LISTEN" || s.pid <= 0) continue;
+    return absl::StrCat("pid ", s.pid, " (", s.command, ")");
   }
-  if (inodes.empty()) return "";
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return "";
-  std::string result;
-  while (dirent* e = readdir(proc)) {
-    int pid = 0;
-    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
-    std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
-    DIR* fds = opendir(fd_dir.c_str());
-    if (fds == nullptr) continue;
-    bool match = false;
-    while (dirent* fe = readdir(fds)) {
-      char target[256] = {0};
-      std::string link = absl::StrCat(fd_dir, "/", fe->d_name);
-      ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
-      if (n <= 0) continue;
-      absl::string_view t(target, static_cast<size_t>(n));
-      for (const std::string& inode : inodes) {
-        if (t == absl::StrCat("socket:[", inode, "]")) match = true;
-      }
-      if (match) break;
-    }
-    closedir(fds);
-    if (!match) continue;
-    std::ifstream cmd(absl::StrCat("/proc/", pid, "/cmdline"));
-    std::string cmdline((std::istreambuf_iterator<char>(cmd)),
-                        std::istreambuf_iterator<char>());
-    for (char& c : cmdline) {
-      if (c == '\0') c = ' ';
-    }
-    result = absl::StrCat("pid ", pid, " (",
-                          absl::StripTrailingAsciiWhitespace(cmdline), ")");
-    break;
-  }
-  closedir(proc);
-  return result;
+  return "";
 }
 
 }  // namespace muster

@@ -1,46 +1,21 @@
 #include "muster/common/probe.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <linux/errqueue.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "muster/common/net.h"
+#include "muster/platform/net.h"
 
 namespace muster {
 namespace {
 
 constexpr int kMaxAddresses = 4;
-
-struct Address {
-  sockaddr_storage storage{};
-  socklen_t len = 0;
-  int family() const { return storage.ss_family; }
-  const sockaddr* sa() const {
-    return reinterpret_cast<const sockaddr*>(&storage);
-  }
-};
 
 std::string ErrnoName(int err) {
   switch (err) {
@@ -152,87 +127,21 @@ bool IcmpIsRejection(bool v6, int type, int code, bool from_target) {
 
 struct IcmpError {
   bool present = false;
-  bool local = false;  // SO_EE_ORIGIN_LOCAL: raised by this host's stack
+  bool local = false;  // raised by this host's stack
   bool v6 = false;
   int type = -1;
   int code = -1;
-  int err = 0;
   std::string source;
   bool source_is_this_host = false;
 };
 
-IcmpError ReadErrorQueue(int fd) {
-  IcmpError out;
-  char control[512];
-  char data[64];
-  iovec iov{data, sizeof(data)};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  if (recvmsg(fd, &msg, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return out;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr;
-       c = CMSG_NXTHDR(&msg, c)) {
-    const bool v4 = c->cmsg_level == SOL_IP && c->cmsg_type == IP_RECVERR;
-    const bool v6 = c->cmsg_level == SOL_IPV6 && c->cmsg_type == IPV6_RECVERR;
-    if (!v4 && !v6) continue;
-    sock_extended_err ee;
-    std::memcpy(&ee, CMSG_DATA(c), sizeof(ee));
-    out.err = static_cast<int>(ee.ee_errno);
-    if (ee.ee_origin == SO_EE_ORIGIN_ICMP ||
-        ee.ee_origin == SO_EE_ORIGIN_ICMP6) {
-      out.present = true;
-      out.v6 = ee.ee_origin == SO_EE_ORIGIN_ICMP6;
-      out.type = ee.ee_type;
-      out.code = ee.ee_code;
-      const auto* offender = reinterpret_cast<const sockaddr*>(
-          CMSG_DATA(c) + sizeof(sock_extended_err));
-      if (c->cmsg_len >= CMSG_LEN(sizeof(sock_extended_err) + sizeof(sockaddr)))
-        out.source = SockaddrToString(offender);
-    } else if (ee.ee_origin == SO_EE_ORIGIN_LOCAL) {
-      out.local = true;
-    }
-    break;
-  }
-  return out;
-}
-
 // Whether `address` is one of this host's own interface addresses.
-bool IsOwnAddress(const std::string& address) {
+bool IsOwnAddress(platform::Net& net, const std::string& address) {
   if (address.empty()) return false;
-  ifaddrs* ifs = nullptr;
-  if (getifaddrs(&ifs) != 0) return false;
-  bool own = false;
-  for (ifaddrs* i = ifs; i != nullptr && !own; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr) continue;
-    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)
-      continue;
-    own = SockaddrToString(i->ifa_addr) == address;
+  for (const platform::InterfaceAddress& i : net.Interfaces()) {
+    if (i.address == address) return true;
   }
-  freeifaddrs(ifs);
-  return own;
-}
-
-// The ARP state of an IPv4 neighbour: "complete", "incomplete" (asked, never
-// answered), or "" (not on the local link, or not asked).
-std::string ArpState(const std::string& address) {
-  // thread-self: this thread's network namespace, which setns(2) may have
-  // made differ from the process's.
-  std::ifstream f("/proc/thread-self/net/arp");
-  if (!f) f.open("/proc/net/arp");
-  std::string line;
-  std::getline(f, line);  // header
-  while (std::getline(f, line)) {
-    std::vector<std::string> cols =
-        absl::StrSplit(line, ' ', absl::SkipWhitespace());
-    if (cols.size() < 6 || cols[0] != address) continue;
-    unsigned int flags = 0;
-    if (!absl::SimpleHexAtoi(cols[2], &flags)) continue;
-    if ((flags & 0x2) != 0) return "complete";
-    return "incomplete";
-  }
-  return "";
+  return false;
 }
 
 struct AddressResult {
@@ -299,174 +208,45 @@ void Classify(int err, AddressResult* r) {
   }
 }
 
-AddressResult ProbeAddress(const Address& addr, int port, absl::Time deadline) {
+AddressResult ProbeAddress(platform::Net& net, const std::string& address,
+                           int port, absl::Time deadline) {
   AddressResult r;
-  r.address = SockaddrToString(addr.sa());
-  Address target = addr;
-  if (target.family() == AF_INET) {
-    reinterpret_cast<sockaddr_in*>(&target.storage)->sin_port =
-        htons(static_cast<uint16_t>(port));
-  } else {
-    reinterpret_cast<sockaddr_in6*>(&target.storage)->sin6_port =
-        htons(static_cast<uint16_t>(port));
-  }
-  int fd =
-      socket(target.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    r.error_code = errno;
-    r.detail = absl::StrCat("socket(): ", ErrnoText(errno));
+  r.address = address;
+  const platform::ConnectAttempt a = net.Connect(address, port, deadline);
+  if (a.socket_failed) {
+    r.error_code = a.error;
+    r.detail = absl::StrCat("socket(): ", ErrnoText(a.error));
     return r;
   }
-  int one = 1;
-  if (target.family() == AF_INET) {
-    setsockopt(fd, SOL_IP, IP_RECVERR, &one, sizeof(one));
-  } else {
-    setsockopt(fd, SOL_IPV6, IPV6_RECVERR, &one, sizeof(one));
-  }
-  int err = 0;
-  if (connect(fd, target.sa(), target.len) != 0) err = errno;
-  if (err == EINPROGRESS || err == EINTR) {
-    err = 0;
-    bool done = false;
-    while (!done) {
-      const absl::Duration left = deadline - absl::Now();
-      if (left <= absl::ZeroDuration()) break;
-      pollfd p{fd, POLLOUT, 0};
-      const int ms = static_cast<int>(std::max<int64_t>(
-          1,
-          absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)))));
-      const int n = poll(&p, 1, ms);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        err = errno;
-        done = true;
-        break;
-      }
-      if (n == 0) continue;
-      socklen_t len = sizeof(err);
-      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      done = true;
+  if (a.timed_out) {
+    r.outcome = ProbeOutcome::kFiltered;
+    r.detail = "no SYN-ACK, TCP reset or ICMP error came back";
+    if (a.arp_state == "complete") {
+      absl::StrAppend(&r.detail, "; ", r.address,
+                      " is on the local link and answered ARP: the host "
+                      "is up and the SYN was dropped");
+    } else if (a.arp_state == "incomplete") {
+      r.outcome = ProbeOutcome::kUnreachable;
+      r.detail = absl::StrCat(
+          "no answer to ARP for ", r.address,
+          " on the local link: no host owns this address, or it is down");
     }
-    if (!done) {
-      r.outcome = ProbeOutcome::kFiltered;
-      r.detail = "no SYN-ACK, TCP reset or ICMP error came back";
-      if (target.family() == AF_INET) {
-        const std::string arp = ArpState(r.address);
-        if (arp == "complete") {
-          absl::StrAppend(&r.detail, "; ", r.address,
-                          " is on the local link and answered ARP: the host "
-                          "is up and the SYN was dropped");
-        } else if (arp == "incomplete") {
-          r.outcome = ProbeOutcome::kUnreachable;
-          r.detail = absl::StrCat(
-              "no answer to ARP for ", r.address,
-              " on the local link: no host owns this address, or it is down");
-        }
-      }
-      close(fd);
-      return r;
-    }
+    return r;
   }
-  if (err == 0) {
+  if (a.connected) {
     r.outcome = ProbeOutcome::kOpen;
     r.detail = "connected";
-    close(fd);
     return r;
   }
-  r.icmp = ReadErrorQueue(fd);
-  close(fd);
-  r.icmp.source_is_this_host = IsOwnAddress(r.icmp.source);
-  Classify(err, &r);
+  r.icmp.present = a.icmp;
+  r.icmp.local = a.local_error;
+  r.icmp.v6 = a.icmp_v6;
+  r.icmp.type = a.icmp_type;
+  r.icmp.code = a.icmp_code;
+  r.icmp.source = a.icmp_source;
+  r.icmp.source_is_this_host = IsOwnAddress(net, r.icmp.source);
+  Classify(a.error, &r);
   return r;
-}
-
-struct DnsAnswer {
-  absl::Mutex mu;
-  bool done ABSL_GUARDED_BY(mu) = false;
-  int rc ABSL_GUARDED_BY(mu) = 0;
-  std::vector<Address> addresses ABSL_GUARDED_BY(mu);
-};
-
-std::string GaiText(int rc) {
-  std::string name;
-  switch (rc) {
-    case EAI_NONAME:
-      name = "EAI_NONAME: no such name";
-      break;
-    case EAI_AGAIN:
-      name = "EAI_AGAIN: the name server did not answer (temporary failure)";
-      break;
-    case EAI_FAIL:
-      name = "EAI_FAIL: the name server failed";
-      break;
-#ifdef EAI_NODATA
-    case EAI_NODATA:
-      name = "EAI_NODATA: the name has no address";
-      break;
-#endif
-    case EAI_FAMILY:
-      name = "EAI_FAMILY: no address of a usable family";
-      break;
-    default:
-      name = gai_strerror(rc);
-  }
-  return name;
-}
-
-std::vector<Address> FromAddrinfo(const addrinfo* res) {
-  std::vector<Address> out;
-  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
-    Address addr;
-    std::memcpy(&addr.storage, a->ai_addr, a->ai_addrlen);
-    addr.len = a->ai_addrlen;
-    bool dup = false;
-    for (const Address& o : out) {
-      if (SockaddrToString(o.sa()) == SockaddrToString(addr.sa())) dup = true;
-    }
-    if (!dup) out.push_back(addr);
-  }
-  return out;
-}
-
-// Resolves `host`. Numeric addresses never block; names are looked up on a
-// detached thread so that a slow resolver cannot hold the caller past
-// `timeout`.
-int Resolve(const std::string& host, absl::Duration timeout,
-            std::vector<Address>* out) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) == 0) {
-    *out = FromAddrinfo(res);
-    freeaddrinfo(res);
-    return 0;
-  }
-  auto answer = std::make_shared<DnsAnswer>();
-  std::thread([answer, host] {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-    std::vector<Address> addresses;
-    if (rc == 0) {
-      addresses = FromAddrinfo(res);
-      freeaddrinfo(res);
-    }
-    absl::MutexLock lock(&answer->mu);
-    answer->rc = rc;
-    answer->addresses = std::move(addresses);
-    answer->done = true;
-  }).detach();
-  absl::MutexLock lock(&answer->mu);
-  if (!answer->mu.AwaitWithTimeout(absl::Condition(&answer->done), timeout)) {
-    return EAI_AGAIN;
-  }
-  *out = answer->addresses;
-  return answer->rc;
 }
 
 }  // namespace
@@ -491,16 +271,12 @@ absl::string_view ProbeOutcomeName(ProbeOutcome outcome) {
   return "error";
 }
 
-int ResolveAddresses(const std::string& host, absl::Duration timeout,
-                     std::vector<std::string>* out) {
-  std::vector<Address> addresses;
-  const int rc = Resolve(host, timeout, &addresses);
-  out->clear();
-  for (const Address& a : addresses) out->push_back(SockaddrToString(a.sa()));
-  return rc;
+ProbeResult ProbeTcp(const std::string& host, int port,
+                     absl::Duration timeout) {
+  return ProbeTcp(platform::SystemNet(), host, port, timeout);
 }
 
-ProbeResult ProbeTcp(const std::string& host_in, int port,
+ProbeResult ProbeTcp(platform::Net& net, const std::string& host_in, int port,
                      absl::Duration timeout) {
   const absl::Time start = absl::Now();
   ProbeResult result;
@@ -522,15 +298,15 @@ ProbeResult ProbeTcp(const std::string& host_in, int port,
     result.elapsed = absl::Now() - start;
     return result;
   }
-  std::vector<Address> addresses;
-  const int rc = Resolve(host, timeout, &addresses);
-  if (rc != 0 || addresses.empty()) {
+  const platform::Resolution resolved = net.Resolve(host, timeout);
+  std::vector<std::string> addresses = resolved.addresses;
+  if (!resolved.ok || addresses.empty()) {
     result.outcome = ProbeOutcome::kDnsFailure;
-    result.detail = rc == 0 ? "the name has no IPv4 or IPv6 address"
-                    : (rc == EAI_AGAIN && absl::Now() - start >= timeout)
+    result.detail = resolved.ok ? "the name has no IPv4 or IPv6 address"
+                    : resolved.timed_out
                         ? absl::StrCat("no answer from the resolver within ",
                                        absl::FormatDuration(timeout))
-                        : GaiText(rc);
+                        : resolved.error;
     result.elapsed = absl::Now() - start;
     return result;
   }
@@ -538,9 +314,9 @@ ProbeResult ProbeTcp(const std::string& host_in, int port,
 
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<AddressResult> tried;
-  for (const Address& addr : addresses) {
+  for (const std::string& addr : addresses) {
     if (!tried.empty() && absl::Now() >= deadline) break;
-    tried.push_back(ProbeAddress(addr, port, deadline));
+    tried.push_back(ProbeAddress(net, addr, port, deadline));
     if (tried.back().outcome == ProbeOutcome::kOpen) break;
   }
   const AddressResult& chosen =

@@ -1,6 +1,6 @@
 // The client side of security in the command line: rdzv-conf's tls_ca,
 // tls_cert, tls_key and token_file, MUSTER_RDZV_TOKEN (launcher, `muster
-// status`), and doctor's security rules.
+// status`).
 #include "cli/security_flags.h"
 
 #include <unistd.h>
@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cli/doctor.h"
 #include "cli/launch_flags.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -125,36 +124,6 @@ TEST_F(SecurityFlagsTest, StatusTakesSecurityKeysAndIgnoresTheRest) {
   ASSERT_TRUE(from_env.ok());
   EXPECT_EQ(from_env->token, kToken);
   EXPECT_FALSE(ClientSecurityFromFlags("tls_ca=/nonexistent", "", {}).ok());
-}
-
-TEST(DoctorSecurityCheckTest, Rules) {
-  using doctor::Status;
-  using rendezvous::TlsProbe;
-  struct Row {
-    TlsProbe server;
-    bool local, client_tls, token;
-    Status want;
-    std::string says;
-  };
-  const std::vector<Row> rows = {
-      {TlsProbe::kPlaintext, false, false, true, Status::kWarn,
-       "without TLS across hosts"},
-      {TlsProbe::kPlaintext, true, false, false, Status::kPass, "this host"},
-      {TlsProbe::kPlaintext, false, true, true, Status::kFail, "plaintext"},
-      {TlsProbe::kTls, false, false, true, Status::kFail, "speaks TLS"},
-      {TlsProbe::kTls, false, true, true, Status::kPass, "TLS"},
-      {TlsProbe::kUnknown, false, true, true, Status::kInfo, "not checked"},
-  };
-  for (const Row& r : rows) {
-    doctor::Check c = doctor::SecurityCheck("node0:29400", r.local, r.server,
-                                            r.client_tls, r.token);
-    EXPECT_EQ(c.id, "security");
-    EXPECT_EQ(c.status, r.want) << c.summary;
-    EXPECT_THAT(c.summary, HasSubstr(r.says));
-    if (c.status == Status::kWarn || c.status == Status::kFail) {
-      EXPECT_FALSE(c.fix.empty());
-    }
-  }
 }
 
 }  // namespace

@@ -1,13 +1,11 @@
 #include "muster/common/net.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/tcp_listener.h"
 
 namespace muster {
 namespace {
@@ -54,18 +52,12 @@ TEST(NetTest, FreePortListenConnectAndOwner) {
   auto port = PickFreePort("127.0.0.1");
   ASSERT_TRUE(port.ok());
   EXPECT_FALSE(CanConnect("127.0.0.1", *port, absl::Milliseconds(200)));
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(*port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 4), 0);
+  testing::TcpListener listener("127.0.0.1", *port);
+  ASSERT_TRUE(listener.ok());
   EXPECT_TRUE(CanConnect("127.0.0.1", *port, absl::Seconds(2)));
   std::string owner = DescribePortOwner(*port);
   EXPECT_NE(owner.find(absl::StrCat("pid ", getpid())), std::string::npos)
       << owner;
-  close(fd);
 }
 
 }  // namespace

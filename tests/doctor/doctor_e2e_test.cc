@@ -18,6 +18,7 @@
 #include "muster/common/net.h"
 #include "nlohmann/json.hpp"
 #include "tests/doctor/netns.h"
+#include "tests/doctor/netns_fixture.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
@@ -27,7 +28,6 @@ using ::muster::testing::BinPath;
 using ::muster::testing::FreePort;
 using ::muster::testing::MakeTempDir;
 using ::muster::testing::NetnsPair;
-using ::muster::testing::NetnsUnavailable;
 using ::muster::testing::RunCommand;
 using ::muster::testing::Subprocess;
 using ::muster::testing::ToolPath;
@@ -160,25 +160,8 @@ TEST(DoctorTest, DnsFailureAndStaleRankVariables) {
 
 // ---- In network namespaces (root) ----
 
-class DoctorNetnsTest : public ::testing::Test {
+class DoctorNetnsTest : public ::muster::testing::NetnsFixture {
  protected:
-  void SetUp() override {
-    const std::string why = NetnsUnavailable();
-    if (!why.empty()) {
-      GTEST_SKIP() << "SKIPPED: needs root and network namespaces with "
-                      "iptables: "
-                   << why;
-    }
-    auto pair = NetnsPair::Create();
-    ASSERT_TRUE(pair.ok()) << pair.status();
-    pair_ = std::move(*pair);
-  }
-
-  void InB(std::vector<std::string> argv) {
-    absl::Status s = pair_->ExecIn(pair_->b(), std::move(argv));
-    ASSERT_TRUE(s.ok()) << s;
-  }
-
   void ListenInB(int port) {
     listeners_.push_back(std::make_unique<Subprocess>(
         pair_->In(pair_->b(), {BinPath("doctor_port_holder"), "--addr",
@@ -198,7 +181,6 @@ class DoctorNetnsTest : public ::testing::Test {
          "REJECT"});
   }
 
-  std::unique_ptr<NetnsPair> pair_;
   std::vector<std::unique_ptr<Subprocess>> listeners_;
 };
 

@@ -2,10 +2,6 @@
 // interface choice, port ranges, firewall rule parsing and decisions, the
 // commands that open ports, the table and JSON output, and the probe's words.
 // Plus probes of loopback, which need no privileges.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <map>
 #include <string>
@@ -19,8 +15,15 @@
 #include "gtest/gtest.h"
 #include "muster/common/net.h"
 #include "muster/common/probe.h"
+#include "muster/doctor/firewall.h"
+#include "muster/doctor/interfaces.h"
+#include "muster/doctor/ports.h"
+#include "muster/doctor/render.h"
+#include "muster/doctor/report.h"
+#include "platform/fake/fake_net.h"
+#include "tests/testing/tcp_listener.h"
 
-namespace muster::cli::doctor {
+namespace muster::doctor {
 namespace {
 
 using ::testing::ElementsAre;
@@ -30,15 +33,7 @@ using ::testing::Not;
 
 InterfaceAddress If(const std::string& name, const std::string& address,
                     int prefix = 24, bool running = true) {
-  InterfaceAddress a;
-  a.name = name;
-  a.address = address;
-  a.family = address.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-  a.prefix_len = prefix;
-  a.up = running;
-  a.running = running;
-  a.loopback = name == "lo";
-  return a;
+  return platform::FakeInterface(name, address, prefix, running, running);
 }
 
 std::vector<std::string> Names(const InterfaceChoice& c) {
@@ -449,11 +444,11 @@ TEST(FormatTest, JsonCarriesEverything) {
 }
 
 TEST(RunDoctorTest, BadFlagsExitTwoAndHelpExitsZero) {
-  EXPECT_EQ(RunDoctor({"--ports", "9-5"}, {}), 2);
-  EXPECT_EQ(RunDoctor({"--os", "plan9"}, {}), 2);
-  EXPECT_EQ(RunDoctor({"--timeout", "soon"}, {}), 2);
-  EXPECT_EQ(RunDoctor({"--no-such-flag"}, {}), 2);
-  EXPECT_EQ(RunDoctor({"--help"}, {}), 0);
+  EXPECT_EQ(cli::RunDoctor({"--ports", "9-5"}, {}), 2);
+  EXPECT_EQ(cli::RunDoctor({"--os", "plan9"}, {}), 2);
+  EXPECT_EQ(cli::RunDoctor({"--timeout", "soon"}, {}), 2);
+  EXPECT_EQ(cli::RunDoctor({"--no-such-flag"}, {}), 2);
+  EXPECT_EQ(cli::RunDoctor({"--help"}, {}), 0);
 }
 
 // ---- The probe's words, and probes of loopback (no privileges needed) ----
@@ -508,16 +503,9 @@ TEST(ProbeLoopbackTest, RefusedOpenDnsAndBadPort) {
   EXPECT_EQ(refused.resolved_address, "127.0.0.1");
   EXPECT_LT(refused.elapsed, absl::Seconds(1));
 
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 4), 0);
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ProbeResult open = ProbeTcp("localhost", ntohs(a.sin_port), absl::Seconds(2));
-  close(fd);
+  testing::TcpListener listener("127.0.0.1");
+  ASSERT_TRUE(listener.ok());
+  ProbeResult open = ProbeTcp("localhost", listener.port(), absl::Seconds(2));
   EXPECT_EQ(open.outcome, ProbeOutcome::kOpen) << open.detail;
 
   ProbeResult dns =
@@ -532,4 +520,4 @@ TEST(ProbeLoopbackTest, RefusedOpenDnsAndBadPort) {
 }
 
 }  // namespace
-}  // namespace muster::cli::doctor
+}  // namespace muster::doctor

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "muster/common/probe.h"
 #include "tests/doctor/netns.h"
+#include "tests/doctor/netns_fixture.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
@@ -26,25 +27,12 @@ namespace {
 
 using ::muster::testing::BinPath;
 using ::muster::testing::NetnsPair;
-using ::muster::testing::NetnsUnavailable;
 using ::muster::testing::Subprocess;
 using ::muster::testing::ToolPath;
 using ::testing::HasSubstr;
 
-class ProbeNetnsTest : public ::testing::Test {
+class ProbeNetnsTest : public ::muster::testing::NetnsFixture {
  protected:
-  void SetUp() override {
-    const std::string why = NetnsUnavailable();
-    if (!why.empty()) {
-      GTEST_SKIP() << "SKIPPED: needs root and network namespaces with "
-                      "iptables: "
-                   << why;
-    }
-    auto pair = NetnsPair::Create();
-    ASSERT_TRUE(pair.ok()) << pair.status();
-    pair_ = std::move(*pair);
-  }
-
   // Runs ProbeTcp on a thread inside namespace a().
   ProbeResult ProbeFromA(const std::string& host, int port,
                          absl::Duration timeout = absl::Seconds(2)) {
@@ -65,15 +53,6 @@ class ProbeNetnsTest : public ::testing::Test {
     return result;
   }
 
-  void InB(std::vector<std::string> argv) {
-    absl::Status s = pair_->ExecIn(pair_->b(), std::move(argv));
-    ASSERT_TRUE(s.ok()) << s;
-  }
-  void InA(std::vector<std::string> argv) {
-    absl::Status s = pair_->ExecIn(pair_->a(), std::move(argv));
-    ASSERT_TRUE(s.ok()) << s;
-  }
-
   // A listener in b(); killed before the namespaces go (members are
   // destroyed in reverse order).
   std::unique_ptr<Subprocess> ListenInB(const std::string& addr, int port) {
@@ -85,7 +64,6 @@ class ProbeNetnsTest : public ::testing::Test {
     return p;
   }
 
-  std::unique_ptr<NetnsPair> pair_;
   std::vector<std::unique_ptr<Subprocess>> listeners_;
 };
 

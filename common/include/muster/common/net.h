@@ -1,4 +1,6 @@
 // Addresses, ports and host names, as the launcher and the daemon need them.
+// The OS calls behind them are platform::SystemNet()'s
+// (muster/platform/net.h); this layer holds the portable logic.
 #ifndef MUSTER_COMMON_NET_H_
 #define MUSTER_COMMON_NET_H_
 
@@ -10,13 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-struct sockaddr;
-
 namespace muster {
-
-// The numeric text of an IPv4 or IPv6 socket address ("10.0.0.1", "fd00::2");
-// "" for others.
-std::string SockaddrToString(const sockaddr* sa);
 
 struct HostPort {
   std::string
@@ -58,7 +54,7 @@ absl::StatusOr<int> PickFreePort(const std::string& host = "0.0.0.0");
 bool CanConnect(const std::string& host, int port, absl::Duration timeout);
 
 // Describes who listens on a local TCP port ("pid 1234 (musterd --listen
-// ...)"), from /proc/net/tcp{,6} and /proc/<pid>/fd. Empty when it cannot tell.
+// ...)"), from platform::Net::TcpSockets. Empty when it cannot tell.
 std::string DescribePortOwner(int port);
 
 }  // namespace muster

@@ -7,6 +7,9 @@
 //     std::cerr << r.Explain() << "\n" << r.Fix() << "\n";
 //   }
 //
+// The connect itself is platform::Net::Connect (muster/platform/net.h); this
+// file classifies what it saw.
+//
 // How each outcome is told (Linux; the socket has IP_RECVERR/IPV6_RECVERR set,
 // so an ICMP error that ends the connect leaves its type, code and sender in
 // the socket's error queue):
@@ -55,6 +58,9 @@
 #include "absl/time/time.h"
 
 namespace muster {
+namespace platform {
+class Net;
+}  // namespace platform
 
 enum class ProbeOutcome {
   kOpen,
@@ -104,13 +110,10 @@ struct ProbeResult {
 // (no shared state). A DNS lookup that outlives its deadline finishes on a
 // detached thread.
 ProbeResult ProbeTcp(const std::string& host, int port, absl::Duration timeout);
-
-// Resolves host to its distinct addresses as text. A numeric host never blocks;
-// a name is looked up on a detached thread so that a slow resolver cannot hold
-// the caller past `timeout`. Returns getaddrinfo's code: 0, or EAI_AGAIN when
-// the lookup did not answer in time.
-int ResolveAddresses(const std::string& host, absl::Duration timeout,
-                     std::vector<std::string>* out);
+// The same through `net` (a FakeNet in tests); the one above uses
+// platform::SystemNet().
+ProbeResult ProbeTcp(platform::Net& net, const std::string& host, int port,
+                     absl::Duration timeout);
 
 }  // namespace muster
 

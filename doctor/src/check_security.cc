@@ -3,27 +3,26 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "cli/doctor.h"
+#include "muster/doctor/checks.h"
 
-namespace muster::cli::doctor {
+namespace muster::doctor {
 
-Check SecurityCheck(const std::string& endpoint, bool local,
-                    rendezvous::TlsProbe server, bool client_tls,
-                    bool has_token) {
+Check SecurityCheck(const std::string& endpoint, bool local, TlsAnswer server,
+                    bool client_tls, bool has_token) {
   Check c;
   c.id = "security";
   c.title = absl::StrCat("TLS to ", endpoint);
   c.data = {{"endpoint", endpoint},
-            {"server_tls", server == rendezvous::TlsProbe::kTls},
+            {"server_tls", server == TlsAnswer::kTls},
             {"client_tls", client_tls},
             {"token", has_token},
             {"local", local}};
   switch (server) {
-    case rendezvous::TlsProbe::kUnknown:
+    case TlsAnswer::kUnknown:
       c.status = Status::kInfo;
       c.summary = "not checked: nothing answered at the endpoint";
       return c;
-    case rendezvous::TlsProbe::kTls:
+    case TlsAnswer::kTls:
       if (!client_tls) {
         c.status = Status::kFail;
         c.summary =
@@ -39,7 +38,7 @@ Check SecurityCheck(const std::string& endpoint, bool local,
                             : "TLS (no job token: anyone who reaches musterd "
                               "can join token-less jobs)";
       return c;
-    case rendezvous::TlsProbe::kPlaintext:
+    case TlsAnswer::kPlaintext:
       break;
   }
   if (client_tls) {
@@ -69,4 +68,4 @@ Check SecurityCheck(const std::string& endpoint, bool local,
   return c;
 }
 
-}  // namespace muster::cli::doctor
+}  // namespace muster::doctor

@@ -1,0 +1,38 @@
+// The pieces of the Linux Net (platform/include/muster/platform/net.h), one
+// file a concern: interfaces and routes (net_interfaces.cc), sockets and
+// ports (net_sockets.cc), resolution and connects (net_connect.cc).
+#ifndef MUSTER_PLATFORM_POSIX_NET_POSIX_H_
+#define MUSTER_PLATFORM_POSIX_NET_POSIX_H_
+
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "muster/platform/net.h"
+
+namespace muster::platform::posix {
+
+// The numeric text of an IPv4 or IPv6 socket address; "" for others.
+std::string SockaddrToString(const sockaddr* sa);
+// Fills `ss` from numeric `address` and `port`; false when not numeric.
+bool ToSockaddr(const std::string& address, int port, sockaddr_storage* ss,
+                socklen_t* len);
+
+std::vector<InterfaceAddress> Interfaces();
+std::string Hostname();
+std::string RouteSource(const std::string& address);
+
+std::vector<TcpSocket> TcpSockets(const std::vector<int>& ports);
+int TryBind(const std::string& address, int port, bool reuse_address);
+absl::StatusOr<int> PickFreePort(const std::string& host);
+
+Resolution Resolve(const std::string& host, absl::Duration timeout);
+ConnectAttempt Connect(const std::string& address, int port,
+                       absl::Time deadline);
+
+}  // namespace muster::platform::posix
+
+#endif  // MUSTER_PLATFORM_POSIX_NET_POSIX_H_
