@@ -335,15 +335,15 @@ ServerTlsCredentials::Create(ServerTls tls) {
   std::string base = platform::GetEnv("RUNTIME_DIRECTORY").value_or("");
   if (base.empty()) base = platform::GetEnv("TMPDIR").value_or("");
   if (base.empty()) base = "/tmp";
-  absl::StatusOr<std::string> dir =
+  absl::StatusOr<std::string> tls_dir =
       platform::MakeTempDirectory("musterd-tls-", base);
-  if (!dir.ok()) {
+  if (!tls_dir.ok()) {
     return absl::InternalError(absl::StrCat(
         "cannot make a private directory for the TLS files under ", base, ": ",
-        dir.status().message(), " (set TMPDIR to a writable directory)"));
+        tls_dir.status().message(), " (set TMPDIR to a writable directory)"));
   }
   std::unique_ptr<ServerTlsCredentials> out(
-      new ServerTlsCredentials(std::move(tls), *dir));
+      new ServerTlsCredentials(std::move(tls), *tls_dir));
   absl::MutexLock lock(&out->mu_);
   absl::Status copied = out->CopyFiles();
   if (!copied.ok()) return copied;
