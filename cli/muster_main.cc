@@ -1,9 +1,10 @@
 // `muster`: the launcher and per-node elastic agent, with torchrun's command
 // line.
 //
+// clang-format off
 //   muster --nproc-per-node=4 train.exe
-//   muster --nnodes=2 --nproc-per-node=8 --rdzv-endpoint=host:29400
-//   --rdzv-id=job train.py
+//   muster --nnodes=2 --nproc-per-node=8 --rdzv-endpoint=host:29400 --rdzv-id=job train.py
+// clang-format on
 #include <grpc/support/log.h>
 
 #include <cstdio>

@@ -1,10 +1,12 @@
 // musterd: the muster rendezvous server (Session streams, the Store service,
 // grpc.health.v1).
 //
+// clang-format off
 //   musterd [--config=FILE] [--listen=HOST:PORT] [--port-file=PATH]
-//   [--heartbeat-timeout=2s] [--log-level=info]
-//   [--tls-cert=PEM --tls-key=PEM [--tls-client-ca=PEM]]
-//   [--require-token] [--admin-token-file=FILE]
+//           [--heartbeat-timeout=2s] [--log-level=info]
+//           [--tls-cert=PEM --tls-key=PEM [--tls-client-ca=PEM]]
+//           [--require-token] [--admin-token-file=FILE]
+// clang-format on
 //
 // Security (docs/security.md): TLS on the gRPC port, mTLS with
 // --tls-client-ca; jobs bound to their token; SIGHUP re-reads the TLS files
