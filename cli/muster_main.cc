@@ -1,16 +1,14 @@
 // `muster`: the launcher and per-node elastic agent, with torchrun's command
 // line.
 //
+// clang-format off
 //   muster --nproc-per-node=4 train.exe
-//   muster --nnodes=2 --nproc-per-node=8 --rdzv-endpoint=host:29400
-//   --rdzv-id=job train.py
+//   muster --nnodes=2 --nproc-per-node=8 --rdzv-endpoint=host:29400 --rdzv-id=job train.py
+// clang-format on
 #include <grpc/support/log.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/doctor.h"
@@ -19,28 +17,13 @@
 #include "cli/status.h"
 #include "muster/agent/elastic_agent.h"
 #include "muster/agent/exit_codes.h"
-#include "muster/agent/job_keeper.h"
 #include "muster/agent/worker_env.h"
 #include "muster/common/logging.h"
+#include "muster/platform/env.h"
+#include "muster/platform/job_keeper.h"
+#include "muster/platform/stop_requests.h"
 
 namespace {
-
-// Wakes the signal thread at exit. A real-time signal: every classic one
-// (SIGUSR1/2 included) may be in --signals-to-handle.
-int WakeSignal() { return SIGRTMIN; }
-
-// Signals the agent turns into an orderly stop of the workers
-// (--signals-to-handle, torchrun's SIGTERM,SIGINT,SIGHUP,SIGQUIT by default).
-// They are blocked in every thread (the mask is set before any thread starts)
-// and taken by one sigwait thread, so no work runs in a signal handler. Workers
-// get a clean mask back before exec.
-sigset_t StopSignals(const std::vector<int>& handled) {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : handled) sigaddset(&set, sig);
-  sigaddset(&set, WakeSignal());
-  return set;
-}
 
 // gRPC's own log lines go to our logger at debug level: the launcher reports
 // the failures that matter in its own words (a taken port, for one, would
@@ -98,28 +81,23 @@ int main(int argc, char** argv) {
 
   // A closed console must not kill the agent mid-job (nor a keeper that went
   // away: writes to its pipe then fail with EPIPE).
-  signal(SIGPIPE, SIG_IGN);
+  muster::platform::IgnoreBrokenPipes();
   // Before any thread exists (the keeper forks without exec): what the job
   // starts dies with this process, however it dies (kill -9 included).
-  if (absl::Status s = muster::agent::StartJobKeeper(); !s.ok()) {
+  if (absl::Status s = muster::platform::StartJobKeeper(); !s.ok()) {
     MUSTER_LOG(WARNING) << s.message()
                         << "; processes the workers start may outlive a "
                            "launcher killed with SIGKILL";
   }
-  sigset_t stop_signals = StopSignals(command->config.signals_to_handle);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // The signals the agent turns into an orderly stop of the workers
+  // (--signals-to-handle, torchrun's SIGTERM,SIGINT,SIGHUP,SIGQUIT by
+  // default): blocked in every thread (before any thread starts) and taken by
+  // one watcher thread, so no work runs in a signal handler. Workers get a
+  // clean mask back before exec.
+  muster::platform::StopRequests stop_requests(
+      command->config.signals_to_handle);
 
   muster::agent::ElasticAgent agent(command->config);
-  std::thread signal_thread([&agent, stop_signals] {
-    while (true) {
-      int sig = 0;
-      if (sigwait(&stop_signals, &sig) != 0) continue;
-      if (sig == WakeSignal()) return;
-      agent.RequestStop(sig);
-    }
-  });
-  int rc = agent.Run();
-  pthread_kill(signal_thread.native_handle(), WakeSignal());
-  signal_thread.join();
-  return rc;
+  stop_requests.StartWatcher([&agent](int sig) { agent.RequestStop(sig); });
+  return agent.Run();
 }

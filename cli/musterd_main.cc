@@ -1,10 +1,12 @@
 // musterd: the muster rendezvous server (Session streams, the Store service,
 // grpc.health.v1).
 //
+// clang-format off
 //   musterd [--config=FILE] [--listen=HOST:PORT] [--port-file=PATH]
-//   [--heartbeat-timeout=2s] [--log-level=info]
-//   [--tls-cert=PEM --tls-key=PEM [--tls-client-ca=PEM]]
-//   [--require-token] [--admin-token-file=FILE]
+//           [--heartbeat-timeout=2s] [--log-level=info]
+//           [--tls-cert=PEM --tls-key=PEM [--tls-client-ca=PEM]]
+//           [--require-token] [--admin-token-file=FILE]
+// clang-format on
 //
 // Security (docs/security.md): TLS on the gRPC port, mTLS with
 // --tls-client-ca; jobs bound to their token; SIGHUP re-reads the TLS files
@@ -23,20 +25,13 @@
 // Exit codes: 0 after SIGTERM/SIGINT and a clean shutdown; 1 when it cannot
 // serve (the port is taken, the address is not on this host); 2 for bad flags
 // or a bad config file.
-#include <fcntl.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <systemd/sd-daemon.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -51,6 +46,11 @@
 #include "absl/time/time.h"
 #include "muster/common/duration.h"
 #include "muster/common/logging.h"
+#include "muster/platform/env.h"
+#include "muster/platform/files.h"
+#include "muster/platform/service_host.h"
+#include "muster/platform/signals.h"
+#include "muster/platform/stop_requests.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/server.h"
 
@@ -74,68 +74,16 @@ void GrpcLogToMuster(gpr_log_func_args* args) {
                     << args->message;
 }
 
-// What PATH is, when it exists and is not a regular file: "a FIFO", ... The
-// port file replaces PATH with a new file, so it may only be absent or a
+// The port file replaces PATH with a new file, so it may only be absent or a
 // regular file: as root, replacing /dev/full or a FIFO someone reads from
-// destroys it.
-std::string NotARegularFile(const std::string& path) {
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0)
-    return "";  // Absent (or unreachable:
-                // the write says why).
-  if (S_ISREG(st.st_mode)) return "";
-  if (S_ISDIR(st.st_mode)) return "a directory";
-  if (S_ISLNK(st.st_mode)) return "a symbolic link";
-  if (S_ISCHR(st.st_mode)) return "a character device";
-  if (S_ISBLK(st.st_mode)) return "a block device";
-  if (S_ISFIFO(st.st_mode)) return "a FIFO";
-  if (S_ISSOCK(st.st_mode)) return "a socket";
-  return "not a regular file";
+// destroys it (platform::WriteFileAtomically refuses anything else).
+absl::Status WritePortFile(const std::string& path, int port) {
+  return muster::platform::WriteFileAtomically(path, absl::StrCat(port, "\n"));
 }
 
-// Writes the port to path atomically (a reader never sees a partial file),
-// only where path is absent or a regular file.
-bool WritePortFile(const std::string& path, int port, std::string* error) {
-  if (std::string what = NotARegularFile(path); !what.empty()) {
-    *error = absl::StrCat(path, " is ", what,
-                          "; musterd replaces the port file, so give a path "
-                          "that does not exist or is a regular file");
-    return false;
-  }
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  // O_EXCL | O_NOFOLLOW: never write through something already there.
-  const int fd = open(
-      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *error = absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno));
-    return false;
-  }
-  const std::string text = absl::StrCat(port, "\n");
-  const bool written =
-      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  const int saved = errno;
-  close(fd);
-  if (!written) {
-    *error = absl::StrCat("cannot write ", tmp, ": ", std::strerror(saved));
-    std::remove(tmp.c_str());
-    return false;
-  }
-  if (std::string what = NotARegularFile(path); !what.empty()) {
-    *error = absl::StrCat(path, " became ", what, "; not replacing it");
-    std::remove(tmp.c_str());
-    return false;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    *error = absl::StrCat("cannot rename ", tmp, " to ", path, ": ",
-                          std::strerror(errno));
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
-// Talks to systemd (sd_notify) while musterd serves: STATUS= when the numbers
-// change, WATCHDOG=1 at half of the watchdog interval systemd asked for. Each
+// Talks to the service manager (systemd's sd_notify, through the platform's
+// ServiceHost) while musterd serves: STATUS= when the numbers change,
+// WATCHDOG=1 at half of the watchdog interval the manager asked for. Each
 // ping first asks the Coordinator for its counters, which takes its lock: a
 // musterd whose rendezvous state is stuck stops pinging and systemd restarts
 // it. Does nothing when musterd does not run under a service manager (no
@@ -145,17 +93,17 @@ class SystemdNotifier {
   SystemdNotifier(muster::rendezvous::RendezvousServer* server,
                   std::string address)
       : server_(server), address_(std::move(address)) {
-    const char* socket = getenv("NOTIFY_SOCKET");
-    if (socket == nullptr || *socket == '\0') return;
-    uint64_t usec = 0;
-    // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID, if set, is ours.
-    if (sd_watchdog_enabled(/*unset_environment=*/0, &usec) > 0 && usec > 0) {
-      period_ = absl::Microseconds(usec) / 2;
+    muster::platform::ServiceHost* host =
+        muster::platform::ServiceHost::Default();
+    if (!host->managed()) return;
+    const absl::Duration watchdog = host->watchdog_interval();
+    if (watchdog > absl::ZeroDuration()) {
+      period_ = watchdog / 2;
       watchdog_ = true;
-      MUSTER_LOG(INFO) << "systemd watchdog: " << absl::Microseconds(usec)
-                       << ", pinging every " << period_;
+      MUSTER_LOG(INFO) << "systemd watchdog: " << watchdog << ", pinging every "
+                       << period_;
     }
-    sd_notifyf(0, "READY=1\nSTATUS=%s", StatusLine().c_str());
+    host->Ready(StatusLine());
     thread_ = std::thread([this] { Run(); });
   }
   ~SystemdNotifier() { Stop(); }
@@ -175,14 +123,18 @@ class SystemdNotifier {
   }
 
   void Run() {
+    muster::platform::ServiceHost* host =
+        muster::platform::ServiceHost::Default();
     std::string last_status;
     while (!stop_.WaitForNotificationWithTimeout(period_)) {
       std::string status = StatusLine();
-      std::string message;
-      if (watchdog_) message = "WATCHDOG=1\n";
-      if (status != last_status) absl::StrAppend(&message, "STATUS=", status);
+      const bool changed = status != last_status;
+      if (watchdog_) {
+        host->Ping(changed ? status : "");
+      } else if (changed) {
+        host->SetStatus(status);
+      }
       last_status = std::move(status);
-      if (!message.empty()) sd_notify(0, message.c_str());
     }
   }
 
@@ -297,7 +249,8 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   if (!port_file.empty()) {
-    if (std::string what = NotARegularFile(port_file); !what.empty()) {
+    if (std::string what = muster::platform::DescribeNonRegularFile(port_file);
+        !what.empty()) {
       std::cerr << "musterd: --port-file=" << port_file << " is " << what
                 << "; give a path that does not exist or is a regular file\n";
       return kExitUsage;
@@ -331,21 +284,19 @@ int main(int argc, char** argv) {
     options.coordinator.default_heartbeat_timeout = *d;
   }
 
-  // SIGINT/SIGTERM are taken by sigwait below, never by a handler. Blocked
-  // before any thread starts, so every gRPC thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);  // reload the TLS files
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  // SIGINT/SIGTERM are taken by the wait below, never by a handler. Blocked
+  // before any thread starts, so every gRPC thread inherits the mask. SIGHUP
+  // reloads the TLS files.
+  muster::platform::StopRequests stop_requests(
+      {muster::platform::kSignalInterrupt, muster::platform::kSignalTerminate,
+       muster::platform::kSignalHangup});
+  muster::platform::IgnoreBrokenPipes();
 
   auto server = muster::rendezvous::RendezvousServer::Start(options);
   if (!server.ok()) {
     MUSTER_LOG(ERROR) << server.status().message();
-    sd_notifyf(0, "STATUS=cannot serve: %s",
-               std::string(server.status().message()).c_str());
+    muster::platform::ServiceHost::Default()->SetStatus(
+        absl::StrCat("cannot serve: ", server.status().message()));
     return server.status().code() == absl::StatusCode::kInvalidArgument
                ? kExitUsage
                : kExitCannotServe;
@@ -373,9 +324,8 @@ int main(int argc, char** argv) {
                      << (*server)->http_port();
   }
   if (!port_file.empty()) {
-    std::string error;
-    if (!WritePortFile(port_file, (*server)->port(), &error)) {
-      MUSTER_LOG(ERROR) << "--port-file: " << error;
+    if (absl::Status s = WritePortFile(port_file, (*server)->port()); !s.ok()) {
+      MUSTER_LOG(ERROR) << "--port-file: " << s.message();
       (*server)->Shutdown(kShutdownGrace);
       return kExitCannotServe;
     }
@@ -384,8 +334,8 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   while (true) {
-    if (sigwait(&stop_signals, &sig) != 0) continue;
-    if (sig != SIGHUP) break;
+    sig = stop_requests.Wait();
+    if (sig != muster::platform::kSignalHangup) break;
     if (!tls.enabled()) {
       MUSTER_LOG(INFO) << "musterd: SIGHUP: no TLS files to reload";
       continue;
@@ -400,10 +350,12 @@ int main(int argc, char** argv) {
                         << reloaded.message();
     }
   }
-  const char* signal_name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  const char* signal_name =
+      sig == muster::platform::kSignalTerminate ? "SIGTERM" : "SIGINT";
   MUSTER_LOG(INFO) << "musterd: " << signal_name << ", shutting down";
   notifier.Stop();
-  sd_notifyf(0, "STOPPING=1\nSTATUS=shutting down (%s)", signal_name);
+  muster::platform::ServiceHost::Default()->Stopping(
+      absl::StrCat("shutting down (", signal_name, ")"));
   (*server)->Shutdown(kShutdownGrace);
   MUSTER_LOG(INFO) << "musterd stopped";
   return 0;

@@ -5,7 +5,7 @@
 #
 # Layout (PREFIX = the install prefix):
 #   PREFIX/bin/{muster,musterd}
-#   PREFIX/include/muster/{common,rendezvous,comm,v1}/...   public headers (v1: generated protos)
+#   PREFIX/include/muster/{platform,common,rendezvous,comm,v1}/...   public headers (v1: generated protos)
 #   PREFIX/lib/libmuster_*.a, PREFIX/lib/cmake/muster/      find_package(muster) -> muster::comm
 #   PREFIX/lib/muster/examples/train                         the demo trainer
 #   PREFIX/share/doc/muster/                                 README, deployment guide, examples
@@ -21,7 +21,7 @@ set(MUSTER_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/muster)
 
 # --- libraries: muster::<name without muster_>, with their public headers
 set(_muster_exported_libraries
-  muster_proto muster_platform_net muster_common muster_rendezvous_core muster_rendezvous muster_comm)
+  muster_proto muster_platform muster_platform_net muster_common muster_rendezvous_core muster_rendezvous muster_comm)
 foreach(_lib IN LISTS _muster_exported_libraries)
   string(REGEX REPLACE "^muster_" "" _name ${_lib})
   set_target_properties(${_lib} PROPERTIES EXPORT_NAME ${_name})

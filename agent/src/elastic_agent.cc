@@ -1,9 +1,5 @@
 #include "muster/agent/elastic_agent.h"
 
-#include <signal.h>
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -19,18 +15,22 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/src/agent_health.h"
+#include "agent/src/embedded_rendezvous.h"
+#include "agent/src/failure_summary.h"
 #include "agent/src/numa_binding.h"
 #include "agent/src/preflight.h"
+#include "agent/src/round_workers.h"
 #include "agent/src/watchdog.h"
 #include "muster/agent/exit_codes.h"
-#include "muster/agent/job_keeper.h"
 #include "muster/agent/worker_env.h"
 #include "muster/agent/worker_group.h"
-#include "muster/common/http_server.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
+#include "muster/platform/env.h"
+#include "muster/platform/job_keeper.h"
+#include "muster/platform/signals.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/client.h"
 #include "muster/rendezvous/local_rendezvous.h"
@@ -47,32 +47,25 @@ enum class AgentState {
               // server's verdict
 };
 
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? absl::StrCat("SIG", abbrev)
-                           : absl::StrCat("signal ", sig);
-}
-
-std::string DescribeExit(int exit_code, int sig) {
-  if (sig != 0) return absl::StrCat("killed by ", SignalName(sig));
-  return absl::StrCat("exited with code ", exit_code);
-}
-
-std::string FormatTime(int64_t unix_ms) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3S%Ez",
-                          absl::FromUnixMillis(unix_ms), absl::LocalTimeZone());
-}
-
 std::string RandomSuffix() {
   std::random_device rd;
   return absl::StrFormat("%08x", rd());
 }
 
+using platform::kSignalTerminate;
+using platform::SignalName;
+
 }  // namespace
 
 class ElasticAgent::Impl {
  public:
-  explicit Impl(AgentConfig config) : config_(std::move(config)) {}
+  Impl(AgentConfig config, AgentDeps deps)
+      : config_(std::move(config)),
+        clock_(deps.clock != nullptr ? deps.clock : Clock::Real()),
+        launcher_(deps.launcher != nullptr
+                      ? deps.launcher
+                      : platform::ProcessLauncher::Default()),
+        new_client_(std::move(deps.new_client)) {}
 
   int Run();
   void RequestStop(int sig) { stop_signal_.store(sig); }
@@ -80,7 +73,10 @@ class ElasticAgent::Impl {
  private:
   // Start-up: the embedded server (when the mode wants one) and the session.
   int Setup();
-  absl::Status MaybeEmbedServer();
+  // A new session with the server (not started): AgentDeps::new_client, the
+  // in-process rendezvous, or gRPC.
+  std::unique_ptr<rendezvous::RendezvousClient> NewClient(
+      absl::Duration connect_timeout);
   // One message from the server; returns an exit status when the job is over,
   // or -1.
   int Handle(const v1::ServerMessage& msg);
@@ -117,24 +113,18 @@ class ElasticAgent::Impl {
   std::string LogRunDir();
   void PrintFailureSummary(const v1::JobFailed& failed);
 
-  // --health-port: what the probes see, copied from the loop's state.
-  struct Health {
-    const char* state = "JOINING";
-    int64_t round = 0;
-    int restart_count = 0;
-    int group_rank = -1;
-    int world_size = 0;
-    int workers_running = 0;
-  };
   absl::Status StartHealthServer();
   void PublishHealth();
-  HttpResponse HealthMetrics();
 
   const AgentConfig config_;
+  Clock* const clock_;
+  platform::ProcessLauncher* const launcher_;
+  const std::function<std::unique_ptr<rendezvous::RendezvousClient>(
+      const rendezvous::GrpcClientOptions&)>
+      new_client_;
   std::atomic<int> stop_signal_{0};
-  std::unique_ptr<HttpServer> health_server_;
-  absl::Mutex health_mu_;
-  Health health_ ABSL_GUARDED_BY(health_mu_);
+  // --health-port.
+  std::unique_ptr<AgentHealth> health_;
 
   std::unique_ptr<rendezvous::RendezvousServer> server_;
   // --standalone: the round forms in process, with no server (see
@@ -173,131 +163,49 @@ class ElasticAgent::Impl {
 };
 
 ElasticAgent::ElasticAgent(AgentConfig config)
-    : impl_(std::make_unique<Impl>(std::move(config))) {}
+    : ElasticAgent(std::move(config), AgentDeps{}) {}
+ElasticAgent::ElasticAgent(AgentConfig config, AgentDeps deps)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(deps))) {}
 ElasticAgent::~ElasticAgent() = default;
 int ElasticAgent::Run() { return impl_->Run(); }
 void ElasticAgent::RequestStop(int signal) { impl_->RequestStop(signal); }
 
-absl::Status ElasticAgent::Impl::MaybeEmbedServer() {
-  if (config_.mode == RendezvousMode::kStandalone) {
-    // One node, so no other agent to reach: the session is a call into an
-    // in-process Coordinator, and the workers' Store service starts only if
-    // a worker connects (rendezvous/local_rendezvous.h). It saves the gRPC
-    // server's start and shutdown, most of a no-op job's launch time.
-    // MUSTER_STANDALONE_SERVER=1 embeds the gRPC server as before (for
-    // `muster status` on a standalone job).
-    const char* server = std::getenv("MUSTER_STANDALONE_SERVER");
-    if (server == nullptr || std::string(server) != "1") {
-      rendezvous::LocalRendezvousOptions options;
-      options.coordinator.event_log_level = LogLevel::kDebug;
-      auto local = rendezvous::LocalRendezvous::Start(std::move(options));
-      if (!local.ok()) return local.status();
-      local_ = *std::move(local);
-      MUSTER_LOG(DEBUG) << "in-process rendezvous; the workers' store at "
-                        << local_->store_endpoint();
-      return absl::OkStatus();
-    }
-  }
-  std::string listen = config_.embed_listen;
-  bool embed = config_.embed_server;
-  if (!embed && config_.embed_if_local) {
-    // torchrun's is_host guess: the endpoint names this host and nobody serves
-    // it yet.
-    auto hp = ParseHostPort(config_.rdzv_endpoint, 29400);
-    if (hp.ok() && IsLocalHost(hp->host) &&
-        !CanConnect(hp->host.empty() ? "127.0.0.1" : hp->host, hp->port,
-                    absl::Milliseconds(200))) {
-      embed = true;
-      listen = absl::StrCat("0.0.0.0:", hp->port);
-    }
-  }
-  if (!embed) return absl::OkStatus();
-  rendezvous::ServerOptions options;
-  options.listen = listen;
-  if (config_.max_nodes == 1) {
-    // Only this node will ever join: its own lines say all the server's would.
-    options.coordinator.event_log_level = LogLevel::kDebug;
-  }
-  auto server = rendezvous::RendezvousServer::Start(options);
-  if (!server.ok()) {
-    if (!config_.embed_server) {
-      // Another agent on this host won the race to host the server: join it as
-      // a client.
-      MUSTER_LOG(INFO) << "another agent hosts the rendezvous server at "
-                       << config_.rdzv_endpoint << "; joining it";
-      return absl::OkStatus();
-    }
-    return server.status();
-  }
-  server_ = *std::move(server);
-  MUSTER_LOG(DEBUG) << "embedded rendezvous server on " << server_->address();
-  return absl::OkStatus();
-}
-
 absl::Status ElasticAgent::Impl::StartHealthServer() {
   if (config_.health_port < 0) return absl::OkStatus();
-  auto server = HttpServer::Start(
-      absl::StrCat("0.0.0.0:", config_.health_port),
-      {{"/healthz",
-        [] {
-          return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
-        }},
-       {"/readyz",
-        [this] {
-          absl::MutexLock lock(&health_mu_);
-          // Ready means this node's workers are running in a formed round.
-          bool ready = health_.workers_running > 0;
-          return HttpResponse{
-              ready ? 200 : 503, "text/plain; charset=utf-8",
-              absl::StrCat(health_.state, " round ", health_.round, "\n")};
-        }},
-       {"/metrics", [this] { return HealthMetrics(); }}});
-  if (!server.ok()) return server.status();
-  health_server_ = *std::move(server);
+  auto health = AgentHealth::Start(config_.health_port, config_.run_id);
+  if (!health.ok()) return health.status();
+  health_ = *std::move(health);
   MUSTER_LOG(INFO) << "serving /healthz, /readyz, /metrics on port "
-                   << health_server_->port();
+                   << health_->port();
   return absl::OkStatus();
 }
 
 void ElasticAgent::Impl::PublishHealth() {
-  if (health_server_ == nullptr) return;
-  absl::MutexLock lock(&health_mu_);
-  health_.state = state_ == AgentState::kJoining   ? "JOINING"
-                  : state_ == AgentState::kRunning ? "RUNNING"
-                                                   : "REPORTED";
-  health_.round = attempt_ >= 0 ? round_.round() : 0;
-  health_.restart_count = round_.restart_count();
-  health_.group_rank = attempt_ >= 0 ? round_.group_rank() : -1;
-  health_.world_size = round_.world_size();
-  health_.workers_running = group_ != nullptr && state_ == AgentState::kRunning
-                                ? config_.nproc_per_node
-                                : 0;
+  if (health_ == nullptr) return;
+  AgentHealth::Snapshot h;
+  h.state = state_ == AgentState::kJoining   ? "JOINING"
+            : state_ == AgentState::kRunning ? "RUNNING"
+                                             : "REPORTED";
+  h.round = attempt_ >= 0 ? round_.round() : 0;
+  h.restart_count = round_.restart_count();
+  h.group_rank = attempt_ >= 0 ? round_.group_rank() : -1;
+  h.world_size = round_.world_size();
+  h.workers_running = group_ != nullptr && state_ == AgentState::kRunning
+                          ? config_.nproc_per_node
+                          : 0;
+  health_->Publish(h);
 }
 
-HttpResponse ElasticAgent::Impl::HealthMetrics() {
-  absl::MutexLock lock(&health_mu_);
-  const std::string job =
-      absl::StrCat("job=\"", PrometheusLabel(config_.run_id), "\"");
-  std::string body;
-  auto gauge = [&](const char* name, const char* help, double value,
-                   const std::string& labels) {
-    absl::StrAppend(&body, "# HELP ", name, " ", help, "\n# TYPE ", name,
-                    " gauge\n", name, "{", labels, "} ", value, "\n");
-  };
-  gauge("muster_agent_round", "The round this node is in (0 before the first).",
-        static_cast<double>(health_.round), job);
-  gauge("muster_agent_restarts", "Worker-failure restarts the job has taken.",
-        health_.restart_count, job);
-  gauge("muster_agent_group_rank",
-        "This node's group rank (-1 before the first round).",
-        health_.group_rank, job);
-  gauge("muster_agent_world_size", "WORLD_SIZE of the current round.",
-        health_.world_size, job);
-  gauge("muster_agent_workers_running", "Workers of this node running now.",
-        health_.workers_running, job);
-  gauge("muster_agent_state", "1 for the agent's current state.", 1,
-        absl::StrCat(job, ",state=\"", health_.state, "\""));
-  return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", body};
+std::unique_ptr<rendezvous::RendezvousClient> ElasticAgent::Impl::NewClient(
+    absl::Duration connect_timeout) {
+  rendezvous::GrpcClientOptions options;
+  options.endpoint = endpoint_;
+  options.connect_timeout = connect_timeout;
+  options.heartbeat_interval = config_.heartbeat_interval;
+  options.security = security_;
+  if (new_client_) return new_client_(options);
+  if (local_ != nullptr) return local_->NewClient();
+  return rendezvous::NewGrpcRendezvousClient(options);
 }
 
 int ElasticAgent::Impl::Setup() {
@@ -305,7 +213,8 @@ int ElasticAgent::Impl::Setup() {
     MUSTER_LOG(ERROR) << "--health-port: " << s.message();
     return kExitConfigError;
   }
-  if (absl::Status s = MaybeEmbedServer(); !s.ok()) {
+  if (absl::Status s = StartEmbeddedRendezvous(config_, &server_, &local_);
+      !s.ok()) {
     MUSTER_LOG(ERROR) << "cannot start the rendezvous server: " << s.message();
     if (config_.mode != RendezvousMode::kStandalone) {
       MUSTER_LOG(ERROR) << "this node serves the job's rendezvous on "
@@ -362,8 +271,8 @@ int ElasticAgent::Impl::Setup() {
   }
 
   join_.set_job_id(config_.run_id);
-  join_.set_node_id(
-      absl::StrCat(hostname, "-", getpid(), "-", RandomSuffix().substr(0, 4)));
+  join_.set_node_id(absl::StrCat(hostname, "-", platform::ProcessId(), "-",
+                                 RandomSuffix().substr(0, 4)));
   join_.set_hostname(hostname);
   join_.set_advertised_addr(advertised);
   join_.set_local_world_size(config_.nproc_per_node);
@@ -384,14 +293,7 @@ int ElasticAgent::Impl::Setup() {
   // for this node id again after a reconnect.
   join_.set_session_secret(rendezvous::NewRandomSecret());
 
-  rendezvous::GrpcClientOptions client_options;
-  client_options.endpoint = endpoint_;
-  client_options.connect_timeout = config_.connect_timeout;
-  client_options.heartbeat_interval = config_.heartbeat_interval;
-  client_options.security = security_;
-  client_ = local_ != nullptr
-                ? local_->NewClient()
-                : rendezvous::NewGrpcRendezvousClient(client_options);
+  client_ = NewClient(config_.connect_timeout);
   if (absl::Status s = client_->Start(join_); !s.ok()) {
     MUSTER_LOG(ERROR) << s.message();
     if (config_.mode == RendezvousMode::kStatic && server_ == nullptr) {
@@ -409,7 +311,7 @@ int ElasticAgent::Impl::Setup() {
     }
     return kExitUnavailable;
   }
-  session_started_ = absl::Now();
+  session_started_ = clock_->Now();
   MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at "
                    << (local_ != nullptr ? "the in-process rendezvous"
                                          : endpoint_)
@@ -420,29 +322,7 @@ int ElasticAgent::Impl::Setup() {
 }
 
 std::string ElasticAgent::Impl::LogRunDir() {
-  if (!run_dir_.empty()) return run_dir_;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (config_.log_dir.empty()) {
-    std::string tmpl = (fs::temp_directory_path(ec) / "muster-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) {
-      run_dir_ = (fs::path(tmpl) / config_.run_id).string();
-      temp_run_dir_ = true;
-    }
-  } else {
-    // Never overwrite the logs of an earlier run with the same id: add a suffix
-    // instead.
-    fs::path base = fs::path(config_.log_dir) / config_.run_id;
-    fs::path dir = base;
-    for (int i = 1; fs::exists(dir, ec); ++i) {
-      dir = base.string() + "_" + std::to_string(i);
-    }
-    run_dir_ = dir.string();
-  }
-  fs::create_directories(run_dir_, ec);
-  if (ec)
-    MUSTER_LOG(WARNING) << "cannot create log directory " << run_dir_ << ": "
-                        << ec.message();
+  if (run_dir_.empty()) run_dir_ = MakeRunDir(config_, &temp_run_dir_);
   return run_dir_;
 }
 
@@ -474,7 +354,7 @@ void ElasticAgent::Impl::RecordEvent(const std::string& name,
   // torchelastic's Event: name, source, timestamp (ms), metadata.
   nlohmann::json event = {{"name", name},
                           {"source", "AGENT"},
-                          {"timestamp", absl::ToUnixMillis(absl::Now())},
+                          {"timestamp", absl::ToUnixMillis(clock_->Now())},
                           {"metadata", std::move(metadata)}};
   std::string line =
       event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -485,7 +365,7 @@ void ElasticAgent::Impl::RecordEvent(const std::string& name,
 
 void ElasticAgent::Impl::ReleaseGroup() {
   if (group_ == nullptr) return;
-  for (int pid : group_->pids()) KeeperForgetGroup(pid);
+  for (int pid : group_->pids()) platform::KeeperForgetGroup(pid);
   group_.reset();
 }
 
@@ -501,7 +381,7 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   }
   // Workers of an earlier round still running (the session was lost and the
   // round moved on without this node) are stopped before the new round's start.
-  StopWorkers(SIGTERM);
+  StopWorkers(kSignalTerminate);
   last_report_.reset();
   round_ = ready;
   if (config_.preflight && ready.group_world_size() > 1) {
@@ -529,61 +409,11 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   std::map<std::string, std::string> base = CurrentEnvironment();
   // Marks every process of the job for the keeper (job_keeper.h), also the
   // ones that leave their worker's process group.
-  if (!JobKeeperTag().empty()) base[kJobTagVariable] = JobKeeperTag();
-  const std::vector<std::vector<int>>& numa_cpus = NumaCpus();
-
-  std::vector<WorkerSpec> workers;
-  std::vector<std::string> progress_files;
-  for (int local = 0; local < config_.nproc_per_node; ++local) {
-    WorkerEnvParams p;
-    p.local_rank = local;
-    p.rank = ready.rank_offset() + local;
-    p.world_size = ready.world_size();
-    p.local_world_size = config_.nproc_per_node;
-    p.group_rank = ready.group_rank();
-    p.group_world_size = ready.group_world_size();
-    p.role_rank = p.rank;
-    p.role_world_size = ready.world_size();
-    p.role_name = config_.role;
-    p.master_addr = ready.master_addr();
-    p.master_port = ready.master_port();
-    p.restart_count = ready.restart_count();
-    p.max_restarts = ready.max_restarts();
-    p.run_id = config_.run_id;
-    p.error_file = absl::StrCat(attempt_dir, "/", local, "/error.json");
-    p.progress_file = absl::StrCat(attempt_dir, "/", local, "/progress");
-    progress_files.push_back(p.progress_file);
-    p.store_endpoint = endpoint_;
-    p.store_prefix = ready.store_prefix();
-    p.round = ready.round();
-    p.virtual_local_rank = config_.virtual_local_rank;
-    if (!security_.token.empty()) {
-      p.store_token =
-          rendezvous::DeriveStoreCredential(security_.token, p.store_prefix);
-    }
-    p.store_tls_ca = security_.tls_ca;
-    p.store_tls_cert = security_.tls_cert;
-    p.store_tls_key = security_.tls_key;
-    std::error_code ec;
-    std::filesystem::create_directories(absl::StrCat(attempt_dir, "/", local),
-                                        ec);
-    WorkerSpec spec;
-    spec.local_rank = local;
-    spec.global_rank = p.rank;
-    spec.argv = config_.program;
-    spec.error_file = p.error_file;
-    spec.env = BuildWorkerEnv(base, p);
-    if (static_cast<size_t>(local) < numa_cpus.size())
-      spec.cpu_affinity = numa_cpus[static_cast<size_t>(local)];
-    workers.push_back(std::move(spec));
+  if (!platform::JobKeeperTag().empty()) {
+    base[platform::kJobTagVariable] = platform::JobKeeperTag();
   }
-  OutputOptions output;
-  output.redirects = config_.redirects;
-  output.tees = config_.tees;
-  output.console_local_ranks = config_.local_ranks_filter;
-  output.attempt_dir = attempt_dir;
-  output.duplicate_stdout_filters = config_.duplicate_stdout_filters;
-  output.duplicate_stderr_filters = config_.duplicate_stderr_filters;
+  RoundWorkers round = MakeRoundWorkers(config_, ready, attempt_dir, endpoint_,
+                                        security_, base, NumaCpus());
 
   MUSTER_LOG(INFO) << "round " << ready.round() << ": node "
                    << ready.group_rank() << "/" << ready.group_world_size()
@@ -592,7 +422,8 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
                    << ready.world_size() << ", master " << ready.master_addr()
                    << ":" << ready.master_port() << ", restarts "
                    << ready.restart_count() << "/" << ready.max_restarts();
-  auto group = WorkerGroup::Start(std::move(workers), std::move(output));
+  auto group = WorkerGroup::Start(launcher_, std::move(round.workers),
+                                  std::move(round.output));
   if (!group.ok()) {
     // The program cannot run here (not found, not executable): no restart can
     // mend that.
@@ -602,12 +433,12 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
     return kExitConfigError;
   }
   group_ = *std::move(group);
-  for (int pid : group_->pids()) KeeperWatchGroup(pid);
+  for (int pid : group_->pids()) platform::KeeperWatchGroup(pid);
   state_ = AgentState::kRunning;
   watchdog_.reset();
   if (config_.worker_timeout > absl::ZeroDuration()) {
     watchdog_ = std::make_unique<Watchdog>(
-        config_.worker_timeout, std::move(progress_files), absl::Now());
+        config_.worker_timeout, std::move(round.progress_files), clock_->Now());
   }
   return -1;
 }
@@ -630,7 +461,7 @@ void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
   MUSTER_LOG(WARNING) << "round " << restart.round()
                       << " ended: " << restart.reason()
                       << "; stopping workers and rejoining";
-  StopWorkers(SIGTERM);
+  StopWorkers(kSignalTerminate);
   if (absl::Status s = Rejoin(); !s.ok()) {
     MUSTER_LOG(ERROR) << "cannot rejoin: " << s.message();
   }
@@ -638,11 +469,11 @@ void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
 
 void ElasticAgent::Impl::CheckWorkers() {
   if (state_ != AgentState::kRunning || group_ == nullptr) return;
-  if (watchdog_ != nullptr && absl::Now() >= next_watchdog_check_) {
+  if (watchdog_ != nullptr && clock_->Now() >= next_watchdog_check_) {
     // A few stat() calls per check; no need to make them at the loop's pace.
-    next_watchdog_check_ = absl::Now() + std::min(config_.monitor_interval,
-                                                  watchdog_->timeout() / 10);
-    for (int local : watchdog_->Check(absl::Now())) {
+    next_watchdog_check_ = clock_->Now() + std::min(config_.monitor_interval,
+                                                    watchdog_->timeout() / 10);
+    for (int local : watchdog_->Check(clock_->Now())) {
       std::string reason = absl::StrCat(
           "hung: no progress for ", absl::FormatDuration(watchdog_->timeout()),
           " (--worker-timeout); killed by the watchdog");
@@ -683,7 +514,7 @@ void ElasticAgent::Impl::CheckWorkers() {
     for (const WorkerExit& e : status.exits) {
       if (!e.succeeded()) failed.push_back(e);
     }
-    const GroupStatus stopped = StopWorkers(SIGTERM);
+    const GroupStatus stopped = StopWorkers(kSignalTerminate);
     // The output is drained now: the last stderr line of each failed worker is
     // complete, and stands in for the error file it did not write
     // ("ModuleNotFoundError: No module named 'torch'").
@@ -749,24 +580,19 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
   MUSTER_LOG(WARNING)
       << "reconnecting to the rendezvous server at " << endpoint_
       << " for up to "
-      << absl::FormatDuration(
-             absl::Ceil(std::max(absl::ZeroDuration(), deadline - absl::Now()),
-                        absl::Seconds(1)))
+      << absl::FormatDuration(absl::Ceil(
+             std::max(absl::ZeroDuration(), deadline - clock_->Now()),
+             absl::Seconds(1)))
       << (group_ != nullptr ? "; the workers keep running" : "");
   client_->Close("");
   client_.reset();
   absl::Duration backoff = absl::Milliseconds(50);
   int attempts = 0;
-  while (absl::Now() < deadline) {
+  while (clock_->Now() < deadline) {
     if (stop_signal_.load() != 0) return false;
     ++attempts;
-    rendezvous::GrpcClientOptions options;
-    options.endpoint = endpoint_;
-    options.connect_timeout =
-        std::min(absl::Seconds(1), deadline - absl::Now());
-    options.heartbeat_interval = config_.heartbeat_interval;
-    options.security = security_;
-    auto client = rendezvous::NewGrpcRendezvousClient(options);
+    auto client =
+        NewClient(std::min(absl::Seconds(1), deadline - clock_->Now()));
     absl::Status s = client->Start(join_);
     if (s.ok()) {
       client_ = std::move(client);
@@ -778,8 +604,8 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     }
     MUSTER_LOG(DEBUG) << "reconnect attempt " << attempts << ": "
                       << s.message();
-    absl::SleepFor(std::min(
-        backoff, std::max(absl::ZeroDuration(), deadline - absl::Now())));
+    clock_->SleepFor(std::min(
+        backoff, std::max(absl::ZeroDuration(), deadline - clock_->Now())));
     backoff = std::min(backoff * 2, absl::Seconds(1));
   }
   MUSTER_LOG(ERROR) << "could not rejoin through the rendezvous server at "
@@ -790,45 +616,9 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
 }
 
 void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
-  std::string out = absl::StrCat("\n", std::string(72, '='), "\n",
-                                 "muster: job '", config_.run_id, "' FAILED\n",
-                                 "root cause: ", failed.root_cause(), "\n");
-  bool module_missing = false;
-  if (failed.failures_size() > 0) {
-    absl::StrAppend(&out, "failures of the last round:\n");
-    for (const v1::WorkerFailure& f : failed.failures()) {
-      absl::StrAppend(
-          &out, "  rank ", f.global_rank(), " (local rank ", f.local_rank(),
-          ") on ", f.hostname(), ": ", DescribeExit(f.exit_code(), f.signal()),
-          ", pid ", f.pid(), ", at ", FormatTime(f.timestamp_unix_ms()), "\n");
-      if (!f.error_message().empty()) {
-        absl::StrAppend(&out, "    error: ", f.error_message(), "\n");
-      }
-      if (!f.traceback().empty()) {
-        // As torchrun's summary: the worker's own traceback, indented.
-        absl::StrAppend(&out, "    traceback:\n");
-        for (absl::string_view line : absl::StrSplit(
-                 absl::StripTrailingAsciiWhitespace(f.traceback()), '\n')) {
-          absl::StrAppend(&out, "      ", line, "\n");
-        }
-      }
-      const std::string text = absl::StrCat(f.error_message(), f.traceback());
-      if (!config_.python_interpreter.empty() &&
-          (absl::StrContains(text, "ModuleNotFoundError") ||
-           absl::StrContains(text, "No module named"))) {
-        module_missing = true;
-      }
-    }
-  }
-  if (module_missing) {
-    absl::StrAppend(&out, "the workers ran Python ", config_.python_interpreter,
-                    " (", config_.python_source,
-                    "); if the module is installed for another interpreter, "
-                    "choose it with --python=PATH or PYTHON_EXEC=PATH\n");
-  }
-  if (!run_dir_.empty())
-    absl::StrAppend(&out, "worker logs and error files: ", run_dir_, "\n");
-  absl::StrAppend(&out, std::string(72, '='), "\n");
+  const std::string out =
+      FormatFailureSummary(failed, {config_.run_id, config_.python_interpreter,
+                                    config_.python_source, run_dir_});
   std::fputs(out.c_str(), stderr);
   std::fflush(stderr);
 }
@@ -846,7 +636,7 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
         MUSTER_LOG(WARNING)
             << "round " << round_.round()
             << " went on without this node; stopping its workers";
-        StopWorkers(SIGTERM);
+        StopWorkers(kSignalTerminate);
         state_ = AgentState::kJoining;
       }
       if (w.joined() != last_waiting_joined_) {
@@ -872,11 +662,11 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       OnRestart(msg.restart());
       return -1;
     case v1::ServerMessage::kJobSucceeded:
-      StopWorkers(SIGTERM);
+      StopWorkers(kSignalTerminate);
       MUSTER_LOG(INFO) << "job '" << config_.run_id << "' succeeded";
       return kExitSuccess;
     case v1::ServerMessage::kJobFailed:
-      StopWorkers(SIGTERM);
+      StopWorkers(kSignalTerminate);
       PrintFailureSummary(msg.job_failed());
       return kExitJobFailed;
     case v1::ServerMessage::KIND_NOT_SET:
@@ -895,7 +685,7 @@ int ElasticAgent::Impl::StopForSignal(int sig) {
 }
 
 int ElasticAgent::Impl::Shutdown(int exit_code) {
-  StopWorkers(SIGTERM);
+  StopWorkers(kSignalTerminate);
   if (client_ != nullptr) {
     client_->Close("");
     client_.reset();
@@ -908,7 +698,7 @@ int ElasticAgent::Impl::Shutdown(int exit_code) {
     local_->Shutdown(absl::Seconds(1));
     local_.reset();
   }
-  health_server_.reset();
+  health_.reset();
   if (temp_run_dir_ && exit_code == kExitSuccess) {
     // A temporary log directory holds nothing worth keeping after a success.
     std::error_code ec;
@@ -940,25 +730,26 @@ int ElasticAgent::Impl::Run() {
       // A session that got a message or lasted a while ended for a new
       // reason (the server went away): a fresh reconnect window.
       constexpr absl::Duration kQuickEnd = absl::Seconds(2);
-      if (session_got_message_ || absl::Now() - session_started_ > kQuickEnd) {
+      if (session_got_message_ ||
+          clock_->Now() - session_started_ > kQuickEnd) {
         unavailable_since_ = absl::InfiniteFuture();
       }
       if (unavailable_since_ == absl::InfiniteFuture()) {
-        unavailable_since_ = absl::Now();
+        unavailable_since_ = clock_->Now();
         unavailable_backoff_ = absl::Milliseconds(100);
       } else {
         // The last reconnect worked and the server ended the session again:
         // back off here too, or the two would loop as fast as they can.
-        absl::SleepFor(std::min(
+        clock_->SleepFor(std::min(
             unavailable_backoff_,
-            std::max(
-                absl::ZeroDuration(),
-                unavailable_since_ + config_.reconnect_timeout - absl::Now())));
+            std::max(absl::ZeroDuration(), unavailable_since_ +
+                                               config_.reconnect_timeout -
+                                               clock_->Now())));
         unavailable_backoff_ =
             std::min(unavailable_backoff_ * 2, absl::Seconds(1));
       }
       if (Reconnect(unavailable_since_ + config_.reconnect_timeout)) {
-        session_started_ = absl::Now();
+        session_started_ = clock_->Now();
         session_got_message_ = false;
         continue;
       }

@@ -1,9 +1,7 @@
 #include "agent/src/numa_binding.h"
 
-#include <dirent.h>
-#include <sched.h>
-
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "muster/platform/env.h"
 
 namespace muster::agent {
 namespace {
@@ -25,13 +24,11 @@ std::string ReadFirstLine(const std::string& path) {
 
 std::vector<std::string> ListDir(const std::string& path) {
   std::vector<std::string> out;
-  DIR* d = opendir(path.c_str());
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
-    if (name != "." && name != "..") out.push_back(name);
+  std::error_code ec;
+  std::filesystem::directory_iterator it(path, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    out.push_back(it->path().filename().string());
   }
-  closedir(d);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -128,13 +125,7 @@ NumaTopology ReadNumaTopology(const std::string& root,
     }
   }
   if (allowed.empty() && root.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-      for (int c = 0; c < CPU_SETSIZE; ++c) {
-        if (CPU_ISSET(c, &set)) allowed.insert(c);
-      }
-    }
+    for (int c : platform::CurrentCpuAffinity()) allowed.insert(c);
   }
   if (allowed.empty()) {
     for (const auto& [node, cpus] : t.node_cpus)

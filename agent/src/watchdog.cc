@@ -1,7 +1,5 @@
 #include "agent/src/watchdog.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <fstream>
 #include <string>
@@ -9,13 +7,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "muster/platform/files.h"
 
 namespace muster::agent {
 
 std::optional<absl::Time> LastProgress(const std::string& path) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return std::nullopt;
-  absl::Time last = absl::TimeFromTimespec(st.st_mtim);
+  std::optional<absl::Time> mtime = platform::ModificationTime(path);
+  if (!mtime.has_value()) return std::nullopt;
+  absl::Time last = *mtime;
   std::ifstream f(path);
   std::string line;
   if (std::getline(f, line) && absl::StartsWith(line, "muster-progress ")) {

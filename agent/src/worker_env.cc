@@ -7,11 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-
-#ifndef _WIN32
-// POSIX leaves the declaration of `environ` to the application.
-extern char** environ;
-#endif
+#include "muster/platform/env.h"
 
 namespace muster::agent {
 
@@ -112,16 +108,7 @@ std::map<std::string, std::string> BuildWorkerEnv(
 }
 
 std::map<std::string, std::string> CurrentEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string entry(*e);
-    size_t eq = entry.find('=');
-    // Entries without '=' are not variables; the first of duplicate names is
-    // what getenv sees.
-    if (eq == std::string::npos || eq == 0) continue;
-    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
+  return platform::CurrentEnvironment();
 }
 
 }  // namespace muster::agent

@@ -1,21 +1,15 @@
 #include "rendezvous/src/grpc_security.h"
 
-#include <fcntl.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
 #include <grpcpp/support/channel_arguments.h>
 #include <grpcpp/support/client_interceptor.h>
-#include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -28,6 +22,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "muster/common/logging.h"
+#include "muster/platform/env.h"
+#include "muster/platform/files.h"
+#include "rendezvous/src/posix/tcp_connect.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -151,70 +148,10 @@ class BearerInterceptorFactory final
   const std::shared_ptr<const std::string> value_;
 };
 
-// A TCP connection to host:port within the deadline, or -1.
-int ConnectTcp(const std::string& host, int port, absl::Time deadline) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) !=
-      0) {
-    return -1;
-  }
-  int fd = -1;
-  for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                ai->ai_protocol);
-    if (fd < 0) continue;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
-      close(fd);
-      fd = -1;
-      continue;
-    }
-    pollfd p{fd, POLLOUT, 0};
-    const int ms = static_cast<int>(std::max<int64_t>(
-        0, absl::ToInt64Milliseconds(deadline - absl::Now())));
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (poll(&p, 1, ms) != 1 ||
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
-      close(fd);
-      fd = -1;
-    }
-  }
-  freeaddrinfo(res);
-  if (fd < 0) return -1;
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  const absl::Duration left =
-      std::max(absl::Milliseconds(10), deadline - absl::Now());
-  timeval tv = absl::ToTimeval(left);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  return fd;
-}
-
-std::string WriteError(const std::string& path) {
-  return absl::StrCat("cannot write ", path, ": ", std::strerror(errno));
-}
-
 // Writes `data` to `path` atomically (a temporary file, then rename), mode
 // 0600.
 absl::Status WritePrivate(const std::string& path, const std::string& data) {
-  const std::string tmp = absl::StrCat(path, ".new");
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(WriteError(tmp));
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n <= 0) {
-      close(fd);
-      return absl::InternalError(WriteError(tmp));
-    }
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0)
-    return absl::InternalError(WriteError(path));
-  return absl::OkStatus();
+  return platform::WriteFileAtomically(path, data, 0600);
 }
 
 }  // namespace
@@ -243,8 +180,7 @@ absl::Status ClientSecurity::Validate() const {
 
 ClientSecurity StoreSecurityFromEnv() {
   auto get = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v == nullptr ? std::string() : std::string(v);
+    return platform::GetEnv(name).value_or("");
   };
   ClientSecurity s;
   s.token = get(kStoreTokenEnv);
@@ -281,7 +217,7 @@ TlsProbe ProbeTls(const std::string& host, int port, absl::Duration timeout) {
   if (fd < 0) return TlsProbe::kUnknown;
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == nullptr) {
-    close(fd);
+    CloseSocket(fd);
     return TlsProbe::kUnknown;
   }
   SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
@@ -305,7 +241,7 @@ TlsProbe ProbeTls(const std::string& host, int port, absl::Duration timeout) {
   ERR_clear_error();
   SSL_free(ssl);
   SSL_CTX_free(ctx);
-  close(fd);
+  CloseSocket(fd);
   return out;
 }
 
@@ -395,19 +331,19 @@ absl::StatusOr<std::unique_ptr<ServerTlsCredentials>>
 ServerTlsCredentials::Create(ServerTls tls) {
   absl::Status valid = ValidateServerTls(tls);
   if (!valid.ok()) return valid;
-  const char* base = std::getenv("RUNTIME_DIRECTORY");  // systemd's
-  if (base == nullptr || *base == '\0') base = std::getenv("TMPDIR");
-  if (base == nullptr || *base == '\0') base = "/tmp";
-  std::string templ = absl::StrCat(base, "/musterd-tls-XXXXXX");
-  std::vector<char> buf(templ.begin(), templ.end());
-  buf.push_back('\0');
-  if (mkdtemp(buf.data()) == nullptr) {
+  // systemd's RuntimeDirectory=, else TMPDIR, else /tmp.
+  std::string base = platform::GetEnv("RUNTIME_DIRECTORY").value_or("");
+  if (base.empty()) base = platform::GetEnv("TMPDIR").value_or("");
+  if (base.empty()) base = "/tmp";
+  absl::StatusOr<std::string> tls_dir =
+      platform::MakeTempDirectory("musterd-tls-", base);
+  if (!tls_dir.ok()) {
     return absl::InternalError(absl::StrCat(
         "cannot make a private directory for the TLS files under ", base, ": ",
-        std::strerror(errno), " (set TMPDIR to a writable directory)"));
+        tls_dir.status().message(), " (set TMPDIR to a writable directory)"));
   }
   std::unique_ptr<ServerTlsCredentials> out(
-      new ServerTlsCredentials(std::move(tls), buf.data()));
+      new ServerTlsCredentials(std::move(tls), *tls_dir));
   absl::MutexLock lock(&out->mu_);
   absl::Status copied = out->CopyFiles();
   if (!copied.ok()) return copied;

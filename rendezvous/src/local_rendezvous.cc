@@ -1,16 +1,8 @@
 #include "muster/rendezvous/local_rendezvous.h"
 
-#include <errno.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cstring>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -22,8 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "muster/common/clock.h"
 #include "muster/common/logging.h"
+#include "muster/platform/clock.h"
+#include "rendezvous/src/posix/loopback_listener.h"
 #include "rendezvous/src/session_inbox.h"
 #include "rendezvous/src/store_service.h"
 #include "rendezvous/src/tick_loop.h"
@@ -88,38 +81,18 @@ class LocalRendezvous::Impl {
                      Clock::Real()),
         store_service_(&store_) {}
 
-  ~Impl() {
-    Shutdown(absl::Seconds(1));
-    if (listen_fd_ >= 0) close(listen_fd_);
-    if (wake_fd_ >= 0) close(wake_fd_);
-  }
+  ~Impl() { Shutdown(absl::Seconds(1)); }
 
   absl::Status Start() {
     if (options_.tick_interval <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("tick_interval must be positive");
     }
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    if (listen_fd_ < 0 ||
-        bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
-            0 ||
-        listen(listen_fd_, 128) != 0 ||
-        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) !=
-            0) {
+    auto listener = LoopbackListener::Open();
+    if (!listener.ok()) {
       return absl::UnavailableError(
-          absl::StrCat("cannot listen on 127.0.0.1 for the workers' store: ",
-                       std::strerror(errno)));
+          absl::StrCat(listener.status().message(), " (the workers' store)"));
     }
-    port_ = ntohs(addr.sin_port);
-    wake_fd_ = eventfd(0, EFD_CLOEXEC);
-    if (wake_fd_ < 0) {
-      return absl::UnavailableError(
-          absl::StrCat("eventfd: ", std::strerror(errno)));
-    }
+    listener_ = *std::move(listener);
     accept_thread_ = std::thread([this] { AcceptLoop(); });
     tick_thread_ = std::thread([this] { TickLoop(); });
     return absl::OkStatus();
@@ -129,7 +102,7 @@ class LocalRendezvous::Impl {
   std::unique_ptr<RendezvousClient> NewClient();
 
   std::string store_endpoint() const {
-    return absl::StrCat("127.0.0.1:", port_);
+    return absl::StrCat("127.0.0.1:", listener_->port());
   }
 
   bool store_started() const {
@@ -150,10 +123,7 @@ class LocalRendezvous::Impl {
         absl::UnavailableError("the in-process rendezvous is shutting down");
     for (auto& channel : channels) channel->End(going);
     store_service_.Shutdown(going);
-    if (wake_fd_ >= 0) {
-      const uint64_t one = 1;
-      (void)!write(wake_fd_, &one, sizeof(one));
-    }
+    if (listener_ != nullptr) listener_->Wake();
     if (accept_thread_.joinable()) accept_thread_.join();
     if (tick_thread_.joinable()) tick_thread_.join();
     // No thread starts a server any more: server_ is read without the lock.
@@ -195,23 +165,12 @@ class LocalRendezvous::Impl {
 
   // Hands every connection to the Store service, starting it on the first.
   void AcceptLoop() {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     while (true) {
-      if (poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        MUSTER_LOG(ERROR) << "the workers' store: poll: "
-                          << std::strerror(errno);
-        return;
-      }
-      if (fds[1].revents != 0) return;
-      const int fd =
-          accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) continue;
-      const int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      const int fd = listener_->Accept();
+      if (fd < 0) return;
       grpc::Server* server = EnsureServer();
       if (server == nullptr) {
-        close(fd);
+        LoopbackListener::CloseConnection(fd);
         continue;
       }
       grpc::AddInsecureChannelFromFd(server, fd);
@@ -246,9 +205,8 @@ class LocalRendezvous::Impl {
   KvStore store_;
   Coordinator coordinator_;
   StoreService store_service_;
-  int listen_fd_ = -1;
-  int wake_fd_ = -1;
-  int port_ = 0;
+  // Where the workers' Store connections come in; set by Start.
+  std::unique_ptr<LoopbackListener> listener_;
   std::thread accept_thread_;
   std::thread tick_thread_;
   absl::Mutex events_mu_;

@@ -14,10 +14,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "muster/common/clock.h"
 #include "muster/common/http_server.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
+#include "muster/platform/clock.h"
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/metrics.h"
 #include "rendezvous/src/session_service.h"

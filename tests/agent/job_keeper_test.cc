@@ -2,7 +2,7 @@
 // process that left its group but carries the job's tag are SIGKILLed when the
 // pipe reaches EOF; a process of another job (another tag) is left alone.
 // The end-to-end kill -9 of a real launcher is in tests/e2e/parity_e2e_test.cc.
-#include "muster/agent/job_keeper.h"
+#include "muster/platform/job_keeper.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/subprocess.h"
 
-namespace muster::agent {
+namespace muster::platform {
 namespace {
 
 // Starts `sleep 60` with MUSTER_JOB_TAG=tag, in a new process group when
@@ -82,4 +82,4 @@ TEST(JobKeeperTest, KillsRegisteredGroupsAndTaggedProcessesAtEof) {
 }
 
 }  // namespace
-}  // namespace muster::agent
+}  // namespace muster::platform

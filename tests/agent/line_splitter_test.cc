@@ -1,4 +1,4 @@
-#include "agent/src/posix/line_splitter.h"
+#include "platform/src/line_splitter.h"
 
 #include <string>
 #include <utility>
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace muster::agent::internal {
+namespace muster::platform::internal {
 namespace {
 
 using Piece = std::pair<std::string, bool>;
@@ -116,4 +116,4 @@ TEST(LineSplitterTest, BytesArePreserved) {
 }
 
 }  // namespace
-}  // namespace muster::agent::internal
+}  // namespace muster::platform::internal

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "muster/common/clock.h"
 #include "muster/common/logging.h"
+#include "muster/platform/clock.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/rendezvous/kv_store.h"
 #include "tests/fuzz/fuzz_input.h"

@@ -9,7 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "muster/common/clock.h"
+#include "muster/platform/clock.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
 #include "tests/testing/join.h"

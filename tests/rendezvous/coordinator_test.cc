@@ -17,8 +17,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "muster/common/clock.h"
 #include "muster/common/logging.h"
+#include "muster/platform/clock.h"
 
 namespace muster::rendezvous {
 namespace {

@@ -1,9 +1,12 @@
 // WorkerGroup: the worker processes of one round on this node, started, watched
-// and stopped as a unit. Each worker runs in its own process group, dies with
-// the agent (PR_SET_PDEATHSIG), and has its stdout/stderr read through pipes:
-// every whole line goes to the console with a
-// "[rank<N>]:" prefix (never torn, never interleaved mid-line) and/or to
+// and stopped as a unit, on a platform::ProcessLauncher (the OS's, or a fake in
+// tests). Each worker runs in its own process tree (a process group with
+// PR_SET_PDEATHSIG on Linux), and has its stdout/stderr read through pipes:
+// every whole line goes to the console with a "[rank<N>]:" prefix (never torn,
+// never interleaved mid-line) and/or to
 // <attempt_dir>/<local_rank>/{stdout,stderr}.log, as the output options say.
+// What is the agent's here: torchrun's -r/-t routing, ranks, and the workers'
+// error files (TORCHELASTIC_ERROR_FILE), read when a worker fails.
 #ifndef MUSTER_AGENT_WORKER_GROUP_H_
 #define MUSTER_AGENT_WORKER_GROUP_H_
 
@@ -14,7 +17,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "muster/platform/env.h"
+#include "muster/platform/process.h"
 
 namespace muster::agent {
 
@@ -99,8 +105,15 @@ struct GroupStatus {
   std::vector<WorkerExit> exits;
 };
 
+// As ReadErrorFile, and the traceback PyTorch's @record stores in
+// message.extraInfo.py_callstack (empty when absent).
+struct ErrorFileContents {
+  std::string message;
+  std::string traceback;
+};
+
 // Thread-safe. Must be created and stopped from a long-lived thread: Linux
-// delivers the parent- death signal when the *thread* that forked a child
+// delivers the parent-death signal when the *thread* that forked a child
 // exits.
 class WorkerGroup {
  public:
@@ -111,7 +124,12 @@ class WorkerGroup {
   // FAILED_PRECONDITION naming the program when argv[0] is not found in PATH or
   // cannot be executed (and why); INTERNAL for a failed fork/pipe;
   // INVALID_ARGUMENT for empty argv or missing attempt_dir with redirects. No
-  // worker is left running when Start fails.
+  // worker is left running when Start fails. `launcher` (not owned) outlives
+  // the group.
+  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
+      platform::ProcessLauncher* launcher, std::vector<WorkerSpec> workers,
+      OutputOptions output);
+  // As above, on the OS's launcher (platform::ProcessLauncher::Default()).
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
       std::vector<WorkerSpec> workers, OutputOptions output);
 
@@ -149,28 +167,32 @@ class WorkerGroup {
   std::vector<int> pids() const;
 
  private:
-  class Impl;
-  explicit WorkerGroup(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  WorkerGroup(std::unique_ptr<platform::ProcessGroup> group,
+              std::vector<WorkerSpec> workers);
+  // The agent's view of one process's end: ranks, and its error file when it
+  // failed (read once, then kept).
+  GroupStatus Convert(platform::GroupStatus status);
+
+  const std::unique_ptr<platform::ProcessGroup> group_;
+  const std::vector<WorkerSpec> workers_;
+  absl::Mutex mu_;
+  // Error files read so far, by worker index.
+  std::map<size_t, ErrorFileContents> error_files_ ABSL_GUARDED_BY(mu_);
 };
 
-// Looks argv0 up as execvp would, with PATH from `path_env`. Returns the path
-// to run, or FAILED_PRECONDITION: "program 'x' not found in PATH (...)" / "'x'
-// is not executable: ..." with the fix (chmod +x, a full path, --no-python).
-absl::StatusOr<std::string> ResolveProgram(const std::string& argv0,
-                                           const std::string& path_env);
+// Looks argv0 up as execvp would, with PATH from `path_env`: the platform's
+// FindExecutable (muster/platform/env.h), which says what it returns.
+inline absl::StatusOr<std::string> ResolveProgram(const std::string& argv0,
+                                                  const std::string& path_env) {
+  return platform::FindExecutable(argv0, path_env);
+}
 
 // Reads a torchelastic JSON error file: {"message": "..."} or
 // {"message": {"message": "...", "extraInfo": {...}}}. Empty when absent or
 // unreadable.
 std::string ReadErrorFile(const std::string& path);
 
-// As ReadErrorFile, and the traceback PyTorch's @record stores in
-// message.extraInfo.py_callstack (empty when absent).
-struct ErrorFileContents {
-  std::string message;
-  std::string traceback;
-};
+// As ReadErrorFile, with the traceback (see ErrorFileContents).
 ErrorFileContents ReadErrorFileContents(const std::string& path);
 
 }  // namespace muster::agent

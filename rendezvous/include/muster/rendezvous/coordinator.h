@@ -86,8 +86,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "muster/common/clock.h"
 #include "muster/common/logging.h"
+#include "muster/platform/clock.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::rendezvous {

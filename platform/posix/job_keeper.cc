@@ -1,7 +1,7 @@
-// JobKeeper (see muster/agent/job_keeper.h): a forked process that outlives
+// JobKeeper (see muster/platform/job_keeper.h): a forked process that outlives
 // the launcher by exactly as long as it takes to kill what the launcher's job
 // left behind.
-#include "muster/agent/job_keeper.h"
+#include "muster/platform/job_keeper.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,7 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
-namespace muster::agent {
+namespace muster::platform {
 namespace {
 
 std::atomic<int> g_write_fd{-1};
@@ -189,7 +189,7 @@ absl::Status StartJobKeeper() {
 
 const std::string& JobKeeperTag() { return *g_tag; }
 
-void KeeperWatchGroup(pid_t pgid) { Send('+', pgid); }
-void KeeperForgetGroup(pid_t pgid) { Send('-', pgid); }
+void KeeperWatchGroup(int pgid) { Send('+', pgid); }
+void KeeperForgetGroup(int pgid) { Send('-', pgid); }
 
-}  // namespace muster::agent
+}  // namespace muster::platform

@@ -1,6 +1,4 @@
-#include "muster/common/logging.h"
-
-#include <unistd.h>
+#include "muster/platform/logging.h"
 
 #include <atomic>
 #include <cstdio>
@@ -10,8 +8,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "muster/platform/clock.h"
+#include "muster/platform/env.h"
 
 namespace muster {
 namespace {
@@ -91,8 +90,8 @@ LogMessage::~LogMessage() {
     s.sink(level_, body);
     return;
   }
-  std::string line =
-      absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::LocalTimeZone());
+  std::string line = absl::FormatTime("%H:%M:%E3S", Clock::Real()->Now(),
+                                      absl::LocalTimeZone());
   line += ' ';
   line += LevelChar(level_);
   line += " [";
@@ -102,14 +101,7 @@ LogMessage::~LogMessage() {
   line += '\n';
   // One write() per line, so lines from several threads or processes never
   // interleave.
-  const char* p = line.data();
-  size_t left = line.size();
-  while (left > 0) {
-    ssize_t n = ::write(STDERR_FILENO, p, left);
-    if (n <= 0) break;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  platform::WriteToStderr(line);
 }
 
 }  // namespace internal

@@ -1,8 +1,8 @@
 // LineSplitter: turns a byte stream read in arbitrary chunks into whole lines,
 // so that the agent can write each line of a worker with one write() and lines
-// of different workers never interleave mid-line. Private to the agent.
-#ifndef MUSTER_AGENT_SRC_POSIX_LINE_SPLITTER_H_
-#define MUSTER_AGENT_SRC_POSIX_LINE_SPLITTER_H_
+// of different workers never interleave mid-line. Private to platform.
+#ifndef MUSTER_PLATFORM_SRC_LINE_SPLITTER_H_
+#define MUSTER_PLATFORM_SRC_LINE_SPLITTER_H_
 
 #include <cstddef>
 #include <string>
@@ -10,7 +10,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 
-namespace muster::agent::internal {
+namespace muster::platform::internal {
 
 // Not thread-safe: one splitter per stream, used by one reader.
 class LineSplitter {
@@ -40,6 +40,6 @@ class LineSplitter {
   std::string pending_;
 };
 
-}  // namespace muster::agent::internal
+}  // namespace muster::platform::internal
 
-#endif  // MUSTER_AGENT_SRC_POSIX_LINE_SPLITTER_H_
+#endif  // MUSTER_PLATFORM_SRC_LINE_SPLITTER_H_

@@ -1,8 +1,8 @@
-#include "agent/src/posix/line_splitter.h"
+#include "platform/src/line_splitter.h"
 
 #include <algorithm>
 
-namespace muster::agent::internal {
+namespace muster::platform::internal {
 
 LineSplitter::LineSplitter(size_t max_line)
     : max_line_(std::max<size_t>(max_line, 1)) {}
@@ -58,4 +58,4 @@ void LineSplitter::Flush(Emit emit) {
   pending_.clear();
 }
 
-}  // namespace muster::agent::internal
+}  // namespace muster::platform::internal

@@ -1,4 +1,4 @@
-#include "muster/common/clock.h"
+#include "muster/platform/clock.h"
 
 #include "absl/time/clock.h"
 
@@ -7,6 +7,9 @@ namespace {
 class RealClock : public Clock {
  public:
   absl::Time Now() const override { return absl::Now(); }
+  void SleepFor(absl::Duration d) override {
+    if (d > absl::ZeroDuration()) absl::SleepFor(d);
+  }
 };
 }  // namespace
 
@@ -20,6 +23,10 @@ FakeClock::FakeClock(absl::Time start) : now_(start) {}
 absl::Time FakeClock::Now() const {
   absl::MutexLock lock(&mu_);
   return now_;
+}
+
+void FakeClock::SleepFor(absl::Duration d) {
+  if (d > absl::ZeroDuration()) Advance(d);
 }
 
 void FakeClock::Advance(absl::Duration d) {

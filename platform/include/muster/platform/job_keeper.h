@@ -23,16 +23,14 @@
 //
 // Not covered: a descendant that both leaves its process group and clears its
 // environment (a cgroup would catch it; muster does not require one).
-#ifndef MUSTER_AGENT_JOB_KEEPER_H_
-#define MUSTER_AGENT_JOB_KEEPER_H_
-
-#include <sys/types.h>
+#ifndef MUSTER_PLATFORM_JOB_KEEPER_H_
+#define MUSTER_PLATFORM_JOB_KEEPER_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 
-namespace muster::agent {
+namespace muster::platform {
 
 // The environment variable that marks a job's processes for the keeper.
 inline constexpr char kJobTagVariable[] = "MUSTER_JOB_TAG";
@@ -49,8 +47,8 @@ const std::string& JobKeeperTag();
 // Registers / forgets a worker's process group (its leader's pid). Never
 // blocks for long (a small write to a pipe); no-op without a keeper.
 // Thread-safe.
-void KeeperWatchGroup(pid_t pgid);
-void KeeperForgetGroup(pid_t pgid);
+void KeeperWatchGroup(int pgid);
+void KeeperForgetGroup(int pgid);
 
 // The keeper's loop, for StartJobKeeper's child and for tests: reads
 // "+PGID\n" / "-PGID\n" lines from `read_fd` until EOF, then kills as
@@ -58,6 +56,6 @@ void KeeperForgetGroup(pid_t pgid);
 // signalled (a process may be counted in both).
 int RunJobKeeper(int read_fd, const std::string& tag);
 
-}  // namespace muster::agent
+}  // namespace muster::platform
 
-#endif  // MUSTER_AGENT_JOB_KEEPER_H_
+#endif  // MUSTER_PLATFORM_JOB_KEEPER_H_

@@ -1,0 +1,103 @@
+#include "agent/src/round_workers.h"
+
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "muster/agent/worker_env.h"
+#include "muster/common/logging.h"
+#include "muster/platform/files.h"
+#include "muster/rendezvous/auth.h"
+
+namespace muster::agent {
+
+RoundWorkers MakeRoundWorkers(
+    const AgentConfig& config, const v1::RoundReady& ready,
+    const std::string& attempt_dir, const std::string& store_endpoint,
+    const rendezvous::ClientSecurity& security,
+    const std::map<std::string, std::string>& base_env,
+    const std::vector<std::vector<int>>& numa_cpus) {
+  RoundWorkers round;
+  for (int local = 0; local < config.nproc_per_node; ++local) {
+    WorkerEnvParams p;
+    p.local_rank = local;
+    p.rank = ready.rank_offset() + local;
+    p.world_size = ready.world_size();
+    p.local_world_size = config.nproc_per_node;
+    p.group_rank = ready.group_rank();
+    p.group_world_size = ready.group_world_size();
+    p.role_rank = p.rank;
+    p.role_world_size = ready.world_size();
+    p.role_name = config.role;
+    p.master_addr = ready.master_addr();
+    p.master_port = ready.master_port();
+    p.restart_count = ready.restart_count();
+    p.max_restarts = ready.max_restarts();
+    p.run_id = config.run_id;
+    p.error_file = absl::StrCat(attempt_dir, "/", local, "/error.json");
+    p.progress_file = absl::StrCat(attempt_dir, "/", local, "/progress");
+    round.progress_files.push_back(p.progress_file);
+    p.store_endpoint = store_endpoint;
+    p.store_prefix = ready.store_prefix();
+    p.round = ready.round();
+    p.virtual_local_rank = config.virtual_local_rank;
+    if (!security.token.empty()) {
+      p.store_token =
+          rendezvous::DeriveStoreCredential(security.token, p.store_prefix);
+    }
+    p.store_tls_ca = security.tls_ca;
+    p.store_tls_cert = security.tls_cert;
+    p.store_tls_key = security.tls_key;
+    std::error_code ec;
+    std::filesystem::create_directories(absl::StrCat(attempt_dir, "/", local),
+                                        ec);
+    WorkerSpec spec;
+    spec.local_rank = local;
+    spec.global_rank = p.rank;
+    spec.argv = config.program;
+    spec.error_file = p.error_file;
+    spec.env = BuildWorkerEnv(base_env, p);
+    if (static_cast<size_t>(local) < numa_cpus.size())
+      spec.cpu_affinity = numa_cpus[static_cast<size_t>(local)];
+    round.workers.push_back(std::move(spec));
+  }
+  OutputOptions& output = round.output;
+  output.redirects = config.redirects;
+  output.tees = config.tees;
+  output.console_local_ranks = config.local_ranks_filter;
+  output.attempt_dir = attempt_dir;
+  output.duplicate_stdout_filters = config.duplicate_stdout_filters;
+  output.duplicate_stderr_filters = config.duplicate_stderr_filters;
+  return round;
+}
+
+std::string MakeRunDir(const AgentConfig& config, bool* temporary) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string run_dir;
+  *temporary = false;
+  if (config.log_dir.empty()) {
+    auto dir = platform::MakeTempDirectory("muster-");
+    if (dir.ok()) {
+      run_dir = (fs::path(*dir) / config.run_id).string();
+      *temporary = true;
+    }
+  } else {
+    // Never overwrite the logs of an earlier run with the same id: add a suffix
+    // instead.
+    fs::path base = fs::path(config.log_dir) / config.run_id;
+    fs::path dir = base;
+    for (int i = 1; fs::exists(dir, ec); ++i) {
+      dir = base.string() + "_" + std::to_string(i);
+    }
+    run_dir = dir.string();
+  }
+  fs::create_directories(run_dir, ec);
+  if (ec)
+    MUSTER_LOG(WARNING) << "cannot create log directory " << run_dir << ": "
+                        << ec.message();
+  return run_dir;
+}
+
+}  // namespace muster::agent

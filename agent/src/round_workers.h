@@ -1,0 +1,45 @@
+// What a round's workers are: each local rank's WorkerSpec (argv, the DESIGN.md
+// environment contract, error and progress files, CPUs) and the output routing
+// of -r/-t, made from the agent's config and the server's RoundReady. Pure
+// apart from creating the per-rank directories.
+#ifndef MUSTER_AGENT_SRC_ROUND_WORKERS_H_
+#define MUSTER_AGENT_SRC_ROUND_WORKERS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "muster/agent/config.h"
+#include "muster/agent/worker_group.h"
+#include "muster/rendezvous/security.h"
+#include "muster/v1/rendezvous.pb.h"
+
+namespace muster::agent {
+
+struct RoundWorkers {
+  std::vector<WorkerSpec> workers;
+  // Local rank i's MUSTER_PROGRESS_FILE, for the watchdog.
+  std::vector<std::string> progress_files;
+  OutputOptions output;
+};
+
+// `attempt_dir` is <run_dir>/attempt_<n>; `store_endpoint` the workers'
+// MUSTER_STORE_ENDPOINT; `security` the session's (its token derives the
+// round's Store credential); `base_env` the agent's environment (with the job
+// keeper's tag); `numa_cpus[i]` local rank i's CPUs (may be shorter).
+RoundWorkers MakeRoundWorkers(
+    const AgentConfig& config, const v1::RoundReady& ready,
+    const std::string& attempt_dir, const std::string& store_endpoint,
+    const rendezvous::ClientSecurity& security,
+    const std::map<std::string, std::string>& base_env,
+    const std::vector<std::vector<int>>& numa_cpus);
+
+// The job's log directory: <--log-dir>/<run_id> (with _1, _2, ... when it
+// exists: an earlier run's logs are never overwritten), or <tmp>/muster-XXXXXX/
+// <run_id> without --log-dir (*temporary set). Created; a directory that
+// cannot be made is logged, and the path returned all the same.
+std::string MakeRunDir(const AgentConfig& config, bool* temporary);
+
+}  // namespace muster::agent
+
+#endif  // MUSTER_AGENT_SRC_ROUND_WORKERS_H_

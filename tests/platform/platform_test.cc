@@ -1,0 +1,165 @@
+// The POSIX platform layer on the real OS: atomic writes of regular files
+// only, locks, modification times, PATH lookup, helper commands with a
+// deadline, signal names, and stop requests delivered to the watcher.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "muster/platform/env.h"
+#include "muster/platform/files.h"
+#include "muster/platform/process.h"
+#include "muster/platform/signals.h"
+#include "muster/platform/stop_requests.h"
+
+namespace muster::platform {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TempDir {
+ public:
+  TempDir() {
+    auto dir = MakeTempDirectory("muster-platform-test-");
+    EXPECT_TRUE(dir.ok()) << dir.status();
+    path_ = dir.value_or("/nonexistent");
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const {
+    return path_ + "/" + name;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(FilesTest, WriteFileAtomicallyReplacesRegularFilesOnly) {
+  TempDir dir;
+  const std::string file = dir / "port";
+  ASSERT_TRUE(WriteFileAtomically(file, "29400\n").ok());
+  EXPECT_EQ(Slurp(file), "29400\n");
+  ASSERT_TRUE(WriteFileAtomically(file, "1\n", 0600).ok());
+  EXPECT_EQ(Slurp(file), "1\n");
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Nothing left beside it.
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1);
+
+  const std::string fifo = dir / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(DescribeNonRegularFile(fifo), "a FIFO");
+  absl::Status s = WriteFileAtomically(fifo, "x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("is a FIFO"));
+  EXPECT_EQ(DescribeNonRegularFile(dir.path()), "a directory");
+  EXPECT_EQ(DescribeNonRegularFile(dir / "absent"), "");
+  EXPECT_EQ(WriteFileAtomically(dir / "no/such/dir/f", "x").code(),
+            absl::StatusCode::kInternal);
+}
+
+TEST(FilesTest, ModificationTimeAndLocks) {
+  TempDir dir;
+  EXPECT_FALSE(ModificationTime(dir / "absent").has_value());
+  const std::string file = dir / "f";
+  ASSERT_TRUE(WriteFileAtomically(file, "x").ok());
+  auto mtime = ModificationTime(file);
+  ASSERT_TRUE(mtime.has_value());
+  EXPECT_LT(absl::AbsDuration(*mtime - absl::Now()), absl::Minutes(5));
+
+  auto first = FileLock::TryLock(dir / "lock");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = FileLock::TryLock(dir / "lock");
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  first->reset();
+  EXPECT_TRUE(FileLock::TryLock(dir / "lock").ok());
+}
+
+TEST(EnvTest, FindExecutableAsExecvp) {
+  auto sh = FindExecutable("sh", "/nonexistent:/bin:/usr/bin");
+  ASSERT_TRUE(sh.ok()) << sh.status();
+  EXPECT_THAT(*sh, HasSubstr("/sh"));
+  auto missing = FindExecutable("muster-no-such-tool", "/bin");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("not found in PATH (/bin)"));
+  EXPECT_EQ(FindExecutable("", "/bin").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GetEnv("MUSTER_PLATFORM_TEST_UNSET"), std::nullopt);
+  EXPECT_EQ(CurrentEnvironment().count("MUSTER_PLATFORM_TEST_UNSET"), 0u);
+  EXPECT_GT(ProcessId(), 0);
+}
+
+TEST(CommandTest, OutputExitCodeAndTimeout) {
+  CommandSpec echo;
+  echo.argv = {"sh", "-c", "printf hello; exit 3"};
+  echo.env = {{"PATH", "/bin:/usr/bin"}};
+  auto r = RunCommand(echo);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->output, "hello");
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_FALSE(r->timed_out);
+
+  CommandSpec slow;
+  slow.argv = {"sleep", "30"};
+  slow.timeout = absl::Milliseconds(200);
+  const absl::Time start = absl::Now();
+  r = RunCommand(slow);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+
+  CommandSpec missing;
+  missing.argv = {"muster-no-such-tool"};
+  EXPECT_EQ(RunCommand(missing).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(SignalsTest, Names) {
+  EXPECT_EQ(SignalName(kSignalTerminate), "SIGTERM");
+  EXPECT_EQ(SignalName(kSignalKill), "SIGKILL");
+  EXPECT_EQ(SignalNumber("term"), kSignalTerminate);
+  EXPECT_EQ(SignalNumber("SIGINT"), kSignalInterrupt);
+  EXPECT_EQ(SignalNumber("nope"), -1);
+}
+
+TEST(StopRequestsTest, ASignalReachesTheWatcher) {
+  StopRequests stops({SIGUSR2});
+  absl::Notification got;
+  int seen = 0;
+  stops.StartWatcher([&](int sig) {
+    seen = sig;
+    got.Notify();
+  });
+  ASSERT_EQ(kill(getpid(), SIGUSR2), 0);
+  ASSERT_TRUE(got.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(seen, SIGUSR2);
+}
+
+}  // namespace
+}  // namespace muster::platform
