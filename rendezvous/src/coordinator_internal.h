@@ -35,7 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "muster/common/clock.h"
+#include "muster/platform/clock.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/rendezvous/rank_assignment.h"
