@@ -392,6 +392,10 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
   // Heartbeats: every agent each interval, spread over 25 slots.
   std::atomic<bool> stop_heartbeats{false};
   std::atomic<int> started{0};
+  // Heartbeats handed to gRPC: when the load generator falls behind its
+  // schedule, fewer than agents x 1000/heartbeat_ms a second reach musterd,
+  // and its CPU per heartbeat is the fair figure.
+  std::atomic<int64_t> heartbeats_sent{0};
   // How far the heartbeat thread fell behind its schedule: over a second, and
   // the server's losses are the load generator's fault, not the server's.
   absl::Duration max_lag;
@@ -405,7 +409,9 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
       if (-ahead > max_lag) max_lag = -ahead;
       absl::SleepFor(ahead);
       const int n = started.load();
-      for (int i = slot; i < n; i += kSlots) sims[i]->Heartbeat();
+      int64_t sent = 0;
+      for (int i = slot; i < n; i += kSlots, ++sent) sims[i]->Heartbeat();
+      heartbeats_sent.fetch_add(sent, std::memory_order_relaxed);
       slot = (slot + 1) % kSlots;
     }
   });
@@ -459,13 +465,26 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
   if (formed) {
     // Heartbeats only, for `seconds`.
     const double c0 = musterd_pid > 0 ? ProcessCpuSeconds(musterd_pid) : 0.0;
+    const int64_t b0 = heartbeats_sent.load();
     const absl::Time h0 = absl::Now();
     absl::SleepFor(absl::Seconds(seconds));
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - h0);
+    const double beats = static_cast<double>(heartbeats_sent.load() - b0);
+    const double full_rate =
+        total * 1000.0 / absl::ToDoubleMilliseconds(heartbeat_interval);
+    std::printf("heartbeats_per_s=%.0f\nheartbeats_per_s_scheduled=%.0f\n",
+                beats / elapsed, full_rate);
     if (musterd_pid > 0) {
       const double used = ProcessCpuSeconds(musterd_pid) - c0;
       std::printf("heartbeat_s=%.1f\nserver_cpu_s=%.2f\n", elapsed, used);
       std::printf("server_cpu_per_s=%.3f\n", used / elapsed);
+      if (beats > 0) {
+        // musterd's CPU per heartbeat, and what the full schedule would cost
+        // at that rate.
+        const double us = used / beats * 1e6;
+        std::printf("server_cpu_us_per_heartbeat=%.1f\n", us);
+        std::printf("server_cpu_per_s_full_rate=%.3f\n", us * full_rate / 1e6);
+      }
       std::printf("musterd_rss_mib=%.1f\nmusterd_peak_rss_mib=%.1f\n",
                   ProcessMemoryMib(musterd_pid, "VmRSS:"),
                   ProcessMemoryMib(musterd_pid, "VmHWM:"));
