@@ -15,7 +15,7 @@
 //
 //   muster-loadgen --endpoint=127.0.0.1:29400 --agents=10000 [--jobs=1]
 //                  [--nproc=1] [--seconds=10] [--musterd-pid=PID]
-//                  [--heartbeat-ms=250]
+//                  [--heartbeat-ms=250] [--heartbeat-timeout-ms=10000]
 //
 // Each job has agents/jobs nodes and min = max = that size, so its round
 // closes the moment the last agent joins. Without --musterd-pid the server
@@ -107,12 +107,14 @@ class SimAgent {
     stream_->StartCall(Tag(kStarted));
   }
 
-  void Heartbeat() {
+  // Returns whether a heartbeat was written (or queued).
+  bool Heartbeat() {
     absl::MutexLock lock(&mu_);
-    if (stream_ == nullptr || closing_) return;
+    if (stream_ == nullptr || closing_) return false;
     v1::AgentMessage msg;
     msg.mutable_heartbeat()->set_round(round_);
     WriteLocked(std::move(msg));
+    return true;
   }
 
   void Succeed() {
@@ -337,7 +339,8 @@ bool WaitFor(Progress& progress, absl::Duration timeout, Pred done) {
 }
 
 int Run(const std::string& endpoint, int agents, int jobs, int nproc,
-        double seconds, int musterd_pid, absl::Duration heartbeat_interval) {
+        double seconds, int musterd_pid, absl::Duration heartbeat_interval,
+        absl::Duration heartbeat_timeout) {
   const int per_job = agents / jobs;
   const std::string run = absl::StrCat("loadgen-", getpid());
   std::vector<std::unique_ptr<v1::Rendezvous::Stub>> stubs;
@@ -379,7 +382,7 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     j.set_join_timeout_ms(600'000);
     j.set_last_call_timeout_ms(30'000);
     j.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval));
-    j.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(kHeartbeatTimeout));
+    j.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(heartbeat_timeout));
     return j;
   };
   for (int i = 0; i < per_job * jobs; ++i) {
@@ -410,7 +413,7 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
       absl::SleepFor(ahead);
       const int n = started.load();
       int64_t sent = 0;
-      for (int i = slot; i < n; i += kSlots, ++sent) sims[i]->Heartbeat();
+      for (int i = slot; i < n; i += kSlots) sent += sims[i]->Heartbeat();
       heartbeats_sent.fetch_add(sent, std::memory_order_relaxed);
       slot = (slot + 1) % kSlots;
     }
@@ -425,10 +428,15 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
   }
   const absl::Duration form_timeout =
       absl::Seconds(60) + absl::Milliseconds(total);  // 60 s + 1 ms per agent
-  const bool formed = WaitFor(progress, form_timeout, [&] {
+  WaitFor(progress, form_timeout, [&] {
     return progress.ready[1] >= total || progress.verdicts > 0 ||
            progress.finished > 0;
   });
+  bool formed;
+  {
+    absl::MutexLock lock(&progress.mu);
+    formed = progress.ready[1] >= total;  // not a lost agent's early end
+  }
   absl::Time last_ready = t0;
   std::vector<double> latency_ms;
   latency_ms.reserve(total);
@@ -582,6 +590,8 @@ int main(int argc, char** argv) {
   std::string endpoint;
   int agents = 0, jobs = 1, nproc = 1, musterd_pid = 0;
   double seconds = 10;
+  int heartbeat_timeout_ms = static_cast<int>(
+      absl::ToInt64Milliseconds(muster::loadgen::kHeartbeatTimeout));
   int heartbeat_ms = static_cast<int>(
       absl::ToInt64Milliseconds(muster::loadgen::kHeartbeatInterval));
   app.add_option("--endpoint", endpoint, "musterd address, HOST:PORT")
@@ -603,6 +613,10 @@ int main(int argc, char** argv) {
                  "heartbeat interval of each agent, ms (the agent's default: "
                  "250)")
       ->check(CLI::Range(10, 600'000));
+  app.add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms,
+                 "heartbeat timeout each agent asks for, ms (default 10000; "
+                 "more where this process cannot keep its schedule)")
+      ->check(CLI::Range(100, 3'600'000));
   CLI11_PARSE(app, argc, argv);
   // Debian's Abseil checks every lock for deadlocks (no NDEBUG): costly with
   // one mutex per simulated agent.
@@ -622,5 +636,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   return muster::loadgen::Run(endpoint, agents, jobs, nproc, seconds,
-                              musterd_pid, absl::Milliseconds(heartbeat_ms));
+                              musterd_pid, absl::Milliseconds(heartbeat_ms),
+                              absl::Milliseconds(heartbeat_timeout_ms));
 }

@@ -7,6 +7,8 @@
 #   bash bench/rdzv_scale.sh [N ...]          (default: 1000 3000 10000 30000 100000)
 #   MUSTERD=path/to/musterd bash bench/rdzv_scale.sh 1000   (another musterd, e.g. main's)
 #   HB_SECONDS=10 (heartbeat phase)  LABEL=name (file names)  MAX_FORM_S=60 (stop rule)
+#   HB_TIMEOUT_MS=10000 (the heartbeat timeout the simulated agents ask for; more where the load
+#   generator cannot keep its schedule, e.g. on a shared machine)
 #
 # Writes bench/results/rdzv-scale-$LABEL.{tsv,md,png}: a markdown table and an ASCII plot (gnuplot
 # dumb terminal) for docs/performance.md, and a PNG. The sweep stops early when a size did not
@@ -20,6 +22,7 @@ loadgen=${LOADGEN:-build/bin/muster-loadgen}
 label=${LABEL:-$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo run)}
 hb=${HB_SECONDS:-10}
 max_form=${MAX_FORM_S:-60}
+hb_timeout_ms=${HB_TIMEOUT_MS:-10000}
 sizes=("$@")
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(1000 3000 10000 30000 100000)
 for b in "$musterd" "$loadgen"; do
@@ -57,7 +60,7 @@ for n in "${sizes[@]}"; do
   echo "== $n agents (musterd pid $pid, port $port)" >&2
   rc=0
   timeout $((180 + n / 200)) "$loadgen" --endpoint="127.0.0.1:$port" --agents="$n" --seconds="$hb" \
-    --musterd-pid="$pid" >"$log/loadgen-$n.txt" 2>"$log/loadgen-$n.err" || rc=$?
+    --musterd-pid="$pid" --heartbeat-timeout-ms="$hb_timeout_ms" >"$log/loadgen-$n.txt" 2>"$log/loadgen-$n.err" || rc=$?
   mrc=0
   kill -0 "$pid" 2>/dev/null || mrc="gone before the end"
   kill "$pid" 2>/dev/null || true

@@ -219,6 +219,26 @@ TEST_F(CoordinatorScaleTest, WaitingUpdatesAreCoalescedToOnePerInterval) {
   EXPECT_EQ(TotalMessages() - before, kAgents);
 }
 
+TEST_F(CoordinatorScaleTest, WaitingUpdatesOfLargerJobsComeLessOften) {
+  // 20,000 waiting agents: an update at most every 2 s (100 us per agent),
+  // not every second, so a long gathering does not cost n messages a second.
+  constexpr int kMany = 2 * kAgents;
+  for (int i = 0; i < kMany; ++i) JoinAgent("many", i, kMany + 1, kMany + 1);
+  const int64_t joined = TotalMessages();
+  EXPECT_LE(joined, 2 * kMany);
+  for (int step = 0; step < 3; ++step) {
+    clock_.Advance(absl::Milliseconds(500));
+    for (int i = 0; i < kMany; ++i) coord_.OnHeartbeat(conns_[i], {});
+    coord_.Tick();
+  }
+  EXPECT_EQ(TotalMessages(), joined) << "an update within 1.5 s";
+  clock_.Advance(absl::Milliseconds(600));
+  for (int i = 0; i < kMany; ++i) coord_.OnHeartbeat(conns_[i], {});
+  coord_.Tick();
+  EXPECT_EQ(TotalMessages() - joined, kMany) << "one update each after 2 s";
+  EXPECT_EQ(channels_[0]->last(Kind::kWaiting).waiting().joined(), kMany);
+}
+
 TEST_F(CoordinatorScaleTest, SilentAgentAmongTenThousandIsLostAndRoundReforms) {
   for (int i = 0; i < kAgents; ++i) JoinAgent("hb", i, kAgents - 1, kAgents);
   ASSERT_EQ(channels_[0]->count(Kind::kRoundReady), 1);
