@@ -1,6 +1,7 @@
 // muster-loadgen: N simulated agents against a real musterd, each a real
 // Session stream, multiplexed over a few HTTP/2 connections with gRPC's
-// callback API in one process. It measures what the rendezvous costs at scale:
+// async API (one completion queue per thread) in one process. It measures what
+// the rendezvous costs at scale:
 //
 //   round_formed_s     first Join sent -> last RoundReady received
 //   ready_p50_ms/p99   each agent's Join -> its RoundReady
@@ -14,6 +15,7 @@
 //
 //   muster-loadgen --endpoint=127.0.0.1:29400 --agents=10000 [--jobs=1]
 //                  [--nproc=1] [--seconds=10] [--musterd-pid=PID]
+//                  [--heartbeat-ms=250] [--heartbeat-timeout-ms=10000]
 //
 // Each job has agents/jobs nodes and min = max = that size, so its round
 // closes the moment the last agent joins. Without --musterd-pid the server
@@ -44,118 +46,151 @@
 namespace muster::loadgen {
 namespace {
 
-using Reactor = grpc::ClientBidiReactor<v1::AgentMessage, v1::ServerMessage>;
+using Stream =
+    grpc::ClientAsyncReaderWriter<v1::AgentMessage, v1::ServerMessage>;
 
 // The agent's default interval (agent/include/muster/agent/config.h): a
-// heartbeat every 250 ms. Its default timeout is 4 intervals (1 s); the
-// simulated agents ask for 10 s instead: this one process does the client side
-// of every agent, which costs about as much CPU per heartbeat as musterd's
-// side, and on a shared 2-core machine its own lag (printed as
-// loadgen_heartbeat_lag_max_ms) would otherwise make musterd drop agents that
-// a real node would have kept alive.
+// heartbeat every 250 ms (--heartbeat-ms changes it). Its default timeout is 4
+// intervals (1 s); the simulated agents ask for 10 s instead: this one process
+// does the client side of every agent, which costs about as much CPU per
+// heartbeat as musterd's side, and on a shared 2-core machine its own lag
+// (printed as loadgen_heartbeat_lag_max_ms) would otherwise make musterd drop
+// agents that a real node would have kept alive.
 constexpr absl::Duration kHeartbeatInterval = absl::Milliseconds(250);
 constexpr absl::Duration kHeartbeatTimeout = absl::Seconds(10);
 // HTTP/2 connections the streams are spread over.
-constexpr int kChannels = 8;
+constexpr int kChannels = 16;
+// Completion queues, each drained by its own thread. Not gRPC's callback API:
+// it puts every stream of the process on one completion queue, and Debian's
+// gRPC (built without NDEBUG) checks each completed operation against a list
+// of every operation pending on its queue (cq_check_tag, a linear scan under
+// the queue's lock), so each heartbeat cost O(agents) and 30,000 agents could
+// not be driven. Here each queue holds agents/kQueues streams.
+constexpr int kQueues = 32;
 
 // Counters the main thread waits on.
 struct Progress {
   absl::Mutex mu;
   int64_t ready[3] ABSL_GUARDED_BY(mu) = {0, 0, 0};  // RoundReady of round r
   int64_t restarts ABSL_GUARDED_BY(mu) = 0;
-  int64_t finished ABSL_GUARDED_BY(mu) = 0;  // streams done (OnDone)
+  int64_t finished ABSL_GUARDED_BY(mu) = 0;  // streams done (Finish)
   int64_t errors ABSL_GUARDED_BY(mu) = 0;    // streams ended with an error
   int64_t verdicts ABSL_GUARDED_BY(mu) = 0;  // JobSucceeded / JobFailed
   std::string first_error ABSL_GUARDED_BY(mu);
 };
 
-// One simulated agent: one Session stream. Writes go one at a time (gRPC
-// allows one in flight); the rest queue. A hold keeps the stream alive until
-// Stop, so the heartbeat thread may write at any time.
-class SimAgent final : public Reactor {
+// One simulated agent: one Session stream on one completion queue. Writes go
+// one at a time (gRPC allows one in flight); the rest queue. The queue's
+// thread calls OnEvent with the operation that completed (the tag's low bits).
+class SimAgent {
  public:
-  SimAgent(int index, v1::Join join, Progress* progress)
-      : index_(index), join_(std::move(join)), progress_(progress) {}
+  enum Op : uintptr_t { kStarted = 0, kRead = 1, kWritten = 2, kFinished = 3 };
 
-  void Start(v1::Rendezvous::Stub* stub) {
-    stub->async()->Session(&context_, this);
-    AddHold();
-    {
-      absl::MutexLock lock(&mu_);
-      join_sent_ = absl::Now();
-    }
-    Write(JoinMessage());
-    StartRead(&in_);
-    StartCall();
+  SimAgent(int index, v1::Join join, Progress* progress,
+           grpc::CompletionQueue* cq)
+      : index_(index), join_(std::move(join)), progress_(progress), cq_(cq) {}
+
+  // Dispatches a completion-queue event to its agent.
+  static void Dispatch(void* tag, bool ok) {
+    const uintptr_t bits = reinterpret_cast<uintptr_t>(tag);
+    reinterpret_cast<SimAgent*>(bits & ~uintptr_t{3})
+        ->OnEvent(static_cast<Op>(bits & 3), ok);
   }
 
-  void Heartbeat() {
+  void Start(v1::Rendezvous::Stub* stub) {
+    absl::MutexLock lock(&mu_);
+    stream_ = stub->PrepareAsyncSession(&context_, cq_);
+    join_sent_ = absl::Now();
+    // The Join is the first write, once the call has started.
+    queue_.push_back(JoinMessage());
+    write_in_flight_ = true;
+    stream_->StartCall(Tag(kStarted));
+  }
+
+  // Returns whether a heartbeat was written (or queued).
+  bool Heartbeat() {
+    absl::MutexLock lock(&mu_);
+    if (stream_ == nullptr || closing_) return false;
     v1::AgentMessage msg;
-    int64_t round;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopped_) return;
-      round = round_;
-    }
-    msg.mutable_heartbeat()->set_round(round);
-    Write(std::move(msg));
+    msg.mutable_heartbeat()->set_round(round_);
+    WriteLocked(std::move(msg));
+    return true;
   }
 
   void Succeed() {
+    absl::MutexLock lock(&mu_);
+    if (stream_ == nullptr || closing_) return;
     v1::AgentMessage msg;
-    {
-      absl::MutexLock lock(&mu_);
-      msg.mutable_workers_succeeded()->set_round(round_);
-    }
-    Write(std::move(msg));
+    msg.mutable_workers_succeeded()->set_round(round_);
+    WriteLocked(std::move(msg));
   }
 
   // Ends this agent's stream as a crashed agent's would end.
-  void Kill() {
-    {
-      absl::MutexLock lock(&mu_);
-      stopped_ = true;
-    }
-    context_.TryCancel();
+  void Kill() { context_.TryCancel(); }
+
+  absl::Time join_sent() {
+    absl::MutexLock lock(&mu_);
+    return join_sent_;
+  }
+  absl::Time ready_at(int slot) {
+    absl::MutexLock lock(&mu_);
+    return ready_at_[slot];
+  }
+  absl::Time restart_at() {
+    absl::MutexLock lock(&mu_);
+    return restart_at_;
+  }
+  const std::string& job_id() const { return join_.job_id(); }
+
+ private:
+  void* Tag(Op op) {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(this) | op);
   }
 
-  // Lets the stream finish (after Kill or a verdict).
-  void Stop() {
-    bool release = false;
-    {
-      absl::MutexLock lock(&mu_);
-      stopped_ = true;
-      if (!hold_released_ && !write_in_flight_) {
-        hold_released_ = true;
-        release = true;
+  void OnEvent(Op op, bool ok) {
+    switch (op) {
+      case kStarted: {
+        absl::MutexLock lock(&mu_);
+        write_in_flight_ = false;
+        if (!ok) {
+          closing_ = true;
+          queue_.clear();
+          MaybeFinishLocked();
+          return;
+        }
+        stream_->Read(&in_, Tag(kRead));
+        NextWriteLocked();
+        return;
       }
-    }
-    if (release) RemoveHold();
-  }
-
-  void OnWriteDone(bool ok) override {
-    v1::AgentMessage* next = nullptr;
-    bool release = false;
-    {
-      absl::MutexLock lock(&mu_);
-      write_in_flight_ = false;
-      if (!ok) queue_.clear();
-      if (!queue_.empty()) {
-        writing_ = std::move(queue_.front());
-        queue_.pop_front();
-        write_in_flight_ = true;
-        next = &writing_;
-      } else if (stopped_ && !hold_released_) {
-        hold_released_ = true;
-        release = true;
+      case kWritten: {
+        absl::MutexLock lock(&mu_);
+        write_in_flight_ = false;
+        if (!ok) queue_.clear();
+        if (closing_) {
+          queue_.clear();
+          MaybeFinishLocked();
+        } else {
+          NextWriteLocked();
+        }
+        return;
       }
+      case kRead:
+        OnRead(ok);
+        return;
+      case kFinished:
+        OnFinished();
+        return;
     }
-    if (next != nullptr) StartWrite(next);
-    if (release) RemoveHold();
   }
 
-  void OnReadDone(bool ok) override {
-    if (!ok) return;  // the stream ended; OnDone follows
+  void OnRead(bool ok) {
+    if (!ok) {
+      // The stream ended (the server closed it, or Kill): collect its status.
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      MaybeFinishLocked();
+      return;
+    }
     const absl::Time now = absl::Now();
     bool rejoin = false;
     switch (in_.kind_case()) {
@@ -193,69 +228,64 @@ class SimAgent final : public Reactor {
       default:
         break;
     }
+    absl::MutexLock lock(&mu_);
     // A real agent stops its workers, then joins the next round.
-    if (rejoin) Write(JoinMessage());
-    StartRead(&in_);
+    if (rejoin && !closing_) WriteLocked(JoinMessage());
+    stream_->Read(&in_, Tag(kRead));
   }
 
-  void OnDone(const grpc::Status& status) override {
+  void OnFinished() {
     absl::MutexLock lock(&progress_->mu);
     ++progress_->finished;
-    if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+    if (!status_.ok() && status_.error_code() != grpc::StatusCode::CANCELLED) {
       if (progress_->errors++ == 0)
-        progress_->first_error =
-            absl::StrCat("agent ", index_, ": ", status.error_message(),
-                         " (code ", static_cast<int>(status.error_code()), ")");
+        progress_->first_error = absl::StrCat(
+            "agent ", index_, ": ", status_.error_message(), " (code ",
+            static_cast<int>(status_.error_code()), ")");
     }
   }
 
-  absl::Time join_sent() {
-    absl::MutexLock lock(&mu_);
-    return join_sent_;
-  }
-  absl::Time ready_at(int slot) {
-    absl::MutexLock lock(&mu_);
-    return ready_at_[slot];
-  }
-  absl::Time restart_at() {
-    absl::MutexLock lock(&mu_);
-    return restart_at_;
-  }
-  const std::string& job_id() const { return join_.job_id(); }
-
- private:
   v1::AgentMessage JoinMessage() const {
     v1::AgentMessage msg;
     *msg.mutable_join() = join_;
     return msg;
   }
 
-  void Write(v1::AgentMessage msg) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (hold_released_) return;
-      if (write_in_flight_) {
-        queue_.push_back(std::move(msg));
-        return;
-      }
-      write_in_flight_ = true;
-      writing_ = std::move(msg);
-    }
-    StartWrite(&writing_);
+  void WriteLocked(v1::AgentMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    queue_.push_back(std::move(msg));
+    if (!write_in_flight_) NextWriteLocked();
+  }
+
+  void NextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (queue_.empty()) return;
+    // Write serialises the message before it returns.
+    write_in_flight_ = true;
+    stream_->Write(queue_.front(), Tag(kWritten));
+    queue_.pop_front();
+  }
+
+  // Finish once the reads are over and no write is in flight (gRPC allows
+  // nothing else on the stream after it).
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finish_called_ || write_in_flight_ || !closing_) return;
+    finish_called_ = true;
+    stream_->Finish(&status_, Tag(kFinished));
   }
 
   const int index_;
   const v1::Join join_;
   Progress* const progress_;
+  grpc::CompletionQueue* const cq_;
   grpc::ClientContext context_;
   v1::ServerMessage in_;  // owned by the read path
+  grpc::Status status_;   // written by Finish
 
   absl::Mutex mu_;
+  std::unique_ptr<Stream> stream_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::AgentMessage> queue_ ABSL_GUARDED_BY(mu_);
-  v1::AgentMessage writing_;  // the write in flight
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // the reads are over
+  bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
   int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
   int readies_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time join_sent_ ABSL_GUARDED_BY(mu_);
@@ -309,7 +339,8 @@ bool WaitFor(Progress& progress, absl::Duration timeout, Pred done) {
 }
 
 int Run(const std::string& endpoint, int agents, int jobs, int nproc,
-        double seconds, int musterd_pid) {
+        double seconds, int musterd_pid, absl::Duration heartbeat_interval,
+        absl::Duration heartbeat_timeout) {
   const int per_job = agents / jobs;
   const std::string run = absl::StrCat("loadgen-", getpid());
   std::vector<std::unique_ptr<v1::Rendezvous::Stub>> stubs;
@@ -320,6 +351,17 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, -1);
     stubs.push_back(v1::Rendezvous::NewStub(grpc::CreateCustomChannel(
         endpoint, grpc::InsecureChannelCredentials(), args)));
+  }
+
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> queues;
+  std::vector<std::thread> queue_threads;
+  for (int i = 0; i < kQueues; ++i) {
+    queues.push_back(std::make_unique<grpc::CompletionQueue>());
+    queue_threads.emplace_back([cq = queues.back().get()] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (cq->Next(&tag, &ok)) SimAgent::Dispatch(tag, ok);
+    });
   }
 
   Progress progress;
@@ -339,19 +381,24 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     j.set_master_port(30000 + static_cast<int>(sims.size() % 20000));
     j.set_join_timeout_ms(600'000);
     j.set_last_call_timeout_ms(30'000);
-    j.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(kHeartbeatInterval));
-    j.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(kHeartbeatTimeout));
+    j.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval));
+    j.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(heartbeat_timeout));
     return j;
   };
   for (int i = 0; i < per_job * jobs; ++i) {
-    sims.push_back(std::make_unique<SimAgent>(
-        i, make_join(i % jobs, absl::StrCat("n", i)), &progress));
+    sims.push_back(
+        std::make_unique<SimAgent>(i, make_join(i % jobs, absl::StrCat("n", i)),
+                                   &progress, queues[i % kQueues].get()));
   }
   const int total = static_cast<int>(sims.size());
 
   // Heartbeats: every agent each interval, spread over 25 slots.
   std::atomic<bool> stop_heartbeats{false};
   std::atomic<int> started{0};
+  // Heartbeats handed to gRPC: when the load generator falls behind its
+  // schedule, fewer than agents x 1000/heartbeat_ms a second reach musterd,
+  // and its CPU per heartbeat is the fair figure.
+  std::atomic<int64_t> heartbeats_sent{0};
   // How far the heartbeat thread fell behind its schedule: over a second, and
   // the server's losses are the load generator's fault, not the server's.
   absl::Duration max_lag;
@@ -360,12 +407,14 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     int slot = 0;
     absl::Time next = absl::Now();
     while (!stop_heartbeats.load()) {
-      next += kHeartbeatInterval / kSlots;
+      next += heartbeat_interval / kSlots;
       const absl::Duration ahead = next - absl::Now();
       if (-ahead > max_lag) max_lag = -ahead;
       absl::SleepFor(ahead);
       const int n = started.load();
-      for (int i = slot; i < n; i += kSlots) sims[i]->Heartbeat();
+      int64_t sent = 0;
+      for (int i = slot; i < n; i += kSlots) sent += sims[i]->Heartbeat();
+      heartbeats_sent.fetch_add(sent, std::memory_order_relaxed);
       slot = (slot + 1) % kSlots;
     }
   });
@@ -379,10 +428,15 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
   }
   const absl::Duration form_timeout =
       absl::Seconds(60) + absl::Milliseconds(total);  // 60 s + 1 ms per agent
-  const bool formed = WaitFor(progress, form_timeout, [&] {
+  WaitFor(progress, form_timeout, [&] {
     return progress.ready[1] >= total || progress.verdicts > 0 ||
            progress.finished > 0;
   });
+  bool formed;
+  {
+    absl::MutexLock lock(&progress.mu);
+    formed = progress.ready[1] >= total;  // not a lost agent's early end
+  }
   absl::Time last_ready = t0;
   std::vector<double> latency_ms;
   latency_ms.reserve(total);
@@ -394,8 +448,10 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
   }
   const double cpu_formed =
       musterd_pid > 0 ? ProcessCpuSeconds(musterd_pid) : 0.0;
-  std::printf("agents=%d jobs=%d nproc=%d channels=%d\n", total, jobs, nproc,
-              kChannels);
+  std::printf(
+      "agents=%d jobs=%d nproc=%d channels=%d queues=%d heartbeat_ms=%lld\n",
+      total, jobs, nproc, kChannels, kQueues,
+      static_cast<long long>(absl::ToInt64Milliseconds(heartbeat_interval)));
   int64_t ready1;
   {
     absl::MutexLock lock(&progress.mu);
@@ -417,13 +473,26 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
   if (formed) {
     // Heartbeats only, for `seconds`.
     const double c0 = musterd_pid > 0 ? ProcessCpuSeconds(musterd_pid) : 0.0;
+    const int64_t b0 = heartbeats_sent.load();
     const absl::Time h0 = absl::Now();
     absl::SleepFor(absl::Seconds(seconds));
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - h0);
+    const double beats = static_cast<double>(heartbeats_sent.load() - b0);
+    const double full_rate =
+        total * 1000.0 / absl::ToDoubleMilliseconds(heartbeat_interval);
+    std::printf("heartbeats_per_s=%.0f\nheartbeats_per_s_scheduled=%.0f\n",
+                beats / elapsed, full_rate);
     if (musterd_pid > 0) {
       const double used = ProcessCpuSeconds(musterd_pid) - c0;
       std::printf("heartbeat_s=%.1f\nserver_cpu_s=%.2f\n", elapsed, used);
       std::printf("server_cpu_per_s=%.3f\n", used / elapsed);
+      if (beats > 0) {
+        // musterd's CPU per heartbeat, and what the full schedule would cost
+        // at that rate.
+        const double us = used / beats * 1e6;
+        std::printf("server_cpu_us_per_heartbeat=%.1f\n", us);
+        std::printf("server_cpu_per_s_full_rate=%.3f\n", us * full_rate / 1e6);
+      }
       std::printf("musterd_rss_mib=%.1f\nmusterd_peak_rss_mib=%.1f\n",
                   ProcessMemoryMib(musterd_pid, "VmRSS:"),
                   ProcessMemoryMib(musterd_pid, "VmHWM:"));
@@ -444,7 +513,7 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
       job0_survivors += (i != victim && sims[i]->job_id() == job0);
     sims.push_back(std::make_unique<SimAgent>(
         total, make_join(0, absl::StrCat("n", victim, "-replacement")),
-        &progress));
+        &progress, queues[total % kQueues].get()));
     const absl::Time k0 = absl::Now();
     sims[victim]->Kill();
     sims[total]->Start(stubs[0].get());
@@ -488,10 +557,7 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
   heartbeats.join();
   std::printf("loadgen_heartbeat_lag_max_ms=%.0f\n",
               absl::ToDoubleMilliseconds(max_lag));
-  for (auto& s : sims) {
-    s->Stop();
-    s->Kill();
-  }
+  for (auto& s : sims) s->Kill();
   WaitFor(progress, absl::Seconds(30),
           [&] { return progress.finished >= all; });
   {
@@ -507,11 +573,14 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
       _exit(ok ? 0 : 1);  // gRPC would wait for them forever
     }
   }
+  for (auto& cq : queues) cq->Shutdown();
+  for (std::thread& t : queue_threads) t.join();
   std::fflush(stdout);
   return ok ? 0 : 1;
 }
 
 }  // namespace
+
 }  // namespace muster::loadgen
 
 int main(int argc, char** argv) {
@@ -521,6 +590,10 @@ int main(int argc, char** argv) {
   std::string endpoint;
   int agents = 0, jobs = 1, nproc = 1, musterd_pid = 0;
   double seconds = 10;
+  int heartbeat_timeout_ms = static_cast<int>(
+      absl::ToInt64Milliseconds(muster::loadgen::kHeartbeatTimeout));
+  int heartbeat_ms = static_cast<int>(
+      absl::ToInt64Milliseconds(muster::loadgen::kHeartbeatInterval));
   app.add_option("--endpoint", endpoint, "musterd address, HOST:PORT")
       ->required();
   app.add_option("--agents", agents, "simulated agents (Session streams)")
@@ -536,6 +609,14 @@ int main(int argc, char** argv) {
   app.add_option("--musterd-pid", musterd_pid,
                  "musterd's pid, for its CPU time and memory")
       ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--heartbeat-ms", heartbeat_ms,
+                 "heartbeat interval of each agent, ms (the agent's default: "
+                 "250)")
+      ->check(CLI::Range(10, 600'000));
+  app.add_option("--heartbeat-timeout-ms", heartbeat_timeout_ms,
+                 "heartbeat timeout each agent asks for, ms (default 10000; "
+                 "more where this process cannot keep its schedule)")
+      ->check(CLI::Range(100, 3'600'000));
   CLI11_PARSE(app, argc, argv);
   // Debian's Abseil checks every lock for deadlocks (no NDEBUG): costly with
   // one mutex per simulated agent.
@@ -555,5 +636,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   return muster::loadgen::Run(endpoint, agents, jobs, nproc, seconds,
-                              musterd_pid);
+                              musterd_pid, absl::Milliseconds(heartbeat_ms),
+                              absl::Milliseconds(heartbeat_timeout_ms));
 }

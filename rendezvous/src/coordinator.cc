@@ -77,13 +77,13 @@ std::pair<Job*, Node*> Coordinator::Impl::Find(ConnectionId conn) {
 }
 
 void Coordinator::Impl::Touch(ConnectionId conn) {
-  auto c = conns_.find(conn);
-  if (c != conns_.end()) c->second.last_seen = clock_->Now();
+  liveness_.Touch(conn, clock_->Now());
 }
 
-void Coordinator::Impl::TouchShared(ConnectionId conn) {
-  auto c = conns_.find(conn);
-  if (c != conns_.end()) c->second.last_seen = clock_->Now();
+void Coordinator::Impl::EraseConnection(
+    absl::flat_hash_map<ConnectionId, Connection>::iterator it) {
+  liveness_.Erase(it->first);
+  conns_.erase(it);
 }
 
 void Coordinator::Impl::Send(ConnectionId conn, const v1::ServerMessage& msg) {

@@ -224,7 +224,7 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
   if (c != conns_.end()) {
     if (close_with.has_value() && !c->second.closed)
       outbox_.Close(c->second.channel, *close_with);
-    conns_.erase(c);
+    EraseConnection(c);
   }
   job.EraseNode(it);
   job.awaited_survivors.erase(node_id);
@@ -270,16 +270,17 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
 
 // ---------- events
 
-void Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
-  absl::ReaderMutexLock lock(&mu_);
-  TouchShared(conn);
-}
+// No lock of ours: a heartbeat only moves its connection's time in liveness_,
+// so it never waits for a round forming or a Tick (liveness_table.h).
+void Coordinator::Impl::OnHeartbeat(ConnectionId conn) { Touch(conn); }
 
 std::optional<absl::Time> Coordinator::Impl::HeartbeatDeadline(
     ConnectionId id) const {
   auto c = conns_.find(id);
   if (c == conns_.end()) return std::nullopt;
-  return c->second.last_seen.Get() + c->second.heartbeat_timeout;
+  const std::optional<absl::Time> last_seen = liveness_.Get(id);
+  if (!last_seen.has_value()) return std::nullopt;
+  return *last_seen + c->second.heartbeat_timeout;
 }
 
 void Coordinator::Impl::ExpireHeartbeats(absl::Time now) {
@@ -297,7 +298,7 @@ void Coordinator::Impl::ExpireHeartbeats(absl::Time now) {
     if (c == conns_.end()) continue;  // removed by an earlier loss in this loop
     auto [job, node] = Find(id);
     if (job == nullptr || node == nullptr) {
-      conns_.erase(c);
+      EraseConnection(c);
       continue;
     }
     const std::string timeout = FormatSeconds(c->second.heartbeat_timeout);
@@ -376,7 +377,7 @@ void Coordinator::Impl::OnLeave(ConnectionId conn, const v1::Leave& leave) {
   absl::MutexLock lock(&mu_);
   auto [job, node] = Find(conn);
   if (job == nullptr || node == nullptr) {
-    conns_.erase(conn);
+    if (auto c = conns_.find(conn); c != conns_.end()) EraseConnection(c);
     return;
   }
   const std::string node_id = node->join.node_id();
@@ -390,7 +391,7 @@ void Coordinator::Impl::OnDisconnect(ConnectionId conn) {
   absl::MutexLock lock(&mu_);
   auto [job, node] = Find(conn);
   if (job == nullptr || node == nullptr) {
-    conns_.erase(conn);
+    if (auto c = conns_.find(conn); c != conns_.end()) EraseConnection(c);
     return;
   }
   const std::string node_id = node->join.node_id();

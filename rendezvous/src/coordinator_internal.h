@@ -41,6 +41,7 @@
 #include "muster/rendezvous/rank_assignment.h"
 #include "muster/v1/rendezvous.pb.h"
 #include "rendezvous/src/deadline_queue.h"
+#include "rendezvous/src/liveness_table.h"
 #include "rendezvous/src/outbox.h"
 
 namespace muster::rendezvous {
@@ -79,6 +80,15 @@ inline std::string StorePrefix(absl::string_view job_id, int64_t round) {
 // waiting_update_interval (and on the min_nodes threshold), so a join costs
 // O(1) messages instead of one per waiting agent.
 inline constexpr int kWaitingAtOnceMax = 64;
+
+// And the interval between those updates grows with the job: at least this
+// much per waiting agent (10,000 waiting: 1 s; 30,000: 3 s; 100,000: 10 s).
+// A broadcast to every waiting agent once a second made a round of n agents
+// that takes T seconds to gather cost n x T messages: 30,000 agents spent
+// most of their 76 s forming on Waiting updates. Bounded this way, updates
+// cost at most about 10,000 messages a second per job.
+inline constexpr absl::Duration kWaitingUpdatePerAgent =
+    absl::Microseconds(100);
 
 inline int64_t ToUnixMillisOrZero(absl::Time t) {
   if (t == absl::InfiniteFuture() || t == absl::InfinitePast()) return 0;
@@ -196,39 +206,12 @@ struct Job {
   }
 };
 
-// A time that may be written under a shared lock (relaxed: only the value
-// matters, and Tick reads it under the exclusive lock). Copyable so that it can
-// live in a hash map, which moves entries only under the exclusive lock.
-class AtomicTime {
- public:
-  AtomicTime() = default;
-  AtomicTime(const AtomicTime& o)
-      : ns_(o.ns_.load(std::memory_order_relaxed)) {}
-  AtomicTime& operator=(const AtomicTime& o) {
-    ns_.store(o.ns_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    return *this;
-  }
-  AtomicTime& operator=(absl::Time t) {
-    ns_.store(absl::ToUnixNanos(t), std::memory_order_relaxed);
-    return *this;
-  }
-  absl::Time Get() const {
-    return absl::FromUnixNanos(ns_.load(std::memory_order_relaxed));
-  }
-
- private:
-  std::atomic<int64_t> ns_{0};
-};
-
 // The connection table: the only place that refers to channels.
 struct Connection {
   std::shared_ptr<AgentChannel> channel;
   std::string job_id;
   std::string node_id;
-  // Written by heartbeats under a shared (reader) lock: they are most of the
-  // events, and taking the lock exclusively for each one starved whole
-  // connections of gRPC threads at 10,000 agents.
-  AtomicTime last_seen;
+  // When it was last heard from: in Impl::liveness_, apart from the lock.
   absl::Duration heartbeat_timeout;
   int64_t heartbeat_interval_ms = 0;
   // We ended the stream (job over); it stays here until the adapter reports the
@@ -277,10 +260,12 @@ class Coordinator::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::pair<Job*, Node*> Find(ConnectionId conn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Any message is a heartbeat.
-  void Touch(ConnectionId conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The same under the shared lock (a heartbeat: nothing else changes).
-  void TouchShared(ConnectionId conn) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Any message is a heartbeat (liveness_: no lock of ours needed).
+  void Touch(ConnectionId conn);
+  // Removes a connection from conns_ and liveness_.
+  void EraseConnection(
+      absl::flat_hash_map<ConnectionId, Connection>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues msg for conn's agent in the outbox (written once the lock is
   // released).
   void Send(ConnectionId conn, const v1::ServerMessage& msg)
@@ -364,6 +349,9 @@ class Coordinator::Impl {
   absl::flat_hash_map<ConnectionId, Connection> conns_ ABSL_GUARDED_BY(mu_);
   // Heartbeat deadlines of conns_ (lazy: a heartbeat does not touch it).
   DeadlineQueue<ConnectionId> heartbeats_ ABSL_GUARDED_BY(mu_);
+  // When each connection of conns_ was last heard from. Heartbeats write it
+  // without mu_ (liveness_table.h); entries come and go with conns_.
+  LivenessTable<ConnectionId> liveness_;
 
  public:
   // Messages and closes for agents, appended under mu_ and written by

@@ -13,6 +13,27 @@
 
 namespace muster::rendezvous {
 
+namespace {
+
+// Heartbeat deadlines are many and spread out: at 10,000 agents one falls due
+// about every millisecond (and is re-armed further on, the agent being
+// alive). Tick wakes for them on this grid instead, so it runs at most 20
+// times a second for them, not once per deadline, and a lost agent is found
+// at most this late (heartbeat timeouts are seconds).
+constexpr absl::Duration kHeartbeatGrid = absl::Milliseconds(50);
+
+// t rounded up to the next multiple of kHeartbeatGrid (since the epoch).
+absl::Time OnHeartbeatGrid(absl::Time t) {
+  if (t == absl::InfiniteFuture() || t == absl::InfinitePast()) return t;
+  const int64_t grid = absl::ToInt64Nanoseconds(kHeartbeatGrid);
+  const int64_t ns = absl::ToUnixNanos(t);
+  int64_t rest = ns % grid;
+  if (rest < 0) rest += grid;
+  return rest == 0 ? t : absl::FromUnixNanos(ns - rest + grid);
+}
+
+}  // namespace
+
 void Coordinator::Impl::SendFinalAndClose(Job& job,
                                           const v1::ServerMessage& msg) {
   job.verdict = msg;
@@ -117,9 +138,9 @@ absl::Time Coordinator::Impl::Tick() {
     DropNamespace(absl::StrCat(id, "/"));
   }
 
-  absl::Time next = heartbeats_.Next(
-      [this](ConnectionId id)
-          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return HeartbeatDeadline(id); });
+  absl::Time next = OnHeartbeatGrid(
+      heartbeats_.Next([this](ConnectionId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                           mu_) { return HeartbeatDeadline(id); }));
   for (const auto& [id, job] : jobs_) {
     next = std::min(next, job.waiting_flush_at);
     if (job.state == JobState::kOpen) {

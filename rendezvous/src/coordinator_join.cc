@@ -208,7 +208,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   c.channel = std::move(channel);
   c.job_id = job.id;
   c.node_id = join.node_id();
-  c.last_seen = now;
+  liveness_.Set(conn, now);
   c.heartbeat_timeout =
       MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout);
   c.heartbeat_interval_ms = join.heartbeat_interval_ms();
@@ -227,7 +227,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
             old->second.channel,
             absl::AbortedError("replaced by a new session of the same node"));
       }
-      conns_.erase(old);
+      EraseConnection(old);
     }
     MUSTER_LOG_AT(options_.event_log_level)
         << "job " << job.id << ": " << who << " reconnected";

@@ -43,7 +43,10 @@ void Coordinator::Impl::SendWaiting(const Job& job, const Node& node) {
 void Coordinator::Impl::SendWaitingToAll(Job& job, const Node* joiner,
                                          bool force) {
   const absl::Time now = clock_->Now();
-  const absl::Time due = job.waiting_sent_at + options_.waiting_update_interval;
+  const absl::Duration interval =
+      std::max(options_.waiting_update_interval,
+               kWaitingUpdatePerAgent * job.WaitingCount());
+  const absl::Time due = job.waiting_sent_at + interval;
   if (!force && job.WaitingCount() > kWaitingAtOnceMax && now < due) {
     job.waiting_flush_at = due;
     if (joiner != nullptr) SendWaiting(job, *joiner);

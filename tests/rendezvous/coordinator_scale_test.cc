@@ -8,10 +8,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "muster/common/logging.h"
@@ -217,6 +219,26 @@ TEST_F(CoordinatorScaleTest, WaitingUpdatesAreCoalescedToOnePerInterval) {
   EXPECT_EQ(TotalMessages() - before, kAgents);
 }
 
+TEST_F(CoordinatorScaleTest, WaitingUpdatesOfLargerJobsComeLessOften) {
+  // 20,000 waiting agents: an update at most every 2 s (100 us per agent),
+  // not every second, so a long gathering does not cost n messages a second.
+  constexpr int kMany = 2 * kAgents;
+  for (int i = 0; i < kMany; ++i) JoinAgent("many", i, kMany + 1, kMany + 1);
+  const int64_t joined = TotalMessages();
+  EXPECT_LE(joined, 2 * kMany);
+  for (int step = 0; step < 3; ++step) {
+    clock_.Advance(absl::Milliseconds(500));
+    for (int i = 0; i < kMany; ++i) coord_.OnHeartbeat(conns_[i], {});
+    coord_.Tick();
+  }
+  EXPECT_EQ(TotalMessages(), joined) << "an update within 1.5 s";
+  clock_.Advance(absl::Milliseconds(600));
+  for (int i = 0; i < kMany; ++i) coord_.OnHeartbeat(conns_[i], {});
+  coord_.Tick();
+  EXPECT_EQ(TotalMessages() - joined, kMany) << "one update each after 2 s";
+  EXPECT_EQ(channels_[0]->last(Kind::kWaiting).waiting().joined(), kMany);
+}
+
 TEST_F(CoordinatorScaleTest, SilentAgentAmongTenThousandIsLostAndRoundReforms) {
   for (int i = 0; i < kAgents; ++i) JoinAgent("hb", i, kAgents - 1, kAgents);
   ASSERT_EQ(channels_[0]->count(Kind::kRoundReady), 1);
@@ -262,6 +284,120 @@ TEST_F(CoordinatorScaleTest, SilentAgentAmongTenThousandIsLostAndRoundReforms) {
     ASSERT_EQ(channels_[i]->after_close(), 0);
   }
   EXPECT_LE(TotalMessages(), 10 * kAgents);
+}
+
+TEST_F(CoordinatorScaleTest, HeartbeatDeadlinesWakeTickOnAGridNotEachOne) {
+  // 1,000 agents join 1 ms apart and then go silent: their deadlines (1 s
+  // after each join) are 1 ms apart. Driven only by the times Tick asks for,
+  // every agent is lost no more than 50 ms late, and Tick runs about once per
+  // 50 ms, not once per deadline.
+  constexpr int kSilent = 1000;
+  std::vector<absl::Time> deadline(kSilent);
+  for (int i = 0; i < kSilent; ++i) {
+    JoinAgent("grid", i, kSilent + 1, kSilent + 1);  // the round never closes
+    deadline[i] = clock_.Now() + absl::Seconds(1);
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  std::vector<bool> lost(kSilent, false);
+  int ticks = 0;
+  int lost_count = 0;
+  while (lost_count < kSilent && ticks < 5 * kSilent) {
+    const absl::Time next = coord_.Tick();
+    ++ticks;
+    for (int i = 0; i < kSilent; ++i) {
+      if (lost[i] || channels_[i]->closes() == 0) continue;
+      lost[i] = true;
+      ++lost_count;
+      EXPECT_GE(clock_.Now(), deadline[i]) << "agent " << i << " lost early";
+      EXPECT_LE(clock_.Now(), deadline[i] + absl::Milliseconds(50))
+          << "agent " << i << " lost late";
+    }
+    if (lost_count == kSilent) break;
+    ASSERT_LT(next, absl::InfiniteFuture());
+    if (next > clock_.Now()) clock_.Set(next);
+  }
+  EXPECT_EQ(lost_count, kSilent);
+  // 1 s of deadlines on a 50 ms grid is about 20 wake-ups, plus the coalesced
+  // Waiting updates (one a second); one per deadline would be 1,000.
+  EXPECT_LE(ticks, 60);
+}
+
+// A heartbeat must not wait for the Coordinator's lock: heartbeats are most of
+// the events, and one waiting behind a long locked section (a round of
+// thousands forming) holds up a gRPC thread that every other stream needs.
+// on_round_end runs under that lock, so blocking in it holds the lock.
+TEST(CoordinatorLockTest, HeartbeatDoesNotWaitForTheLock) {
+  FakeClock clock;
+  absl::Mutex mu;
+  bool in_round_end = false;
+  bool release = false;
+  CoordinatorOptions options;
+  options.default_heartbeat_timeout = absl::Seconds(1);
+  options.event_log_level = LogLevel::kDebug;
+  options.on_round_end = [&](const std::string&) {
+    absl::MutexLock lock(&mu);
+    in_round_end = true;
+    // Bounded: a heartbeat that did wait makes the test fail, not hang.
+    mu.AwaitWithTimeout(absl::Condition(&release), absl::Seconds(30));
+  };
+  Coordinator coord(options, &clock);
+  std::vector<std::shared_ptr<CountingChannel>> channels;
+  auto join = [&](const std::string& job, ConnectionId conn) {
+    v1::Join j;
+    j.set_job_id(job);
+    j.set_node_id(absl::StrCat("n", conn));
+    j.set_hostname(absl::StrCat("h", conn));
+    j.set_local_world_size(1);
+    j.set_min_nodes(1);
+    j.set_max_nodes(1);
+    j.set_node_rank_hint(-1);
+    j.set_heartbeat_timeout_ms(1000);
+    ASSERT_TRUE(
+        coord
+            .OnJoin(conn, j,
+                    channels.emplace_back(std::make_shared<CountingChannel>()))
+            .ok());
+  };
+  join("a", 1);
+  join("b", 2);
+  ASSERT_EQ(coord.ConnectedAgents(), 2);
+  clock.Advance(absl::Milliseconds(800));
+
+  // Job a succeeds: its round ends under the lock, in on_round_end.
+  std::thread succeed([&] {
+    v1::WorkersSucceeded s;
+    s.set_round(1);
+    coord.OnWorkersSucceeded(1, s);
+  });
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(
+        mu.AwaitWithTimeout(absl::Condition(&in_round_end), absl::Seconds(30)));
+  }
+  // The lock is held now; b's heartbeat still goes through.
+  absl::Notification beat;
+  std::thread heartbeat([&] {
+    coord.OnHeartbeat(2, {});
+    beat.Notify();
+  });
+  const bool beat_in_time =
+      beat.WaitForNotificationWithTimeout(absl::Seconds(10));
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  heartbeat.join();
+  succeed.join();
+  EXPECT_TRUE(beat_in_time) << "a heartbeat waited for the Coordinator's lock";
+
+  // And it counted: 1.5 s after b joined (0.7 s after the heartbeat) b is
+  // alive; 1 s after the heartbeat it is lost.
+  clock.Advance(absl::Milliseconds(700));
+  coord.Tick();
+  EXPECT_EQ(channels[1]->closes(), 0);
+  clock.Advance(absl::Milliseconds(400));
+  coord.Tick();
+  EXPECT_EQ(channels[1]->closes(), 1);
 }
 
 TEST(DeadlineQueueTest, ExpiresOnlyWhatIsDueAndRearmsTheRest) {
