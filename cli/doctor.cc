@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cli/security_flags.h"
+#include "cli/subcommand.h"
 #include "muster/common/duration.h"
 #include "muster/doctor/checks.h"
 #include "muster/doctor/collector.h"
@@ -124,16 +125,9 @@ int RunDoctor(const std::vector<std::string>& args,
       ->check(CLI::IsMember({"linux", "windows"}));
   app.add_option("--timeout", timeout_text,
                  "connect timeout of each probe: seconds or a duration (2)");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "muster doctor: %s\nRun 'muster doctor --help'.\n",
-                 e.what());
-    return 2;
+  if (std::optional<int> exit = ParseSubcommandArgs(
+          app, args, "muster doctor", 2, "\nRun 'muster doctor --help'.")) {
+    return *exit;
   }
   auto timeout = ParseTimeout(timeout_text);
   if (!timeout.ok()) {

@@ -8,8 +8,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "cli/security_flags.h"
+#include "cli/subcommand.h"
 #include "google/protobuf/util/json_util.h"
 #include "muster/agent/exit_codes.h"
+#include "muster/common/duration.h"
 #include "muster/rendezvous/client.h"
 
 namespace muster::cli {
@@ -74,13 +76,14 @@ int RunStatus(const std::vector<std::string>& args,
   }
   std::string job;
   bool json = false;
-  double timeout_s = 5;
+  std::string timeout_text = "5";
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint,
                  "HOST:PORT of musterd")
       ->capture_default_str();
   app.add_option("job", job, "Only this job id");
   app.add_flag("--json", json, "Print JSON (the GetStatusResponse message)");
-  app.add_option("--timeout", timeout_s, "Seconds to wait for the server")
+  app.add_option("--timeout", timeout_text,
+                 "Seconds (or a duration: 500ms, 1m) to wait for the server")
       ->capture_default_str();
   std::string rdzv_conf;
   if (auto it = env.find("PET_RDZV_CONF"); it != env.end())
@@ -92,14 +95,16 @@ int RunStatus(const std::vector<std::string>& args,
   app.add_option("--token-file", token_file,
                  "a job's token, or musterd's admin token (every job); "
                  "default: MUSTER_RDZV_TOKEN");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "muster status: %s\n", e.what());
+  if (std::optional<int> exit = ParseSubcommandArgs(app, args, "muster status",
+                                                    agent::kExitConfigError)) {
+    return *exit;
+  }
+  absl::StatusOr<absl::Duration> timeout = ParseDuration(timeout_text);
+  if (!timeout.ok() || *timeout <= absl::ZeroDuration()) {
+    std::fprintf(stderr,
+                 "muster status: --timeout=%s: expected seconds > 0 (5, 0.5) "
+                 "or a duration (500ms, 1m)\n",
+                 timeout_text.c_str());
     return agent::kExitConfigError;
   }
   absl::StatusOr<rendezvous::ClientSecurity> security =
@@ -109,8 +114,7 @@ int RunStatus(const std::vector<std::string>& args,
                  std::string(security.status().message()).c_str());
     return agent::kExitConfigError;
   }
-  auto status = rendezvous::QueryStatus(endpoint, job, absl::Seconds(timeout_s),
-                                        *security);
+  auto status = rendezvous::QueryStatus(endpoint, job, *timeout, *security);
   if (!status.ok()) {
     std::fprintf(stderr, "muster status: %s\n",
                  std::string(status.status().message()).c_str());
