@@ -323,7 +323,7 @@ build_openssl() {
   apply_patches openssl "$src"
   (
     cd "$src"
-    "${NICE[@]}" ./Configure mingw64 --cross-compile-prefix=$TRIPLE- no-shared no-tests no-docs \
+    "${NICE[@]}" ./Configure mingw64 --cross-compile-prefix=$TRIPLE- no-shared no-tests \
       --prefix="$PREFIX" --libdir=lib >"$WORK/openssl.configure.log" 2>&1
     "${NICE[@]}" make -j "$JOBS" build_sw >"$WORK/openssl.build.log" 2>&1
     make install_sw >"$WORK/openssl.install.log" 2>&1
@@ -385,11 +385,16 @@ log "dependencies ready in $PREFIX"
 # muster itself
 # ---------------------------------------------------------------------------------------------
 log "configuring muster in $BUILD_DIR"
-cmake -S "$REPO" -B "$BUILD_DIR" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" \
+cmake -S "$REPO" -B "$BUILD_DIR" "${LAUNCHER[@]}" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$TOOLCHAIN" \
   -DMUSTER_MINGW_PREFIX="$PREFIX" -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_BUILD_TYPE=Release \
   -DMUSTER_WINDOWS_PARTIAL=ON >/dev/null
 "${NICE[@]}" cmake --build "$BUILD_DIR" -j "$JOBS"
 log "built $BUILD_DIR/bin"
 if ((RUN_TESTS)); then
+  # The first wine start makes ~/.wine (tens of seconds); a persistent wineserver then saves a
+  # start per test.
+  export WINEDEBUG=-all
+  /usr/lib/wine/wine64 wineboot --init >/dev/null 2>&1 || true
+  /usr/lib/wine/wineserver -p60 >/dev/null 2>&1 || true
   (cd "$BUILD_DIR" && ctest --output-on-failure)
 fi
