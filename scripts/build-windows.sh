@@ -240,7 +240,7 @@ build_gloo() {
   mkdir -p "$src"
   case $where in
     dir:*) cp -a "${where#dir:}/." "$src/" ;;
-    tar:*) tar -C "$src" -xzf "${where#tar:}" ;;
+    tar:*) tar -C "$src" --strip-components=1 -xzf "${where#tar:}" ;; # git archive: gloo-5b14351/
   esac
   apply_patches gloo "$src"
   # Gloo finds libuv with pkg-config outside MSVC: only the prefix's libuv.pc, never the host's.
