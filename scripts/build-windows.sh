@@ -312,7 +312,7 @@ build_openssl() {
       awk -v f="openssl_$OPENSSL_VERSION.orig.tar.gz" '$2 == f { gsub("\x27", "", $1);
         sub("SHA256:", "", $4); print $1, $4 }')
     [[ -n ${uri:-} ]] || die "the mirror lists no openssl_$OPENSSL_VERSION.orig.tar.gz"
-    /usr/lib/apt/apt-helper download-file "$uri" "$tarball.part" "SHA256:$sha" >/dev/null ||
+    /usr/lib/apt/apt-helper -o APT::Sandbox::User=root download-file "$uri" "$tarball.part" "SHA256:$sha" >/dev/null ||
       die "could not download $uri"
     mv "$tarball.part" "$tarball"
   fi
