@@ -36,21 +36,16 @@ set(MUSTER_WIN32_SYSTEM_LIBS ws2_32 iphlpapi userenv dbghelp ole32 psapi user32 
   crypt32 bcrypt)
 
 # --- proto: the messages (and the gRPC stubs once gRPC is there) -------------------------------
-set(MUSTER_PROTO_OUT ${CMAKE_BINARY_DIR}/proto/gen)
-file(MAKE_DIRECTORY ${MUSTER_PROTO_OUT})
-add_library(muster_proto STATIC
-  proto/muster/v1/rendezvous.proto proto/muster/v1/store.proto proto/grpc/health/v1/health.proto)
-target_include_directories(muster_proto PUBLIC ${MUSTER_PROTO_OUT})
-target_link_libraries(muster_proto PUBLIC protobuf::libprotobuf)
-protobuf_generate(TARGET muster_proto LANGUAGE cpp
-  IMPORT_DIRS ${PROJECT_SOURCE_DIR}/proto PROTOC_OUT_DIR ${MUSTER_PROTO_OUT})
-if(gRPC_FOUND)
-  target_link_libraries(muster_proto PUBLIC gRPC::grpc++)
-  protobuf_generate(TARGET muster_proto LANGUAGE grpc
-    GENERATE_EXTENSIONS .grpc.pb.h .grpc.pb.cc
-    PLUGIN "protoc-gen-grpc=${MUSTER_GRPC_CPP_PLUGIN}"
-    IMPORT_DIRS ${PROJECT_SOURCE_DIR}/proto PROTOC_OUT_DIR ${MUSTER_PROTO_OUT})
+if(gRPC_FOUND AND NOT TARGET gRPC::grpc_cpp_plugin)
+  # The cross-built gRPC has no plugins: the host's (Debian's, the same version) generates.
+  add_executable(gRPC::grpc_cpp_plugin IMPORTED)
+  set_target_properties(gRPC::grpc_cpp_plugin PROPERTIES IMPORTED_LOCATION ${MUSTER_GRPC_CPP_PLUGIN})
 endif()
+set(MUSTER_PROTO_MESSAGES_ONLY ON)
+if(gRPC_FOUND)
+  set(MUSTER_PROTO_MESSAGES_ONLY OFF)
+endif()
+add_subdirectory(proto)
 
 # --- common: the portable part. Left out: net.cc and probe.cc (BSD sockets, getifaddrs, poll),
 # http_server.cc (civetweb, not cross-built yet). ------------------------------------------------
