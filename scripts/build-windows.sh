@@ -211,7 +211,11 @@ build_libuv1() {
 # repository (Debian's gloo tarballs answer 404 on the mirror; see docs/windows.md).
 gloo_source() {
   local candidates=() c
-  [[ -n ${MUSTER_GLOO_SOURCE:-} ]] && candidates+=("$MUSTER_GLOO_SOURCE")
+  if [[ -n ${MUSTER_GLOO_SOURCE:-} ]]; then
+    [[ -e $MUSTER_GLOO_SOURCE ]] ||
+      die "MUSTER_GLOO_SOURCE=$MUSTER_GLOO_SOURCE does not exist (a Gloo source directory or $GLOO_TARBALL)"
+    candidates+=("$MUSTER_GLOO_SOURCE")
+  fi
   candidates+=("$REPO/../shared/deps/$GLOO_TARBALL")
   for c in "${candidates[@]}"; do
     if [[ -d $c && -f $c/gloo/CMakeLists.txt ]]; then
@@ -225,12 +229,15 @@ gloo_source() {
       return 0
     fi
   done
+  [[ -n ${MUSTER_GLOO_SOURCE:-} ]] &&
+    die "MUSTER_GLOO_SOURCE=$MUSTER_GLOO_SOURCE is neither a Gloo source directory nor $GLOO_TARBALL"
   die "Gloo's source is missing. Debian's gloo source tarballs answer 404 on the mirror, so the
        Windows build takes it from MUSTER_GLOO_SOURCE (a directory or $GLOO_TARBALL) or from
-       $REPO/../shared/deps/$GLOO_TARBALL. Get it with:
-         git clone https://github.com/facebookincubator/gloo && git -C gloo archive \\
-           --format=tar.gz 5b143513263133af2b95547e97c07cebeb72bf72 >$GLOO_TARBALL
-       (sha256 $GLOO_SHA256) and set MUSTER_GLOO_SOURCE=\$PWD/$GLOO_TARBALL"
+       $REPO/../shared/deps/$GLOO_TARBALL (sha256 $GLOO_SHA256). Either put that
+       tarball there, or check out the same commit and point MUSTER_GLOO_SOURCE at it:
+         git clone https://github.com/facebookincubator/gloo
+         git -C gloo checkout 5b143513263133af2b95547e97c07cebeb72bf72
+         MUSTER_GLOO_SOURCE=\$PWD/gloo bash scripts/build-windows.sh"
 }
 
 build_gloo() {
@@ -355,6 +362,8 @@ build_grpc() {
 # The dependencies, each once.
 # ---------------------------------------------------------------------------------------------
 log "dependency prefix $PREFIX"
+# Gloo's source is not on the mirror: say so before spending half an hour on the others.
+[[ -f $STAMPS/gloo ]] || gloo_source >/dev/null
 # A dependency's fingerprint: its patches and the fingerprints of what it builds against (the
 # recipe itself is covered by RECIPE_REV). A changed patch rebuilds that dependency and its users.
 declare -A NEEDS=([gloo]=libuv1 [grpc]="abseil protobuf re2 c-ares openssl")
