@@ -496,9 +496,10 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
   static constexpr char kKeys[] =
       "join_timeout (alias timeout), last_call_timeout, close_timeout, "
       "read_timeout, connect_timeout, reconnect_timeout, preflight_timeout, "
-      "keep_alive_interval, "
+      "keep_alive_interval, lease_timeout, "
       "keep_alive_max_attempt, is_host, tls_ca, tls_cert, tls_key, "
       "token_file";
+  bool lease_given = false;
   for (absl::string_view item :
        absl::StrSplit(g.value, ',', absl::SkipWhitespace())) {
     std::pair<absl::string_view, absl::string_view> kv =
@@ -570,6 +571,13 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
       zero_ok = true;
     } else if (key == "preflight_timeout") {
       target = &config->preflight_timeout;
+    } else if (key == "lease_timeout") {
+      // Lease fencing (docs/architecture.md): shorter than 1 s, a loaded
+      // node loses its lease and restarts the round for nothing.
+      target = &config->lease_timeout;
+      lease_given = true;
+      lo = absl::Seconds(1);
+      hi = absl::Seconds(60);
     } else if (key == "keep_alive_interval") {
       hi = absl::Seconds(60);
       // torchrun's keep-alive is 5 s x 3 attempts: 15 s before a hung agent is
@@ -607,6 +615,23 @@ absl::Status ParseRdzvConf(const Given& g, AgentConfig* config,
                           absl::FormatDuration(hi)));
     }
     *target = *d;
+  }
+  if (!lease_given) {
+    // torchrun's keep_alive_interval=5 must still run: the default lease
+    // grows to 4 heartbeats (within its bounds) instead of failing.
+    config->lease_timeout = std::min(
+        absl::Seconds(60),
+        std::max(config->lease_timeout, config->heartbeat_interval * 4));
+  }
+  if (config->lease_timeout < config->heartbeat_interval * 4) {
+    return BadValue(
+        g, absl::StrCat(
+               "lease_timeout=", absl::FormatDuration(config->lease_timeout),
+               " is shorter than 4 heartbeats (keep_alive_interval=",
+               absl::FormatDuration(config->heartbeat_interval),
+               "): a lease must be renewed several times before it "
+               "ends; raise lease_timeout or lower "
+               "keep_alive_interval"));
   }
   return absl::OkStatus();
 }

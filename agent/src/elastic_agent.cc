@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/src/lease_fence.h"
 #include "agent/src/numa_binding.h"
 #include "agent/src/preflight.h"
 #include "agent/src/watchdog.h"
@@ -103,6 +104,25 @@ class ElasticAgent::Impl {
   int Shutdown(int exit_code);
   int StopForSignal(int sig);
   absl::Status Rejoin();
+  // --- lease fencing (agent/src/lease_fence.h) and round claims
+  // Options of a session with the server, lease hooks included.
+  rendezvous::GrpcClientOptions ClientOptions(absl::Duration connect_timeout);
+  // join_ with the round this node's workers were last started for (a
+  // restarted musterd re-adopts it; see RoundClaim in rendezvous.proto).
+  v1::Join JoinWithClaim() const;
+  // The lease is about to end: stop the workers now (grace 0.2 lease, then
+  // SIGKILL), before musterd can give their ranks to another round.
+  void FenceWorkers();
+  bool FenceDue() const { return group_ != nullptr && fence_->FenceDue(); }
+  // Workers start only under a lease that is not about to end: waits (up to
+  // 0.3 lease) for the first renewal of this agent's life. False when the
+  // lease is about to end (the session is as good as lost). An older musterd
+  // that never renews leaves the agent unfenced, as before.
+  bool AwaitLease();
+  bool fence_pending_ = false;  // AwaitLease failed: fence and reconnect
+  // The session is lost (the stream broke, or the lease ended): reconnect or
+  // give up. Returns an exit status, or -1 to carry on.
+  int OnSessionLost(const absl::Status& why);
   // After a lost session: reconnects with backoff until `deadline`, keeping
   // the node id (and so its place in a running round). False when the window
   // passed or a stop signal came.
@@ -170,6 +190,7 @@ class ElasticAgent::Impl {
   // The last WorkersSucceeded/WorkersFailed sent, for the current round.
   std::optional<v1::AgentMessage> last_report_;
   std::optional<std::vector<std::vector<int>>> numa_cpus_;
+  std::unique_ptr<LeaseFence> fence_;
 };
 
 ElasticAgent::ElasticAgent(AgentConfig config)
@@ -301,6 +322,7 @@ HttpResponse ElasticAgent::Impl::HealthMetrics() {
 }
 
 int ElasticAgent::Impl::Setup() {
+  fence_ = std::make_unique<LeaseFence>(config_.lease_timeout, Clock::Real());
   if (absl::Status s = StartHealthServer(); !s.ok()) {
     MUSTER_LOG(ERROR) << "--health-port: " << s.message();
     return kExitConfigError;
@@ -383,16 +405,12 @@ int ElasticAgent::Impl::Setup() {
   // This agent's node session secret, for its whole life: only it can speak
   // for this node id again after a reconnect.
   join_.set_session_secret(rendezvous::NewRandomSecret());
+  join_.set_lease_timeout_ms(absl::ToInt64Milliseconds(config_.lease_timeout));
 
-  rendezvous::GrpcClientOptions client_options;
-  client_options.endpoint = endpoint_;
-  client_options.connect_timeout = config_.connect_timeout;
-  client_options.heartbeat_interval = config_.heartbeat_interval;
-  client_options.security = security_;
-  client_ = local_ != nullptr
-                ? local_->NewClient()
-                : rendezvous::NewGrpcRendezvousClient(client_options);
-  if (absl::Status s = client_->Start(join_); !s.ok()) {
+  client_ = local_ != nullptr ? local_->NewClient()
+                              : rendezvous::NewGrpcRendezvousClient(
+                                    ClientOptions(config_.connect_timeout));
+  if (absl::Status s = client_->Start(JoinWithClaim()); !s.ok()) {
     MUSTER_LOG(ERROR) << s.message();
     if (config_.mode == RendezvousMode::kStatic && server_ == nullptr) {
       // torchrun's static rendezvous needs one port on node rank 0
@@ -592,6 +610,13 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
                    << ready.world_size() << ", master " << ready.master_addr()
                    << ":" << ready.master_port() << ", restarts "
                    << ready.restart_count() << "/" << ready.max_restarts();
+  if (!AwaitLease()) {  // lease fencing
+    MUSTER_LOG(WARNING) << "round " << ready.round()
+                        << ": this node's lease is about to end; not starting "
+                           "its workers";
+    fence_pending_ = true;
+    return -1;
+  }
   auto group = WorkerGroup::Start(std::move(workers), std::move(output));
   if (!group.ok()) {
     // The program cannot run here (not found, not executable): no restart can
@@ -619,10 +644,89 @@ GroupStatus ElasticAgent::Impl::StopWorkers(int sig) {
   return status;
 }
 
+bool ElasticAgent::Impl::AwaitLease() {
+  if (local_ != nullptr) return true;  // in process: nothing to fence
+  const absl::Time until = absl::Now() + fence_->lease() * 3 / 10;
+  while (!fence_->armed() && absl::Now() < until)
+    absl::SleepFor(absl::Milliseconds(2));
+  return !fence_->armed() || !fence_->FenceDue();
+}
+
+rendezvous::GrpcClientOptions ElasticAgent::Impl::ClientOptions(
+    absl::Duration connect_timeout) {
+  rendezvous::GrpcClientOptions options;
+  options.endpoint = endpoint_;
+  options.connect_timeout = connect_timeout;
+  options.heartbeat_interval = config_.heartbeat_interval;
+  options.security = security_;
+  LeaseFence* fence = fence_.get();
+  options.lease_seq = [fence] { return fence->NextSeq(); };
+  options.on_lease_renewed = [fence](int64_t seq) { fence->OnRenewed(seq); };
+  return options;
+}
+
+v1::Join ElasticAgent::Impl::JoinWithClaim() const {
+  v1::Join join = join_;
+  if (round_.round() > 0) {
+    v1::RoundClaim* claim = join.mutable_claim();
+    *claim->mutable_round() = round_;
+    claim->mutable_round()->clear_peers();
+    claim->set_workers_running(group_ != nullptr &&
+                               state_ == AgentState::kRunning);
+    claim->set_reported(state_ == AgentState::kReported &&
+                        last_report_.has_value());
+  }
+  return join;
+}
+
+void ElasticAgent::Impl::FenceWorkers() {
+  MUSTER_LOG(ERROR)
+      << "lease fence: musterd has not renewed this node's lease for "
+      << absl::FormatDuration(
+             absl::Trunc(absl::Now() - (fence_->LeaseEnd() - fence_->lease()),
+                         absl::Milliseconds(1)))
+      << " (lease_timeout " << absl::FormatDuration(fence_->lease())
+      << "); stopping the workers of round " << round_.round()
+      << " before it could give their ranks to another round";
+  if (group_ != nullptr) group_->Stop(SIGTERM, fence_->FenceGrace());
+  ReleaseGroup();
+  state_ = AgentState::kJoining;
+}
+
+int ElasticAgent::Impl::OnSessionLost(const absl::Status& why) {
+  MUSTER_LOG(WARNING) << why.message();
+  // A session that got a message or lasted a while ended for a new
+  // reason (the server went away): a fresh reconnect window.
+  constexpr absl::Duration kQuickEnd = absl::Seconds(2);
+  if (session_got_message_ || absl::Now() - session_started_ > kQuickEnd) {
+    unavailable_since_ = absl::InfiniteFuture();
+  }
+  if (unavailable_since_ == absl::InfiniteFuture()) {
+    unavailable_since_ = absl::Now();
+    unavailable_backoff_ = absl::Milliseconds(100);
+  } else {
+    // The last reconnect worked and the server ended the session again:
+    // back off here too, or the two would loop as fast as they can.
+    absl::SleepFor(std::min(
+        unavailable_backoff_,
+        std::max(
+            absl::ZeroDuration(),
+            unavailable_since_ + config_.reconnect_timeout - absl::Now())));
+    unavailable_backoff_ = std::min(unavailable_backoff_ * 2, absl::Seconds(1));
+  }
+  if (Reconnect(unavailable_since_ + config_.reconnect_timeout)) {
+    session_started_ = absl::Now();
+    session_got_message_ = false;
+    return -1;
+  }
+  if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
+  return Shutdown(kExitUnavailable);
+}
+
 absl::Status ElasticAgent::Impl::Rejoin() {
   v1::AgentMessage msg;
-  *msg.mutable_join() = join_;
   state_ = AgentState::kJoining;
+  *msg.mutable_join() = JoinWithClaim();
   return client_->Send(msg);
 }
 
@@ -760,14 +864,17 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
   while (absl::Now() < deadline) {
     if (stop_signal_.load() != 0) return false;
     ++attempts;
-    rendezvous::GrpcClientOptions options;
-    options.endpoint = endpoint_;
-    options.connect_timeout =
-        std::min(absl::Seconds(1), deadline - absl::Now());
-    options.heartbeat_interval = config_.heartbeat_interval;
-    options.security = security_;
+    // Lease fencing: a connect attempt ends before the fence is due, and the
+    // fence is checked between attempts.
+    if (FenceDue()) FenceWorkers();
+    absl::Duration connect = std::min(absl::Seconds(1), deadline - absl::Now());
+    if (group_ != nullptr && fence_->armed()) {
+      connect = std::max(absl::Milliseconds(50),
+                         std::min(connect, fence_->FenceAt() - absl::Now()));
+    }
+    rendezvous::GrpcClientOptions options = ClientOptions(connect);
     auto client = rendezvous::NewGrpcRendezvousClient(options);
-    absl::Status s = client->Start(join_);
+    absl::Status s = client->Start(JoinWithClaim());
     if (s.ok()) {
       client_ = std::move(client);
       if (attempt_ >= 0) client_->SetRound(round_.round());
@@ -879,6 +986,7 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       StopWorkers(SIGTERM);
       PrintFailureSummary(msg.job_failed());
       return kExitJobFailed;
+    case v1::ServerMessage::kLeaseRenewed:  // taken by the client's reader
     case v1::ServerMessage::KIND_NOT_SET:
       return -1;
   }
@@ -923,6 +1031,15 @@ int ElasticAgent::Impl::Run() {
   while (true) {
     if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
     CheckWorkers();
+    if (FenceDue() || std::exchange(fence_pending_, false)) {
+      FenceWorkers();  // lease fencing: the session is as good as lost
+      if (int rc = OnSessionLost(absl::UnavailableError(
+              "lease fence: no lease renewal from the rendezvous server; "
+              "reconnecting"));
+          rc >= 0)
+        return rc;
+      continue;
+    }
     PublishHealth();
     absl::Duration wait =
         state_ == AgentState::kRunning
@@ -936,34 +1053,8 @@ int ElasticAgent::Impl::Run() {
     }
     if (msg.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
     if (msg.status().code() == absl::StatusCode::kUnavailable) {
-      MUSTER_LOG(WARNING) << msg.status().message();
-      // A session that got a message or lasted a while ended for a new
-      // reason (the server went away): a fresh reconnect window.
-      constexpr absl::Duration kQuickEnd = absl::Seconds(2);
-      if (session_got_message_ || absl::Now() - session_started_ > kQuickEnd) {
-        unavailable_since_ = absl::InfiniteFuture();
-      }
-      if (unavailable_since_ == absl::InfiniteFuture()) {
-        unavailable_since_ = absl::Now();
-        unavailable_backoff_ = absl::Milliseconds(100);
-      } else {
-        // The last reconnect worked and the server ended the session again:
-        // back off here too, or the two would loop as fast as they can.
-        absl::SleepFor(std::min(
-            unavailable_backoff_,
-            std::max(
-                absl::ZeroDuration(),
-                unavailable_since_ + config_.reconnect_timeout - absl::Now())));
-        unavailable_backoff_ =
-            std::min(unavailable_backoff_ * 2, absl::Seconds(1));
-      }
-      if (Reconnect(unavailable_since_ + config_.reconnect_timeout)) {
-        session_started_ = absl::Now();
-        session_got_message_ = false;
-        continue;
-      }
-      if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
-      return Shutdown(kExitUnavailable);
+      if (int rc = OnSessionLost(msg.status()); rc >= 0) return rc;
+      continue;
     }
     // The session is over without a verdict.
     const absl::Status& s = msg.status();

@@ -58,6 +58,7 @@
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/rank_assignment.h"
 #include "rendezvous/src/deadline_queue.h"
+#include "rendezvous/src/lease.h"
 #include "rendezvous/src/outbox.h"
 #include "rendezvous/src/round_peers.h"
 
@@ -297,6 +298,19 @@ struct Job {
   // last call exists for newcomers, not for a round re-forming.
   std::set<std::string> awaited_survivors;
   bool reforming = false;  // OPEN after a restart (awaited_survivors applies).
+  // Re-adoption (issue 11 item 4): a musterd that does not know the job hears
+  // its agents claim a RUNNING round (Join.claim). The job waits OPEN (no
+  // round closes) until every member of that round is back, then runs it on
+  // unchanged; at adopt_deadline, or on a claim that does not fit, it opens
+  // the next round instead.
+  bool adopting = false;
+  absl::Time adopt_deadline = absl::InfiniteFuture();
+  v1::RoundReady adopt_round;  // the first claim (peers cleared)
+  std::map<std::string, v1::RoundReady> adopt_claims;  // by node id
+  // Every node back that claims the round, with the group rank it claims;
+  // and why the round cannot be re-adopted (empty while it can).
+  std::map<std::string, int> adopt_seen;
+  std::string adopt_broken;
 
   std::optional<v1::WorkerFailure> first_failure;  // of the whole job
   std::vector<v1::WorkerFailure> round_failures;   // of the last round that ran
@@ -358,8 +372,12 @@ struct Connection {
   // events, and taking the lock exclusively for each one starved whole
   // connections of gRPC threads at 10,000 agents.
   AtomicTime last_seen;
+  // max(the agent's heartbeat timeout, its lease): see lease.h.
   absl::Duration heartbeat_timeout;
   int64_t heartbeat_interval_ms = 0;
+  // Lease fencing (lease.h): the agent's lease and when it was last renewed.
+  absl::Duration lease;
+  AtomicTime last_lease_ack;
   // We ended the stream (job over); it stays here until the adapter reports the
   // disconnect, so a rerun of the job waits for its agents to be gone.
   bool closed = false;
@@ -377,7 +395,7 @@ class Coordinator::Impl {
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel)
       ABSL_LOCKS_EXCLUDED(mu_);
-  void OnHeartbeat(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  bool OnHeartbeat(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
   void OnPreflightFailed(ConnectionId conn, const v1::PreflightFailed& failed)
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnWorkersFailed(ConnectionId conn, const v1::WorkersFailed& failed)
@@ -472,6 +490,19 @@ class Coordinator::Impl {
   // the round.
   void LoseNode(Job& job, const std::string& node_id, const std::string& why,
                 std::optional<absl::Status> close_with)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --- re-adoption after a musterd restart (Job::adopting)
+  static bool AdoptableClaim(const v1::Join& join);
+  void StartAdoption(Job& job, const v1::Join& join)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Join while adopting: a fitting claim is recorded (and the round runs
+  // on once every member is back); anything else ends the adoption.
+  void OnAdoptionJoin(Job& job, Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every member is back: RUNNING as claimed, RoundReady to each.
+  void CompleteAdoption(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round cannot be re-adopted: the claimers (in their group order) and
+  // any newcomers wait for the next round.
+  void AbandonAdoption(Job& job, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's last agent is gone, or it was never anyone's: start the retention
   // clock.
@@ -747,6 +778,10 @@ void Coordinator::Impl::AddWaiting(Job& job, Node& node) {
 }
 
 void Coordinator::Impl::CheckCount(Job& job, const Node* joiner) {
+  if (job.adopting) {  // re-adoption: no round closes meanwhile
+    SendWaitingToAll(job, joiner);
+    return;
+  }
   const int waiting = job.WaitingCount();
   if (waiting >= job.max_nodes) {
     CloseRound(job);
@@ -943,6 +978,8 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
   }
   job.EraseNode(it);
   job.awaited_survivors.erase(node_id);
+  job.adopt_claims.erase(node_id);
+  job.adopt_seen.erase(node_id);
 
   if (job.ended()) {
     MaybeStartRetention(job);
@@ -988,6 +1025,166 @@ void Coordinator::Impl::MaybeStartRetention(Job& job) {
       job.forget_at == absl::InfiniteFuture()) {
     job.forget_at = clock_->Now() + options_.finished_job_retention;
   }
+}
+
+// ---------- re-adoption after a musterd restart (issue 11 item 4)
+
+bool Coordinator::Impl::AdoptableClaim(const v1::Join& join) {
+  if (!join.has_claim()) return false;
+  const v1::RoundReady& r = join.claim().round();
+  return (join.claim().workers_running() || join.claim().reported()) &&
+         r.round() > 0 && r.group_world_size() > 0 && r.group_rank() >= 0 &&
+         r.group_rank() < r.group_world_size() &&
+         r.store_prefix() == StorePrefix(join.job_id(), r.round());
+}
+
+void Coordinator::Impl::StartAdoption(Job& job, const v1::Join& join) {
+  job.state = JobState::kOpen;
+  job.adopting = true;
+  job.adopt_deadline = clock_->Now() + options_.adoption_grace;
+  job.adopt_round = join.claim().round();
+  job.adopt_round.clear_peers();
+  job.adopt_claims.clear();
+  job.adopt_seen.clear();
+  job.adopt_broken.clear();
+  job.round = job.adopt_round.round();
+  job.restart_count = job.adopt_round.restart_count();
+  job.join_deadline = absl::InfiniteFuture();
+  job.last_call_deadline = absl::InfiniteFuture();
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": agents claim running round " << job.round
+      << " (" << job.adopt_round.group_world_size()
+      << " nodes); re-adopting it if every member is back within "
+      << FormatSeconds(options_.adoption_grace);
+}
+
+void Coordinator::Impl::OnAdoptionJoin(Job& job, Node& node) {
+  const v1::Join& join = node.join;
+  const std::string& id = join.node_id();
+  if (!join.has_claim() || join.claim().round().round() != job.round) {
+    AddWaiting(job, node);  // a newcomer: the adoption goes on without it
+    return;
+  }
+  const v1::RoundReady& r = join.claim().round();
+  const v1::RoundReady& a = job.adopt_round;
+  job.adopt_seen[id] = r.group_rank();
+  std::string unfit;
+  if (!AdoptableClaim(join)) {
+    unfit = "its workers of the round stopped";
+  } else if (r.group_world_size() != a.group_world_size() ||
+             r.world_size() != a.world_size() ||
+             r.master_addr() != a.master_addr() ||
+             r.master_port() != a.master_port() ||
+             r.restart_count() != a.restart_count()) {
+    unfit = "it claims other sizes, master or restart count";
+  } else {
+    for (const auto& [other, c] : job.adopt_claims) {
+      if (other != id && c.group_rank() == r.group_rank())
+        unfit = absl::StrCat("node ", other, " claims its group rank too");
+    }
+  }
+  if (unfit.empty()) {
+    job.adopt_claims[id] = r;
+    job.adopt_claims[id].clear_peers();
+  } else {
+    job.adopt_claims.erase(id);
+    if (job.adopt_broken.empty()) {
+      job.adopt_broken = absl::StrCat(DescribeNode(join.hostname(), id),
+                                      " cannot run on: ", unfit);
+    }
+    // It waits for the next round (a candidate already, so the round that
+    // opens counts it).
+    if (node.status != NodeStatus::kWaiting) {
+      job.SetStatus(node, NodeStatus::kWaiting);
+      node.join_seq = job.next_join_seq++;
+    }
+  }
+  // Once every member of the round is back: run it on, or form the next.
+  if (static_cast<int>(job.adopt_seen.size()) < a.group_world_size()) return;
+  if (job.adopt_broken.empty() &&
+      static_cast<int>(job.adopt_claims.size()) == a.group_world_size()) {
+    CompleteAdoption(job);
+  } else {
+    AbandonAdoption(job, job.adopt_broken);
+  }
+}
+
+void Coordinator::Impl::CompleteAdoption(Job& job) {
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [id, c] : job.adopt_claims)
+    order.emplace_back(c.group_rank(), id);
+  std::sort(order.begin(), order.end());
+  job.adopting = false;
+  job.adopt_deadline = absl::InfiniteFuture();
+  job.state = JobState::kRunning;
+  job.members.clear();
+  job.member_index.clear();
+  job.previous_order.clear();
+  job.succeeded.clear();
+  job.losses.clear();
+  job.round_failures.clear();
+  for (const auto& [rank, id] : order) {
+    Node& node = job.nodes.at(id);
+    const v1::RoundReady& c = job.adopt_claims.at(id);
+    job.SetStatus(node, NodeStatus::kMember);
+    job.member_index[id] = static_cast<int>(job.members.size());
+    job.previous_order.push_back(id);
+    RankAssignment ra;
+    ra.node_id = id;
+    ra.group_rank = c.group_rank();
+    ra.local_world_size = node.join.local_world_size();
+    ra.rank_offset = c.rank_offset();
+    job.members.push_back(Member{.rank = std::move(ra),
+                                 .hostname = node.join.hostname(),
+                                 .advertised_addr = node.join.advertised_addr(),
+                                 .master_port = node.join.master_port()});
+  }
+  job.world_size = job.adopt_round.world_size();
+  job.adopt_claims.clear();
+  job.adopt_seen.clear();
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": round " << job.round << " re-adopted ("
+      << job.members.size() << " nodes, " << job.world_size
+      << " ranks): the workers run on";
+  for (size_t i = 0; i < job.members.size(); ++i) {
+    Send(job.nodes.at(job.members[i].rank.node_id).conn,
+         RoundReadyFor(job, static_cast<int>(i)));
+  }
+  // Newcomers that came meanwhile scale the job up, as they would have.
+  if (job.WaitingCount() > 0 &&
+      static_cast<int>(job.members.size()) < job.max_nodes) {
+    EndRound(job, "newcomers joined while the round was re-adopted",
+             /*worker_failure=*/false);
+  } else {
+    SendWaitingToAll(job);
+  }
+}
+
+void Coordinator::Impl::AbandonAdoption(Job& job, const std::string& why) {
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": cannot re-adopt round " << job.round << ": "
+      << why << "; forming round " << job.round + 1;
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [id, rank] : job.adopt_seen) order.emplace_back(rank, id);
+  std::sort(order.begin(), order.end());
+  job.adopting = false;
+  job.adopt_deadline = absl::InfiniteFuture();
+  job.adopt_claims.clear();
+  job.adopt_seen.clear();
+  job.adopt_broken.clear();
+  job.previous_order.clear();
+  for (const auto& [rank, id] : order) {
+    job.previous_order.push_back(id);
+    Node& node = job.nodes.at(id);
+    job.SetStatus(node, NodeStatus::kWaiting);
+    node.join_seq = job.next_join_seq++;
+  }
+  // As after any lost member: the claimers that are back re-form at once
+  // (with min_nodes), without last call.
+  job.reforming = true;
+  job.awaited_survivors.clear();
+  DropNamespace(StorePrefix(job.id, job.round));
+  OpenRound(job);
 }
 
 // ---------- events
@@ -1055,6 +1252,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
       join.heartbeat_timeout_ms() < 0 || join.heartbeat_interval_ms() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         ctx, "timeouts must be >= 0 ms (0 = the server's default)"));
+  }
+  absl::Duration lease;
+  if (absl::Status s = LeaseOfJoin(join.lease_timeout_ms(),
+                                   options_.default_lease_timeout, &lease);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(ctx, s.message()));
   }
   if (channel == nullptr)
     return absl::InvalidArgumentError(absl::StrCat(ctx, "no channel"));
@@ -1145,8 +1348,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   c.job_id = job.id;
   c.node_id = join.node_id();
   c.last_seen = now;
-  c.heartbeat_timeout =
-      MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout);
+  // Lease fencing: a silent node is not lost before its lease has passed.
+  c.lease = lease;
+  c.last_lease_ack = now;  // the Join's own LeaseRenewed (session_service.cc)
+  c.heartbeat_timeout = SilentLossTimeout(
+      MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout),
+      lease);
   c.heartbeat_interval_ms = join.heartbeat_interval_ms();
   c.closed = false;
   heartbeats_.Arm(conn, now + c.heartbeat_timeout);
@@ -1177,7 +1384,20 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   if (created || rerun || abandoned) {
     job.reforming = false;
     job.awaited_survivors.clear();
-    OpenRound(job);  // round 1 (or the rerun's first), with no one waiting yet
+    if (join.has_claim()) {
+      // Rounds go on from the claimed one: store prefixes never repeat.
+      job.round = std::max(job.round, join.claim().round().round());
+    }
+    if (created && AdoptableClaim(join)) {
+      StartAdoption(job, join);  // a restarted musterd: re-adopt the round
+    } else {
+      OpenRound(job);  // round 1 (or the next), with no one waiting yet
+    }
+  }
+  if (job.adopting && job.state == JobState::kOpen &&
+      node.status != NodeStatus::kWaiting) {
+    OnAdoptionJoin(job, node);
+    return absl::OkStatus();
   }
   switch (job.state) {
     case JobState::kOpen:
@@ -1196,7 +1416,16 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
       }
       break;
     case JobState::kRunning:
-      if (node.status == NodeStatus::kMember) {
+      if (node.status == NodeStatus::kMember && join.has_claim() &&
+          join.claim().round().round() == job.round &&
+          !join.claim().workers_running() && !join.claim().reported()) {
+        // Lease fencing: its workers of this round were stopped while it was
+        // cut off (or died with its session): the round cannot go on.
+        EndRound(job,
+                 absl::StrCat(who, " stopped its workers of round ", job.round,
+                              " (lease fence: its lease was not renewed)"),
+                 /*worker_failure=*/false);
+      } else if (node.status == NodeStatus::kMember) {
         // The node carries on in the round it belongs to: tell it the round
         // again.
         Send(conn, MakeRoundReady(job, node_it->first));
@@ -1234,9 +1463,19 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   return absl::OkStatus();
 }
 
-void Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
+bool Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
   absl::ReaderMutexLock lock(&mu_);
   TouchShared(conn);
+  // Lease fencing: renew while the node is counted alive (a stream the
+  // server has ended renews nothing). One stream's events come one at a
+  // time, so the plain store below does not race with itself.
+  auto c = conns_.find(conn);
+  if (c == conns_.end() || c->second.closed) return false;
+  const absl::Time now = clock_->Now();
+  if (!LeaseAckDue(now, c->second.last_lease_ack.Get(), c->second.lease))
+    return false;
+  c->second.last_lease_ack = now;
+  return true;
 }
 
 void Coordinator::Impl::OnWorkersFailed(ConnectionId conn,
@@ -1351,10 +1590,10 @@ absl::Time Coordinator::Impl::Tick() {
     }
     const std::string timeout = FormatSeconds(c->second.heartbeat_timeout);
     std::string why = absl::StrCat("no heartbeat for ", timeout);
-    std::string detail =
-        absl::StrCat("musterd heard nothing from ",
-                     DescribeNode(node->join.hostname(), node->join.node_id()),
-                     " for ", timeout, " (heartbeat_timeout)");
+    std::string detail = absl::StrCat(
+        "musterd heard nothing from ",
+        DescribeNode(node->join.hostname(), node->join.node_id()), " for ",
+        timeout, " (heartbeat_timeout, or the lease when longer)");
     if (c->second.heartbeat_interval_ms > 0) {
       const int64_t missed =
           absl::ToInt64Milliseconds(c->second.heartbeat_timeout) /
@@ -1374,6 +1613,12 @@ absl::Time Coordinator::Impl::Tick() {
   // Round timers and retention.
   std::vector<std::string> forget;
   for (auto& [id, job] : jobs_) {
+    if (job.adopting && job.adopt_deadline <= now) {
+      AbandonAdoption(job,
+                      absl::StrCat("not every member of round ", job.round,
+                                   " came back within ",
+                                   FormatSeconds(options_.adoption_grace)));
+    }
     if (job.waiting_flush_at <= now) SendWaitingToAll(job);  // coalesced
     if (job.state == JobState::kOpen) {
       const int waiting = job.WaitingCount();
@@ -1421,6 +1666,7 @@ absl::Time Coordinator::Impl::Tick() {
   absl::Time next = heartbeats_.Next(heartbeat_deadline);
   for (const auto& [id, job] : jobs_) {
     next = std::min(next, job.waiting_flush_at);
+    if (job.adopting) next = std::min(next, job.adopt_deadline);
     if (job.state == JobState::kOpen) {
       next = std::min({next, job.join_deadline, job.last_call_deadline});
     } else if (job.ended()) {
@@ -1499,12 +1745,13 @@ absl::Status Coordinator::OnJoin(ConnectionId conn, const v1::Join& join,
   impl_->Flush();
   return status;
 }
-void Coordinator::OnHeartbeat(ConnectionId conn,
+bool Coordinator::OnHeartbeat(ConnectionId conn,
                               const v1::Heartbeat& heartbeat) {
   // The round it names is informational: any message proves liveness. A
-  // heartbeat sends nothing, so there is nothing to flush.
+  // heartbeat queues nothing (the adapter writes LeaseRenewed itself), so
+  // there is nothing to flush.
   (void)heartbeat;
-  impl_->OnHeartbeat(conn);
+  return impl_->OnHeartbeat(conn);
 }
 void Coordinator::OnPreflightFailed(ConnectionId conn,
                                     const v1::PreflightFailed& failed) {
