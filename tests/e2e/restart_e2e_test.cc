@@ -4,7 +4,8 @@
 // musterd re-adopts it once both are back, so no worker restarts: every
 // worker starts exactly once (each appends a line to a file when it starts),
 // then bootstraps libmuster_comm through the new musterd's Store (the example
-// trainer) and the job succeeds on both nodes.
+// trainer) and the job succeeds on both nodes. musterd runs with --state-dir,
+// so the new one also resumes the job's Store keys from the journal.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -52,8 +53,11 @@ TEST(RestartE2eTest, AMusterdRestartRestartsNoWorkerAndTheJobSucceeds) {
   std::filesystem::permissions(worker, std::filesystem::perms::owner_all);
   const int port = testing::FreePort();
   const std::string listen = absl::StrCat("--listen=127.0.0.1:", port);
+  // With a state journal (--state-dir): the restarted musterd resumes the
+  // Store keys; the round comes back through the agents' claims.
+  const std::string state = "--state-dir=" + dir + "/state";
   auto musterd = std::make_unique<Subprocess>(
-      std::vector<std::string>{BinPath("musterd"), listen});
+      std::vector<std::string>{BinPath("musterd"), listen, state});
   ASSERT_TRUE(musterd->WaitForOutput("listening", absl::Seconds(30)))
       << musterd->Output();
 
@@ -79,7 +83,7 @@ TEST(RestartE2eTest, AMusterdRestartRestartsNoWorkerAndTheJobSucceeds) {
   musterd->Wait(absl::Seconds(10));
   absl::SleepFor(absl::Milliseconds(200));
   musterd = std::make_unique<Subprocess>(
-      std::vector<std::string>{BinPath("musterd"), listen});
+      std::vector<std::string>{BinPath("musterd"), listen, state});
 
   EXPECT_EQ(a->WaitOrKill(absl::Seconds(90)), 0) << a->Output();
   EXPECT_EQ(b->WaitOrKill(absl::Seconds(90)), 0) << b->Output();
@@ -95,6 +99,8 @@ TEST(RestartE2eTest, AMusterdRestartRestartsNoWorkerAndTheJobSucceeds) {
                               << musterd->Output();
   EXPECT_EQ(per_rank.size(), 4u);
   EXPECT_THAT(musterd->Output(), ::testing::HasSubstr("re-adopted"))
+      << musterd->Output();
+  EXPECT_THAT(musterd->Output(), ::testing::HasSubstr("resumed 1 jobs"))
       << musterd->Output();
   musterd->Signal(SIGTERM);
   musterd->WaitOrKill(absl::Seconds(10));
