@@ -10,8 +10,8 @@
 #                   worker -> both survivors' new workers running.
 #   worker_exit     2 nodes (--nnodes=2). One worker exits 1 -> the other node's worker stopped.
 #   server_restart  2 nodes. musterd killed -9 and started again on its port -> both agents back
-#                   in a formed round (their workers keep running when the round re-forms as it
-#                   was). torchrun's c10d equivalent: its TCPStore server (an external one, so that
+#                   in a formed round (the new musterd re-adopts the running round the agents
+#                   claim, so their workers keep running). torchrun's c10d equivalent: its TCPStore server (an external one, so that
 #                   no agent hosts it) killed and restarted; the time reported is until its agents
 #                   have exited (they do not reconnect: the job is lost).
 # Each wait is capped at CAP seconds (default 30); a capped run counts as "no recovery".
@@ -173,7 +173,7 @@ run_case() {  # launcher case i
       deadline=$(awk -v t="$t0" -v c="$cap" 'BEGIN { printf "%d", t + c }')
       while (($(date +%s) < deadline)); do
         if [[ $l == muster ]]; then
-          grep -q "round 1 ready" "$dir/server2.log" 2>/dev/null && { r=$(awk -v a="$(now)" -v t="$t0" 'BEGIN { printf "%.3f", a - t }'); break; }
+          grep -qE "round [0-9]+ (ready|re-adopted)" "$dir/server2.log" 2>/dev/null && { r=$(awk -v a="$(now)" -v t="$t0" 'BEGIN { printf "%.3f", a - t }'); break; }
         else
           local alive=0 g
           for g in "${groups[@]}"; do kill -0 "$g" 2>/dev/null && alive=1; done

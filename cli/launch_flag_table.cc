@@ -87,7 +87,9 @@ absl::Status ApplyRdzvConf(const Given& g, LaunchSettings* s) {
   for (const std::string& w : conf->warnings) {
     s->warnings.push_back(absl::StrCat(g.source, ": ", w));
   }
-  conf->ApplyTo(&s->config);
+  if (absl::Status applied = conf->ApplyTo(&s->config); !applied.ok()) {
+    return BadValue(g, applied.message());
+  }
   if (conf->is_host.has_value()) s->is_host = conf->is_host;
   // Security (docs/security.md): the files are read and checked once here.
   MUSTER_RETURN_IF_ERROR(

@@ -161,6 +161,7 @@ int main(int argc, char** argv) {
   std::string port_file;
   std::string http_listen;
   std::string heartbeat_timeout;
+  std::string state_dir;
   std::string log_level;
   muster::rendezvous::ServerTls tls;
   bool require_token = false;
@@ -185,6 +186,11 @@ int main(int argc, char** argv) {
                  "declare an agent lost after this long without a heartbeat, "
                  "for agents that do "
                  "not set their own (e.g. 2s, 500ms; default 2s)");
+  app.add_option("--state-dir", state_dir,
+                 "journal jobs, rounds and Store keys in DIR (one file, "
+                 "replaced atomically) and resume them when musterd restarts; "
+                 "agents re-announce their rounds either way")
+      ->type_name("DIR");
   muster::rendezvous::KvStoreLimits store_limits;
   app.add_option("--store-max-key-bytes", store_limits.max_key_bytes,
                  "the longest Store key, in bytes")
@@ -273,6 +279,7 @@ int main(int argc, char** argv) {
     }
     options.admin_token = *std::move(admin);
   }
+  options.state_dir = state_dir;
   if (!heartbeat_timeout.empty()) {
     // "2s", "500ms", "1m30s", or a plain number of seconds ("2", "0.5").
     absl::StatusOr<absl::Duration> d = muster::ParseDuration(heartbeat_timeout);

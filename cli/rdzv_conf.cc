@@ -1,5 +1,6 @@
 #include "cli/rdzv_conf.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -44,6 +45,10 @@ constexpr DurationRange kTimeoutOrZero = {
 constexpr DurationRange kHeartbeat = {absl::Milliseconds(10), absl::Seconds(60),
                                       /*zero_ok=*/false};
 constexpr int kMaxCount = 1000;
+// Lease fencing (docs/architecture.md): shorter than 1 s, a loaded node loses
+// its lease and restarts the round for nothing.
+constexpr DurationRange kLease = {absl::Seconds(1), absl::Seconds(60),
+                                  /*zero_ok=*/false};
 
 // clang-format off
 const RdzvConfKey kRdzvConfKeys[] = {
@@ -63,6 +68,8 @@ const RdzvConfKey kRdzvConfKeys[] = {
      .duration = &RdzvConf::preflight_timeout, .range = kTimeout},
     {.name = "keep_alive_interval",
      .duration = &RdzvConf::keep_alive_interval, .range = kHeartbeat},
+    {.name = "lease_timeout",
+     .duration = &RdzvConf::lease_timeout, .range = kLease},
     {.name = "keep_alive_max_attempt", .count = &RdzvConf::keep_alive_max_attempt},
     {.name = "is_host", .flag = &RdzvConf::is_host},
     {.name = "tls_ca", .path = &RdzvConf::tls_ca},
@@ -145,7 +152,7 @@ absl::Status SetValue(const RdzvConfKey& k, const std::string& key,
 
 }  // namespace
 
-void RdzvConf::ApplyTo(agent::AgentConfig* config) const {
+absl::Status RdzvConf::ApplyTo(agent::AgentConfig* config) const {
   const std::pair<const std::optional<absl::Duration>&, absl::Duration&>
       durations[] = {
           {join_timeout, config->join_timeout},
@@ -163,9 +170,25 @@ void RdzvConf::ApplyTo(agent::AgentConfig* config) const {
   if (keep_alive_max_attempt.has_value()) {
     config->heartbeat_max_missed = *keep_alive_max_attempt;
   }
+  if (lease_timeout.has_value()) {
+    config->lease_timeout = *lease_timeout;
+  } else {
+    config->lease_timeout =
+        std::min(kLease.max, std::max(config->lease_timeout,
+                                      config->heartbeat_interval * 4));
+  }
+  if (config->lease_timeout < config->heartbeat_interval * 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lease_timeout=", absl::FormatDuration(config->lease_timeout),
+        " is shorter than 4 heartbeats (keep_alive_interval=",
+        absl::FormatDuration(config->heartbeat_interval),
+        "): a lease must be renewed several times before it ends; raise "
+        "lease_timeout or lower keep_alive_interval"));
+  }
   if (!tls_ca.empty()) config->security.tls_ca = tls_ca;
   if (!tls_cert.empty()) config->security.tls_cert = tls_cert;
   if (!tls_key.empty()) config->security.tls_key = tls_key;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RdzvConf> ParseRdzvConf(absl::string_view text,

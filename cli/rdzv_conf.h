@@ -37,6 +37,7 @@ struct RdzvConf {
   std::optional<absl::Duration> reconnect_timeout;
   std::optional<absl::Duration> preflight_timeout;
   std::optional<absl::Duration> keep_alive_interval;
+  std::optional<absl::Duration> lease_timeout;
   std::optional<int> keep_alive_max_attempt;
   std::optional<bool> is_host;
   // File paths, neither read nor checked here (ClientSecurity::Validate and
@@ -51,7 +52,10 @@ struct RdzvConf {
 
   // Copies the timing settings given (durations, keep_alive_max_attempt) and
   // the TLS file paths into `config`; is_host and token_file are the caller's.
-  void ApplyTo(agent::AgentConfig* config) const;
+  // Without lease_timeout, the default lease grows to 4 heartbeats (at most
+  // 60 s) so that torchrun's keep_alive_interval=5 still runs. Errors:
+  // INVALID_ARGUMENT when the lease is shorter than 4 heartbeats.
+  absl::Status ApplyTo(agent::AgentConfig* config) const;
 };
 
 enum class RdzvConfScope {

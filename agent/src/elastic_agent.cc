@@ -17,8 +17,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "agent/src/agent_health.h"
+#include "agent/src/elastic_agent_impl.h"
 #include "agent/src/embedded_rendezvous.h"
 #include "agent/src/failure_summary.h"
+#include "agent/src/lease_fence.h"
 #include "agent/src/numa_binding.h"
 #include "agent/src/preflight.h"
 #include "agent/src/round_workers.h"
@@ -40,13 +42,6 @@
 namespace muster::agent {
 namespace {
 
-enum class AgentState {
-  kJoining,   // Join sent; waiting for RoundReady
-  kRunning,   // workers of the current round are running
-  kReported,  // workers ended and the outcome was reported; waiting for the
-              // server's verdict
-};
-
 std::string RandomSuffix() {
   std::random_device rd;
   return absl::StrFormat("%08x", rd());
@@ -56,111 +51,6 @@ using platform::kSignalTerminate;
 using platform::SignalName;
 
 }  // namespace
-
-class ElasticAgent::Impl {
- public:
-  Impl(AgentConfig config, AgentDeps deps)
-      : config_(std::move(config)),
-        clock_(deps.clock != nullptr ? deps.clock : Clock::Real()),
-        launcher_(deps.launcher != nullptr
-                      ? deps.launcher
-                      : platform::ProcessLauncher::Default()),
-        new_client_(std::move(deps.new_client)) {}
-
-  int Run();
-  void RequestStop(int sig) { stop_signal_.store(sig); }
-
- private:
-  // Start-up: the embedded server (when the mode wants one) and the session.
-  int Setup();
-  // A new session with the server (not started): AgentDeps::new_client, the
-  // in-process rendezvous, or gRPC.
-  std::unique_ptr<rendezvous::RendezvousClient> NewClient(
-      absl::Duration connect_timeout);
-  // One message from the server; returns an exit status when the job is over,
-  // or -1.
-  int Handle(const v1::ServerMessage& msg);
-  int OnRoundReady(const v1::RoundReady& ready);
-  void OnRestart(const v1::Restart& restart);
-  // Checks the running workers and reports their outcome.
-  void CheckWorkers();
-  // Stops the workers of the current round, if any, and returns how they
-  // ended (empty when there were none).
-  GroupStatus StopWorkers(int sig);
-  // Lets go of the current group (stopped or ended): its process groups are
-  // no longer the job keeper's to kill.
-  void ReleaseGroup();
-  // --event-log-handler=console: one torchelastic event as a JSON line on
-  // stderr.
-  void RecordEvent(const std::string& name, nlohmann::json metadata);
-  // --numa-binding: each local rank's CPUs, computed at the first round (the
-  // topology does not change); empty when there is no binding.
-  const std::vector<std::vector<int>>& NumaCpus();
-  int Shutdown(int exit_code);
-  int StopForSignal(int sig);
-  absl::Status Rejoin();
-  // After a lost session: reconnects with backoff until `deadline`, keeping
-  // the node id (and so its place in a running round). False when the window
-  // passed or a stop signal came.
-  bool Reconnect(absl::Time deadline);
-  // Whether `ready` describes the round this agent's workers already run (or
-  // ran): the same round, ranks, master and store namespace. A RoundReady
-  // resent after a reconnect is.
-  bool SameRound(const v1::RoundReady& ready) const;
-  // Sends a report of the workers' outcome, and keeps it to send again after a
-  // reconnect.
-  void Report(const v1::AgentMessage& msg);
-  std::string LogRunDir();
-  void PrintFailureSummary(const v1::JobFailed& failed);
-
-  absl::Status StartHealthServer();
-  void PublishHealth();
-
-  const AgentConfig config_;
-  Clock* const clock_;
-  platform::ProcessLauncher* const launcher_;
-  const std::function<std::unique_ptr<rendezvous::RendezvousClient>(
-      const rendezvous::GrpcClientOptions&)>
-      new_client_;
-  std::atomic<int> stop_signal_{0};
-  // --health-port.
-  std::unique_ptr<AgentHealth> health_;
-
-  std::unique_ptr<rendezvous::RendezvousServer> server_;
-  // --standalone: the round forms in process, with no server (see
-  // UseLocalRendezvous).
-  std::unique_ptr<rendezvous::LocalRendezvous> local_;
-  std::unique_ptr<rendezvous::RendezvousClient> client_;
-  v1::Join join_;
-  std::string endpoint_;
-  // config_.security, without TLS when this agent's own embedded server
-  // (plaintext) is the endpoint.
-  rendezvous::ClientSecurity security_;
-
-  AgentState state_ = AgentState::kJoining;
-  v1::RoundReady round_;
-  std::unique_ptr<WorkerGroup> group_;
-  // --worker-timeout: watches the current group's progress files.
-  std::unique_ptr<Watchdog> watchdog_;
-  absl::Time next_watchdog_check_;
-  int attempt_ = -1;
-  std::string run_dir_;
-  bool temp_run_dir_ = false;
-  int last_waiting_joined_ = -1;
-  // A server that accepts each session and then ends it UNAVAILABLE at once
-  // (it refuses a rerun of a job whose previous agents are still leaving) is
-  // retried for reconnect_timeout in all, with backoff, not forever: these
-  // are the start of the current run of such quick endings (InfiniteFuture
-  // when there is none), the current backoff, and when the current session
-  // started.
-  absl::Time unavailable_since_ = absl::InfiniteFuture();
-  absl::Duration unavailable_backoff_;
-  absl::Time session_started_;
-  bool session_got_message_ = false;
-  // The last WorkersSucceeded/WorkersFailed sent, for the current round.
-  std::optional<v1::AgentMessage> last_report_;
-  std::optional<std::vector<std::vector<int>>> numa_cpus_;
-};
 
 ElasticAgent::ElasticAgent(AgentConfig config)
     : ElasticAgent(std::move(config), AgentDeps{}) {}
@@ -196,19 +86,8 @@ void ElasticAgent::Impl::PublishHealth() {
   health_->Publish(h);
 }
 
-std::unique_ptr<rendezvous::RendezvousClient> ElasticAgent::Impl::NewClient(
-    absl::Duration connect_timeout) {
-  rendezvous::GrpcClientOptions options;
-  options.endpoint = endpoint_;
-  options.connect_timeout = connect_timeout;
-  options.heartbeat_interval = config_.heartbeat_interval;
-  options.security = security_;
-  if (new_client_) return new_client_(options);
-  if (local_ != nullptr) return local_->NewClient();
-  return rendezvous::NewGrpcRendezvousClient(options);
-}
-
 int ElasticAgent::Impl::Setup() {
+  fence_ = std::make_unique<LeaseFence>(config_.lease_timeout, clock_);
   if (absl::Status s = StartHealthServer(); !s.ok()) {
     MUSTER_LOG(ERROR) << "--health-port: " << s.message();
     return kExitConfigError;
@@ -292,9 +171,10 @@ int ElasticAgent::Impl::Setup() {
   // This agent's node session secret, for its whole life: only it can speak
   // for this node id again after a reconnect.
   join_.set_session_secret(rendezvous::NewRandomSecret());
+  join_.set_lease_timeout_ms(absl::ToInt64Milliseconds(config_.lease_timeout));
 
   client_ = NewClient(config_.connect_timeout);
-  if (absl::Status s = client_->Start(join_); !s.ok()) {
+  if (absl::Status s = client_->Start(JoinWithClaim()); !s.ok()) {
     MUSTER_LOG(ERROR) << s.message();
     if (config_.mode == RendezvousMode::kStatic && server_ == nullptr) {
       // torchrun's static rendezvous needs one port on node rank 0
@@ -450,13 +330,6 @@ GroupStatus ElasticAgent::Impl::StopWorkers(int sig) {
   return status;
 }
 
-absl::Status ElasticAgent::Impl::Rejoin() {
-  v1::AgentMessage msg;
-  *msg.mutable_join() = join_;
-  state_ = AgentState::kJoining;
-  return client_->Send(msg);
-}
-
 void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
   MUSTER_LOG(WARNING) << "round " << restart.round()
                       << " ended: " << restart.reason()
@@ -500,6 +373,13 @@ void ElasticAgent::Impl::CheckWorkers() {
                  {"signal", e.signal},
                  {"raw_error", e.error_message}});
   };
+  if (!AwaitLease()) {  // lease fencing
+    MUSTER_LOG(WARNING) << "round " << ready.round()
+                        << ": this node's lease is about to end; not starting "
+                           "its workers";
+    fence_pending_ = true;
+    return -1;
+  }
   if (status.state == GroupState::kSucceeded) {
     msg.mutable_workers_succeeded()->set_round(round_.round());
     for (const WorkerExit& e : status.exits) worker_event(e, "SUCCEEDED");
@@ -574,47 +454,6 @@ bool ElasticAgent::Impl::SameRound(const v1::RoundReady& ready) const {
          ready.store_prefix() == round_.store_prefix();
 }
 
-bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
-  // The in-process rendezvous ends a session only when it shuts down.
-  if (local_ != nullptr) return false;
-  MUSTER_LOG(WARNING)
-      << "reconnecting to the rendezvous server at " << endpoint_
-      << " for up to "
-      << absl::FormatDuration(absl::Ceil(
-             std::max(absl::ZeroDuration(), deadline - clock_->Now()),
-             absl::Seconds(1)))
-      << (group_ != nullptr ? "; the workers keep running" : "");
-  client_->Close("");
-  client_.reset();
-  absl::Duration backoff = absl::Milliseconds(50);
-  int attempts = 0;
-  while (clock_->Now() < deadline) {
-    if (stop_signal_.load() != 0) return false;
-    ++attempts;
-    auto client =
-        NewClient(std::min(absl::Seconds(1), deadline - clock_->Now()));
-    absl::Status s = client->Start(join_);
-    if (s.ok()) {
-      client_ = std::move(client);
-      if (attempt_ >= 0) client_->SetRound(round_.round());
-      MUSTER_LOG(INFO) << "reconnected to " << endpoint_ << " after "
-                       << attempts
-                       << (attempts == 1 ? " attempt" : " attempts");
-      return true;
-    }
-    MUSTER_LOG(DEBUG) << "reconnect attempt " << attempts << ": "
-                      << s.message();
-    clock_->SleepFor(std::min(
-        backoff, std::max(absl::ZeroDuration(), deadline - clock_->Now())));
-    backoff = std::min(backoff * 2, absl::Seconds(1));
-  }
-  MUSTER_LOG(ERROR) << "could not rejoin through the rendezvous server at "
-                    << endpoint_ << " within "
-                    << absl::FormatDuration(config_.reconnect_timeout) << " ("
-                    << attempts << " attempts)";
-  return false;
-}
-
 void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
   const std::string out =
       FormatFailureSummary(failed, {config_.run_id, config_.python_interpreter,
@@ -669,6 +508,7 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       StopWorkers(kSignalTerminate);
       PrintFailureSummary(msg.job_failed());
       return kExitJobFailed;
+    case v1::ServerMessage::kLeaseRenewed:  // taken by the client's reader
     case v1::ServerMessage::KIND_NOT_SET:
       return -1;
   }
@@ -713,6 +553,15 @@ int ElasticAgent::Impl::Run() {
   while (true) {
     if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
     CheckWorkers();
+    if (FenceDue() || std::exchange(fence_pending_, false)) {
+      FenceWorkers();  // lease fencing: the session is as good as lost
+      if (int rc = OnSessionLost(absl::UnavailableError(
+              "lease fence: no lease renewal from the rendezvous server; "
+              "reconnecting"));
+          rc >= 0)
+        return rc;
+      continue;
+    }
     PublishHealth();
     absl::Duration wait =
         state_ == AgentState::kRunning
@@ -726,35 +575,8 @@ int ElasticAgent::Impl::Run() {
     }
     if (msg.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
     if (msg.status().code() == absl::StatusCode::kUnavailable) {
-      MUSTER_LOG(WARNING) << msg.status().message();
-      // A session that got a message or lasted a while ended for a new
-      // reason (the server went away): a fresh reconnect window.
-      constexpr absl::Duration kQuickEnd = absl::Seconds(2);
-      if (session_got_message_ ||
-          clock_->Now() - session_started_ > kQuickEnd) {
-        unavailable_since_ = absl::InfiniteFuture();
-      }
-      if (unavailable_since_ == absl::InfiniteFuture()) {
-        unavailable_since_ = clock_->Now();
-        unavailable_backoff_ = absl::Milliseconds(100);
-      } else {
-        // The last reconnect worked and the server ended the session again:
-        // back off here too, or the two would loop as fast as they can.
-        clock_->SleepFor(std::min(
-            unavailable_backoff_,
-            std::max(absl::ZeroDuration(), unavailable_since_ +
-                                               config_.reconnect_timeout -
-                                               clock_->Now())));
-        unavailable_backoff_ =
-            std::min(unavailable_backoff_ * 2, absl::Seconds(1));
-      }
-      if (Reconnect(unavailable_since_ + config_.reconnect_timeout)) {
-        session_started_ = clock_->Now();
-        session_got_message_ = false;
-        continue;
-      }
-      if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
-      return Shutdown(kExitUnavailable);
+      if (int rc = OnSessionLost(msg.status()); rc >= 0) return rc;
+      continue;
     }
     // The session is over without a verdict.
     const absl::Status& s = msg.status();

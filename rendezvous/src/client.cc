@@ -89,6 +89,8 @@ class GrpcRendezvousClient final : public RendezvousClient {
 
     v1::AgentMessage msg;
     *msg.mutable_join() = join;
+    if (options_.lease_seq)
+      msg.mutable_join()->set_lease_seq(options_.lease_seq());
     absl::Status sent = Write(msg);
     if (!sent.ok()) {
       // The stream broke at once: report how it ended, if the reader learns it
@@ -227,6 +229,12 @@ class GrpcRendezvousClient final : public RendezvousClient {
   void ReadLoop() {
     v1::ServerMessage msg;
     while (stream_->Read(&msg)) {
+      if (msg.has_lease_renewed()) {  // lease fencing: not for Next
+        if (options_.on_lease_renewed)
+          options_.on_lease_renewed(msg.lease_renewed().seq());
+        msg.Clear();
+        continue;
+      }
       absl::MutexLock lock(&mu_);
       inbox_.Push(std::move(msg));
       msg.Clear();
@@ -273,6 +281,8 @@ class GrpcRendezvousClient final : public RendezvousClient {
       v1::AgentMessage msg;
       msg.mutable_heartbeat()->set_round(round_.load());
       mu_.Unlock();
+      if (options_.lease_seq)
+        msg.mutable_heartbeat()->set_seq(options_.lease_seq());
       absl::Status sent = Write(msg);
       mu_.Lock();
       if (!sent.ok()) break;  // the stream is over; the reader reports how

@@ -83,6 +83,7 @@ void Coordinator::Impl::Touch(ConnectionId conn) {
 void Coordinator::Impl::EraseConnection(
     absl::flat_hash_map<ConnectionId, Connection>::iterator it) {
   liveness_.Erase(it->first);
+  lease_due_.Erase(it->first);
   conns_.erase(it);
 }
 
@@ -115,12 +116,13 @@ absl::Status Coordinator::OnJoin(ConnectionId conn, const v1::Join& join,
   impl_->Flush();
   return status;
 }
-void Coordinator::OnHeartbeat(ConnectionId conn,
+bool Coordinator::OnHeartbeat(ConnectionId conn,
                               const v1::Heartbeat& heartbeat) {
   // The round it names is informational: any message proves liveness. A
-  // heartbeat sends nothing, so there is nothing to flush.
+  // heartbeat queues nothing (the adapter writes LeaseRenewed itself), so
+  // there is nothing to flush.
   (void)heartbeat;
-  impl_->OnHeartbeat(conn);
+  return impl_->OnHeartbeat(conn);
 }
 void Coordinator::OnPreflightFailed(ConnectionId conn,
                                     const v1::PreflightFailed& failed) {

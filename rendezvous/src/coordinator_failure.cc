@@ -228,6 +228,8 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
   }
   job.EraseNode(it);
   job.awaited_survivors.erase(node_id);
+  job.adopt_claims.erase(node_id);
+  job.adopt_seen.erase(node_id);
 
   if (job.ended()) {
     MaybeStartRetention(job);
@@ -268,11 +270,184 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
   }
 }
 
+// ---------- re-adoption after a musterd restart (issue 11 item 4)
+
+bool Coordinator::Impl::AdoptableClaim(const v1::Join& join) {
+  if (!join.has_claim()) return false;
+  const v1::RoundReady& r = join.claim().round();
+  return (join.claim().workers_running() || join.claim().reported()) &&
+         r.round() > 0 && r.group_world_size() > 0 && r.group_rank() >= 0 &&
+         r.group_rank() < r.group_world_size() &&
+         r.store_prefix() == StorePrefix(join.job_id(), r.round());
+}
+
+void Coordinator::Impl::StartAdoption(Job& job, const v1::Join& join) {
+  job.state = JobState::kOpen;
+  job.adopting = true;
+  job.adopt_deadline = clock_->Now() + options_.adoption_grace;
+  job.adopt_round = join.claim().round();
+  job.adopt_round.clear_peers();
+  job.adopt_claims.clear();
+  job.adopt_seen.clear();
+  job.adopt_broken.clear();
+  job.round = job.adopt_round.round();
+  job.restart_count = job.adopt_round.restart_count();
+  job.join_deadline = absl::InfiniteFuture();
+  job.last_call_deadline = absl::InfiniteFuture();
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": agents claim running round " << job.round
+      << " (" << job.adopt_round.group_world_size()
+      << " nodes); re-adopting it if every member is back within "
+      << FormatSeconds(options_.adoption_grace);
+}
+
+void Coordinator::Impl::OnAdoptionJoin(Job& job, Node& node) {
+  const v1::Join& join = node.join;
+  const std::string& id = join.node_id();
+  if (!join.has_claim() || join.claim().round().round() != job.round) {
+    AddWaiting(job, node);  // a newcomer: the adoption goes on without it
+    return;
+  }
+  const v1::RoundReady& r = join.claim().round();
+  const v1::RoundReady& a = job.adopt_round;
+  job.adopt_seen[id] = r.group_rank();
+  std::string unfit;
+  if (!AdoptableClaim(join)) {
+    unfit = "its workers of the round stopped";
+  } else if (r.group_world_size() != a.group_world_size() ||
+             r.world_size() != a.world_size() ||
+             r.master_addr() != a.master_addr() ||
+             r.master_port() != a.master_port() ||
+             r.restart_count() != a.restart_count()) {
+    unfit = "it claims other sizes, master or restart count";
+  } else {
+    for (const auto& [other, c] : job.adopt_claims) {
+      if (other != id && c.group_rank() == r.group_rank())
+        unfit = absl::StrCat("node ", other, " claims its group rank too");
+    }
+  }
+  if (unfit.empty()) {
+    job.adopt_claims[id] = r;
+    job.adopt_claims[id].clear_peers();
+  } else {
+    job.adopt_claims.erase(id);
+    if (job.adopt_broken.empty()) {
+      job.adopt_broken = absl::StrCat(DescribeNode(join.hostname(), id),
+                                      " cannot run on: ", unfit);
+    }
+    // It waits for the next round (a candidate already, so the round that
+    // opens counts it).
+    if (node.status != NodeStatus::kWaiting) {
+      job.SetStatus(node, NodeStatus::kWaiting);
+      node.join_seq = job.next_join_seq++;
+    }
+  }
+  // Once every member of the round is back: run it on, or form the next.
+  if (static_cast<int>(job.adopt_seen.size()) < a.group_world_size()) return;
+  if (job.adopt_broken.empty() &&
+      static_cast<int>(job.adopt_claims.size()) == a.group_world_size()) {
+    CompleteAdoption(job);
+  } else {
+    AbandonAdoption(job, job.adopt_broken);
+  }
+}
+
+void Coordinator::Impl::CompleteAdoption(Job& job) {
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [id, c] : job.adopt_claims)
+    order.emplace_back(c.group_rank(), id);
+  std::sort(order.begin(), order.end());
+  job.adopting = false;
+  job.adopt_deadline = absl::InfiniteFuture();
+  job.state = JobState::kRunning;
+  job.members.clear();
+  job.member_index.clear();
+  job.previous_order.clear();
+  job.succeeded.clear();
+  job.losses.clear();
+  job.round_failures.clear();
+  for (const auto& [rank, id] : order) {
+    Node& node = job.nodes.at(id);
+    const v1::RoundReady& c = job.adopt_claims.at(id);
+    job.SetStatus(node, NodeStatus::kMember);
+    job.member_index[id] = static_cast<int>(job.members.size());
+    job.previous_order.push_back(id);
+    RankAssignment ra;
+    ra.node_id = id;
+    ra.group_rank = c.group_rank();
+    ra.local_world_size = node.join.local_world_size();
+    ra.rank_offset = c.rank_offset();
+    job.members.push_back(Member{.rank = std::move(ra),
+                                 .hostname = node.join.hostname(),
+                                 .advertised_addr = node.join.advertised_addr(),
+                                 .master_port = node.join.master_port()});
+  }
+  job.world_size = job.adopt_round.world_size();
+  job.adopt_claims.clear();
+  job.adopt_seen.clear();
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": round " << job.round << " re-adopted ("
+      << job.members.size() << " nodes, " << job.world_size
+      << " ranks): the workers run on";
+  for (size_t i = 0; i < job.members.size(); ++i) {
+    Send(job.nodes.at(job.members[i].rank.node_id).conn,
+         RoundReadyFor(job, static_cast<int>(i)));
+  }
+  // Newcomers that came meanwhile scale the job up, as they would have.
+  if (job.WaitingCount() > 0 &&
+      static_cast<int>(job.members.size()) < job.max_nodes) {
+    EndRound(job, "newcomers joined while the round was re-adopted",
+             /*worker_failure=*/false);
+  } else {
+    SendWaitingToAll(job);
+  }
+}
+
+void Coordinator::Impl::AbandonAdoption(Job& job, const std::string& why) {
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": cannot re-adopt round " << job.round << ": "
+      << why << "; forming round " << job.round + 1;
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [id, rank] : job.adopt_seen) order.emplace_back(rank, id);
+  std::sort(order.begin(), order.end());
+  job.adopting = false;
+  job.adopt_deadline = absl::InfiniteFuture();
+  job.adopt_claims.clear();
+  job.adopt_seen.clear();
+  job.adopt_broken.clear();
+  job.previous_order.clear();
+  for (const auto& [rank, id] : order) {
+    job.previous_order.push_back(id);
+    Node& node = job.nodes.at(id);
+    job.SetStatus(node, NodeStatus::kWaiting);
+    node.join_seq = job.next_join_seq++;
+  }
+  // As after any lost member: the claimers that are back re-form at once
+  // (with min_nodes), without last call.
+  job.reforming = true;
+  job.awaited_survivors.clear();
+  DropNamespace(StorePrefix(job.id, job.round));
+  OpenRound(job);
+}
+
 // ---------- events
 
-// No lock of ours: a heartbeat only moves its connection's time in liveness_,
+// No lock of ours (but every lease/4, shared): a heartbeat moves its time in liveness_,
 // so it never waits for a round forming or a Tick (liveness_table.h).
-void Coordinator::Impl::OnHeartbeat(ConnectionId conn) { Touch(conn); }
+bool Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
+  Touch(conn);
+  // Lease fencing: renew every lease/4 while the node is counted alive (a
+  // stream the server has ended renews nothing). One stream's events come
+  // one at a time, so this connection's entry does not race with itself.
+  const absl::Time now = clock_->Now();
+  const std::optional<absl::Time> due = lease_due_.Get(conn);
+  if (!due.has_value() || now < *due) return false;
+  absl::ReaderMutexLock lock(&mu_);
+  auto c = conns_.find(conn);
+  if (c == conns_.end() || c->second.closed) return false;
+  lease_due_.Touch(conn, now + c->second.lease / 4);
+  return true;
+}
 
 std::optional<absl::Time> Coordinator::Impl::HeartbeatDeadline(
     ConnectionId id) const {
@@ -303,10 +478,10 @@ void Coordinator::Impl::ExpireHeartbeats(absl::Time now) {
     }
     const std::string timeout = FormatSeconds(c->second.heartbeat_timeout);
     std::string why = absl::StrCat("no heartbeat for ", timeout);
-    std::string detail =
-        absl::StrCat("musterd heard nothing from ",
-                     DescribeNode(node->join.hostname(), node->join.node_id()),
-                     " for ", timeout, " (heartbeat_timeout)");
+    std::string detail = absl::StrCat(
+        "musterd heard nothing from ",
+        DescribeNode(node->join.hostname(), node->join.node_id()), " for ",
+        timeout, " (heartbeat_timeout, or the lease when longer)");
     if (c->second.heartbeat_interval_ms > 0) {
       const int64_t missed =
           absl::ToInt64Milliseconds(c->second.heartbeat_timeout) /

@@ -41,6 +41,7 @@
 #include "muster/rendezvous/rank_assignment.h"
 #include "muster/v1/rendezvous.pb.h"
 #include "rendezvous/src/deadline_queue.h"
+#include "rendezvous/src/lease.h"
 #include "rendezvous/src/liveness_table.h"
 #include "rendezvous/src/outbox.h"
 
@@ -178,6 +179,19 @@ struct Job {
   // last call exists for newcomers, not for a round re-forming.
   std::set<std::string> awaited_survivors;
   bool reforming = false;  // OPEN after a restart (awaited_survivors applies).
+  // Re-adoption (issue 11 item 4): a musterd that does not know the job hears
+  // its agents claim a RUNNING round (Join.claim). The job waits OPEN (no
+  // round closes) until every member of that round is back, then runs it on
+  // unchanged; at adopt_deadline, or on a claim that does not fit, it opens
+  // the next round instead.
+  bool adopting = false;
+  absl::Time adopt_deadline = absl::InfiniteFuture();
+  v1::RoundReady adopt_round;  // the first claim (peers cleared)
+  std::map<std::string, v1::RoundReady> adopt_claims;  // by node id
+  // Every node back that claims the round, with the group rank it claims;
+  // and why the round cannot be re-adopted (empty while it can).
+  std::map<std::string, int> adopt_seen;
+  std::string adopt_broken;
 
   std::optional<v1::WorkerFailure> first_failure;  // of the whole job
   std::vector<v1::WorkerFailure> round_failures;   // of the last round that ran
@@ -212,8 +226,12 @@ struct Connection {
   std::string job_id;
   std::string node_id;
   // When it was last heard from: in Impl::liveness_, apart from the lock.
+  // max(the agent's heartbeat timeout, its lease): see lease.h.
   absl::Duration heartbeat_timeout;
   int64_t heartbeat_interval_ms = 0;
+  // Lease fencing (lease.h): the agent's lease. When the next renewal is due
+  // is in Impl::lease_due_, apart from the lock.
+  absl::Duration lease;
   // We ended the stream (job over); it stays here until the adapter reports the
   // disconnect, so a rerun of the job waits for its agents to be gone.
   bool closed = false;
@@ -231,7 +249,7 @@ class Coordinator::Impl {
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel)
       ABSL_LOCKS_EXCLUDED(mu_);
-  void OnHeartbeat(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  bool OnHeartbeat(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
   void OnPreflightFailed(ConnectionId conn, const v1::PreflightFailed& failed)
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnWorkersFailed(ConnectionId conn, const v1::WorkersFailed& failed)
@@ -329,6 +347,19 @@ class Coordinator::Impl {
   void LoseNode(Job& job, const std::string& node_id, const std::string& why,
                 std::optional<absl::Status> close_with)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --- re-adoption after a musterd restart (Job::adopting)
+  static bool AdoptableClaim(const v1::Join& join);
+  void StartAdoption(Job& job, const v1::Join& join)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Join while adopting: a fitting claim is recorded (and the round runs
+  // on once every member is back); anything else ends the adoption.
+  void OnAdoptionJoin(Job& job, Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every member is back: RUNNING as claimed, RoundReady to each.
+  void CompleteAdoption(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round cannot be re-adopted: the claimers (in their group order) and
+  // any newcomers wait for the next round.
+  void AbandonAdoption(Job& job, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's last agent is gone, or it was never anyone's: start the retention
   // clock.
   void MaybeStartRetention(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -352,6 +383,10 @@ class Coordinator::Impl {
   // When each connection of conns_ was last heard from. Heartbeats write it
   // without mu_ (liveness_table.h); entries come and go with conns_.
   LivenessTable<ConnectionId> liveness_;
+  // When each connection's lease renewal (LeaseRenewed) is next due: every
+  // lease/4. A heartbeat reads it without mu_ and takes mu_ (shared) only when
+  // a renewal is due, so most heartbeats still take no lock of ours.
+  LivenessTable<ConnectionId> lease_due_;
 
  public:
   // Messages and closes for agents, appended under mu_ and written by

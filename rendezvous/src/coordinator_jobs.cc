@@ -94,6 +94,12 @@ absl::Time Coordinator::Impl::Tick() {
   // Round timers and retention.
   std::vector<std::string> forget;
   for (auto& [id, job] : jobs_) {
+    if (job.adopting && job.adopt_deadline <= now) {
+      AbandonAdoption(job,
+                      absl::StrCat("not every member of round ", job.round,
+                                   " came back within ",
+                                   FormatSeconds(options_.adoption_grace)));
+    }
     if (job.waiting_flush_at <= now) SendWaitingToAll(job);  // coalesced
     if (job.state == JobState::kOpen) {
       const int waiting = job.WaitingCount();
@@ -143,6 +149,7 @@ absl::Time Coordinator::Impl::Tick() {
                            mu_) { return HeartbeatDeadline(id); }));
   for (const auto& [id, job] : jobs_) {
     next = std::min(next, job.waiting_flush_at);
+    if (job.adopting) next = std::min(next, job.adopt_deadline);
     if (job.state == JobState::kOpen) {
       next = std::min({next, job.join_deadline, job.last_call_deadline});
     } else if (job.ended()) {

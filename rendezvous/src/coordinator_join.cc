@@ -120,6 +120,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     return absl::InvalidArgumentError(absl::StrCat(
         ctx, "timeouts must be >= 0 ms (0 = the server's default)"));
   }
+  absl::Duration lease;
+  if (absl::Status s = LeaseOfJoin(join.lease_timeout_ms(),
+                                   options_.default_lease_timeout, &lease);
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(ctx, s.message()));
+  }
   if (channel == nullptr)
     return absl::InvalidArgumentError(absl::StrCat(ctx, "no channel"));
 
@@ -209,8 +215,13 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   c.job_id = job.id;
   c.node_id = join.node_id();
   liveness_.Set(conn, now);
-  c.heartbeat_timeout =
-      MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout);
+  // Lease fencing: a silent node is not lost before its lease has passed. The
+  // Join is answered with its own LeaseRenewed (session_service.cc).
+  c.lease = lease;
+  lease_due_.Set(conn, now + lease / 4);
+  c.heartbeat_timeout = SilentLossTimeout(
+      MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout),
+      lease);
   c.heartbeat_interval_ms = join.heartbeat_interval_ms();
   c.closed = false;
   heartbeats_.Arm(conn, now + c.heartbeat_timeout);
@@ -241,7 +252,20 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   if (created || rerun || abandoned) {
     job.reforming = false;
     job.awaited_survivors.clear();
-    OpenRound(job);  // round 1 (or the rerun's first), with no one waiting yet
+    if (join.has_claim()) {
+      // Rounds go on from the claimed one: store prefixes never repeat.
+      job.round = std::max(job.round, join.claim().round().round());
+    }
+    if (created && AdoptableClaim(join)) {
+      StartAdoption(job, join);  // a restarted musterd: re-adopt the round
+    } else {
+      OpenRound(job);  // round 1 (or the next), with no one waiting yet
+    }
+  }
+  if (job.adopting && job.state == JobState::kOpen &&
+      node.status != NodeStatus::kWaiting) {
+    OnAdoptionJoin(job, node);
+    return absl::OkStatus();
   }
   switch (job.state) {
     case JobState::kOpen:
@@ -260,7 +284,16 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
       }
       break;
     case JobState::kRunning:
-      if (node.status == NodeStatus::kMember) {
+      if (node.status == NodeStatus::kMember && join.has_claim() &&
+          join.claim().round().round() == job.round &&
+          !join.claim().workers_running() && !join.claim().reported()) {
+        // Lease fencing: its workers of this round were stopped while it was
+        // cut off (or died with its session): the round cannot go on.
+        EndRound(job,
+                 absl::StrCat(who, " stopped its workers of round ", job.round,
+                              " (lease fence: its lease was not renewed)"),
+                 /*worker_failure=*/false);
+      } else if (node.status == NodeStatus::kMember) {
         // The node carries on in the round it belongs to: tell it the round
         // again.
         Send(conn, MakeRoundReady(job, node_it->first));

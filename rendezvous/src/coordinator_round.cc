@@ -133,6 +133,10 @@ void Coordinator::Impl::AddWaiting(Job& job, Node& node) {
 }
 
 void Coordinator::Impl::CheckCount(Job& job, const Node* joiner) {
+  if (job.adopting) {  // re-adoption: no round closes meanwhile
+    SendWaitingToAll(job, joiner);
+    return;
+  }
   const int waiting = job.WaitingCount();
   if (waiting >= job.max_nodes) {
     CloseRound(job);

@@ -68,6 +68,17 @@ void KvStore::PutLocked(Namespace& n, absl::string_view key,
   }
   n.bytes += static_cast<int64_t>(value.size());
   it->second = std::move(value);
+  version_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::map<std::string, std::map<std::string, std::string>> KvStore::Snapshot()
+    const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, std::map<std::string, std::string>> out;
+  for (const auto& [name, n] : data_)
+    out[name] =
+        std::map<std::string, std::string>(n.entries.begin(), n.entries.end());
+  return out;
 }
 
 absl::Status KvStore::Set(absl::string_view ns, absl::string_view key,
@@ -197,6 +208,7 @@ bool KvStore::Delete(absl::string_view ns, absl::string_view key) {
   if (it == n->second.entries.end()) return false;
   n->second.bytes -= static_cast<int64_t>(key.size() + it->second.size());
   n->second.entries.erase(it);
+  version_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -262,7 +274,7 @@ void KvStore::DropNamespace(absl::string_view ns) {
   std::vector<WaitCallback> failed;
   {
     absl::MutexLock lock(&mu_);
-    data_.erase(ns);
+    if (data_.erase(ns) > 0) version_.fetch_add(1, std::memory_order_relaxed);
     FailWaitersLocked(std::string(ns), &failed);
   }
   for (auto& done : failed) {

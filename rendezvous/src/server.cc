@@ -21,6 +21,7 @@
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/metrics.h"
 #include "rendezvous/src/session_service.h"
+#include "rendezvous/src/state_journal.h"
 #include "rendezvous/src/store_service.h"
 #include "rendezvous/src/tick_loop.h"
 
@@ -95,6 +96,13 @@ class RendezvousServer::Impl {
       return absl::InvalidArgumentError(absl::StrCat(
           "tick_interval is ", absl::FormatDuration(options_.tick_interval),
           ": it must be positive"));
+    }
+    if (!options_.state_dir.empty()) {  // musterd --state-dir (issue 11)
+      absl::StatusOr<std::unique_ptr<StateJournal>> journal =
+          StateJournal::Open(options_.state_dir, &store_, &coordinator_,
+                             options_.coordinator.adoption_grace, absl::Now());
+      if (!journal.ok()) return journal.status();
+      journal_ = *std::move(journal);
     }
 
     InitGrpcServerGlobals();
@@ -199,6 +207,10 @@ class RendezvousServer::Impl {
       stopping_ = true;
     }
     if (tick_thread_.joinable()) tick_thread_.join();
+    if (journal_ != nullptr) {
+      if (absl::Status s = journal_->WriteNow(); !s.ok())
+        MUSTER_LOG(ERROR) << "--state-dir: " << s.message();
+    }
     http_.reset();
     absl::MutexLock lock(&mu_);
     shutdown_done_ = true;
@@ -261,7 +273,12 @@ class RendezvousServer::Impl {
 
   // Calls Tick at least every tick_interval, sooner when it asks to.
   void TickLoop() {
-    RunCoordinatorTicks(coordinator_, mu_, stopping_, options_.tick_interval);
+    RunCoordinatorTicks(coordinator_, mu_, stopping_, options_.tick_interval,
+                        [this] {
+                          if (journal_ != nullptr) {
+                            journal_->MaybeWrite(absl::Now());
+                          }
+                        });
   }
 
   static AuthPolicy MakeAuthPolicy(const ServerOptions& options) {
@@ -288,6 +305,7 @@ class RendezvousServer::Impl {
   std::string address_;
   std::thread tick_thread_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<StateJournal> journal_;  // --state-dir; tick thread only
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -243,9 +243,13 @@ class SessionService::Reactor final : public SessionReactor {
             refused = service_->AuthorizedJoin(id_, credential_, msg.join(),
                                                channel_);
             if (refused.ok()) joined_ = true;
+            // Lease fencing: the accepted Join starts the agent's lease.
+            if (refused.ok() && msg.join().lease_seq() != 0)
+              SendLeaseRenewed(msg.join().lease_seq());
             break;
           case v1::AgentMessage::kHeartbeat:
-            coordinator_->OnHeartbeat(id_, msg.heartbeat());
+            if (coordinator_->OnHeartbeat(id_, msg.heartbeat()))
+              SendLeaseRenewed(msg.heartbeat().seq());
             break;
           case v1::AgentMessage::kWorkersFailed:
             coordinator_->OnWorkersFailed(id_, msg.workers_failed());
@@ -274,6 +278,13 @@ class SessionService::Reactor final : public SessionReactor {
       return false;
     }
     return !channel_->closing();
+  }
+
+  // Lease fencing (lease.h): a small message, about four per lease per agent.
+  void SendLeaseRenewed(int64_t seq) {
+    auto msg = std::make_shared<v1::ServerMessage>();
+    msg->mutable_lease_renewed()->set_seq(seq);
+    channel_->SendShared(std::move(msg));
   }
 
   // Tells the Coordinator once that this stream's agent is gone (if it ever

@@ -3,6 +3,7 @@
 #define MUSTER_RENDEZVOUS_SRC_TICK_LOOP_H_
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -14,13 +15,16 @@ namespace muster::rendezvous {
 // Calls coordinator.Tick() at least every `interval`, sooner when Tick asks
 // to, until *stopping is true. `mu` guards *stopping; it is held except while
 // Tick runs, and whoever sets *stopping under it wakes the loop at once. Blocks
-// the calling thread (a dedicated one) until then.
-inline void RunCoordinatorTicks(Coordinator& coordinator, absl::Mutex& mu,
-                                const bool& stopping, absl::Duration interval) {
+// the calling thread (a dedicated one) until then. `after_tick`, when set, runs
+// after each Tick without `mu` (musterd's state journal).
+inline void RunCoordinatorTicks(
+    Coordinator& coordinator, absl::Mutex& mu, const bool& stopping,
+    absl::Duration interval, const std::function<void()>& after_tick = {}) {
   absl::MutexLock lock(&mu);
   while (!stopping) {
     mu.Unlock();
     const absl::Time next = coordinator.Tick();
+    if (after_tick) after_tick();
     mu.Lock();
     mu.AwaitWithDeadline(absl::Condition(&stopping),
                          std::min(next, absl::Now() + interval));

@@ -66,7 +66,7 @@ TEST(RdzvConfTest, ApplyToTouchesOnlyWhatWasGiven) {
       "keep_alive_interval=1,keep_alive_max_attempt=9,tls_ca=/ca.pem,"
       "is_host=1,token_file=/t");
   ASSERT_TRUE(c.ok());
-  c->ApplyTo(&config);
+  ASSERT_TRUE(c->ApplyTo(&config).ok());
   EXPECT_EQ(config.heartbeat_interval, absl::Seconds(1));
   EXPECT_EQ(config.heartbeat_max_missed, 9);
   EXPECT_EQ(config.security.tls_ca, "/ca.pem");
@@ -90,7 +90,7 @@ TEST(RdzvConfTest, UnknownKeysAreWarningsWithAGuess) {
       HasSubstr("its keys are join_timeout (alias timeout), "
                 "last_call_timeout, close_timeout, read_timeout, "
                 "connect_timeout, reconnect_timeout, preflight_timeout, "
-                "keep_alive_interval, keep_alive_max_attempt, is_host, "
+                "keep_alive_interval, lease_timeout, keep_alive_max_attempt, is_host, "
                 "tls_ca, tls_cert, tls_key, token_file"));
 }
 
@@ -148,4 +148,31 @@ TEST(RdzvConfTest, SecurityScopeReadsOnlyTheFiles) {
 }
 
 }  // namespace
+
+
+TEST(RdzvConfTest, LeaseIsAtLeastFourHeartbeats) {
+  agent::AgentConfig config;
+  absl::StatusOr<RdzvConf> c = ParseRdzvConf("lease_timeout=2");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->ApplyTo(&config).ok());
+  EXPECT_EQ(config.lease_timeout, absl::Seconds(2));
+  // torchrun's keep-alive (5 s) without a lease: the default lease grows.
+  agent::AgentConfig slow;
+  c = ParseRdzvConf("keep_alive_interval=5");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->ApplyTo(&slow).ok());
+  EXPECT_EQ(slow.lease_timeout, absl::Seconds(20));
+  // A lease given shorter than 4 heartbeats is refused, naming the fix.
+  agent::AgentConfig bad;
+  c = ParseRdzvConf("keep_alive_interval=1,lease_timeout=2");
+  ASSERT_TRUE(c.ok());
+  absl::Status s = c->ApplyTo(&bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("raise lease_timeout"));
+  // Out of bounds.
+  EXPECT_FALSE(ParseRdzvConf("lease_timeout=0.5").ok());
+  EXPECT_FALSE(ParseRdzvConf("lease_timeout=61").ok());
+}
+
 }  // namespace muster::cli

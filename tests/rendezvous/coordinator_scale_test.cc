@@ -107,6 +107,7 @@ class CoordinatorScaleTest : public ::testing::Test {
     j.set_master_port(20000 + i % 40000);
     j.set_heartbeat_interval_ms(250);
     j.set_heartbeat_timeout_ms(1000);
+    j.set_lease_timeout_ms(1000);  // a silent node is lost after 1 s
     return j;
   }
 

@@ -127,6 +127,9 @@ class CoordinatorTest : public ::testing::Test {
     j.set_node_rank_hint(-1);
     j.set_max_restarts(max_restarts);
     j.set_master_port(29500 + static_cast<int>(node.size()) + node[0]);
+    // The shortest lease: heartbeat timeouts of these tests (>= 1 s) decide
+    // when a silent node is lost (lease_test.cc covers longer leases).
+    j.set_lease_timeout_ms(1000);
     return j;
   }
 

@@ -5,3 +5,7 @@ muster_test(coordinator_test SRCS coordinator_test.cc DEPS muster_rendezvous_cor
 # The Coordinator at 10,000 agents: linear message counts, coalesced Waiting, the deadline queue.
 muster_test(coordinator_scale_test SRCS coordinator_scale_test.cc DEPS muster_rendezvous_core
             TIMEOUT 120)
+# Lease fencing, the server's side (issue 11 item 3): silent loss after the lease, renewals.
+muster_test(lease_test SRCS lease_test.cc DEPS muster_rendezvous_core TIMEOUT 30)
+# Re-adoption of a running round by a restarted musterd (issue 11 item 4).
+muster_test(adoption_test SRCS adoption_test.cc DEPS muster_rendezvous_core TIMEOUT 30)

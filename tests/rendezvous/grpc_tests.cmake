@@ -7,3 +7,6 @@ muster_test(local_rendezvous_test SRCS local_rendezvous_test.cc DEPS muster_test
 # The musterd binary: flags, --port-file, signals.
 muster_test(musterd_test SRCS musterd_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
 add_dependencies(musterd_test musterd)
+# musterd --state-dir: the journal survives a restart; bad directories are refused (issue 11).
+muster_test(state_journal_test SRCS state_journal_test.cc DEPS muster_rendezvous muster_testing
+            TIMEOUT 60)

@@ -69,6 +69,13 @@ struct AgentConfig {
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
   int heartbeat_max_missed = 4;  // keep_alive_max_attempt
+  // rdzv-conf lease_timeout (1 s .. 60 s, at least 4 heartbeats): the agent
+  // stops its workers when musterd has not renewed its lease for about 0.7 of
+  // this, before musterd could declare the node lost and start a round
+  // without it (agent/src/lease_fence.h). musterd waits a full lease before
+  // it declares a silent node lost, so this also bounds how long survivors
+  // wait for a node cut off by the network.
+  absl::Duration lease_timeout = absl::Seconds(5);
   // How long the agent keeps trying to get its session back after losing the
   // server (a network blip, musterd restarted by systemd) before it stops its
   // workers and gives up. The workers keep running meanwhile: they need the

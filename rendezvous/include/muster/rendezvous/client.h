@@ -4,6 +4,7 @@
 #ifndef MUSTER_RENDEZVOUS_CLIENT_H_
 #define MUSTER_RENDEZVOUS_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -54,6 +55,12 @@ struct GrpcClientOptions {
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
   // TLS and the job token (sent on every call). Default: plaintext, none.
   ClientSecurity security = {};
+  // Lease fencing (agent/src/lease_fence.h), both optional. lease_seq gives
+  // the seq of the Join and of each heartbeat just before it is written;
+  // on_lease_renewed is called on the reader thread with the seq of each
+  // LeaseRenewed (which Next never returns). Must not block.
+  std::function<int64_t()> lease_seq;
+  std::function<void(int64_t seq)> on_lease_renewed;
 };
 
 // Asks the server at `endpoint` (HOST:PORT) for its jobs (all when job_id is

@@ -127,6 +127,15 @@ struct CoordinatorOptions {
   absl::Duration default_join_timeout = absl::Seconds(600);
   absl::Duration default_last_call_timeout = absl::Seconds(30);
   absl::Duration default_heartbeat_timeout = absl::Seconds(2);
+  // Lease fencing (rendezvous/src/lease.h): used when a Join leaves
+  // lease_timeout_ms 0. A node that goes silent is declared lost only once
+  // max(heartbeat timeout, lease) has passed since it was last heard.
+  absl::Duration default_lease_timeout = absl::Seconds(5);
+  // A musterd that restarted (or never knew the job) and hears agents claim a
+  // RUNNING round (Join.claim) waits this long for every member of that
+  // round to come back, and then runs it on unchanged (no worker restarts);
+  // otherwise it forms the next round.
+  absl::Duration adoption_grace = absl::Seconds(5);
   // A job with more than 64 waiting agents sends each of them Waiting at most
   // once per interval (and when min_nodes is reached or lost), not on every
   // join: a join then costs O(1) messages, not one per waiting agent. A
@@ -168,7 +177,11 @@ class Coordinator {
   // field, both values and the fix.
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel);
-  void OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat);
+  // Returns whether the adapter should answer LeaseRenewed{heartbeat.seq} now:
+  // the stream's node is still counted alive and its last renewal is about
+  // lease/4 old (lease fencing, rendezvous/src/lease.h). O(1), under a shared
+  // lock.
+  bool OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat);
   // An agent's preflight found a peer it cannot reach: the job fails at once
   // (no restart mends a firewall), naming both nodes, the port and the cause.
   // Ignored when stale.

@@ -12,6 +12,7 @@
 #ifndef MUSTER_RENDEZVOUS_KV_STORE_H_
 #define MUSTER_RENDEZVOUS_KV_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -95,6 +96,11 @@ class KvStore {
   // "<job>/").
   void DropNamespacesWithPrefix(absl::string_view prefix);
 
+  // For musterd --state-dir (rendezvous/src/state_journal.h): a counter that
+  // changes with every write, delete and drop, and a copy of every namespace.
+  uint64_t Version() const { return version_.load(std::memory_order_relaxed); }
+  std::map<std::string, std::map<std::string, std::string>> Snapshot() const;
+
   // Counters for metrics.
   int64_t NamespaceCount() const;
   int64_t PendingWaiters() const;
@@ -134,6 +140,7 @@ class KvStore {
   absl::flat_hash_map<std::string, Namespace> data_ ABSL_GUARDED_BY(mu_);
   std::map<WaiterId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   WaiterId next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
+  std::atomic<uint64_t> version_{0};
 };
 
 }  // namespace muster::rendezvous

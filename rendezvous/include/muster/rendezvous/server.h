@@ -39,6 +39,9 @@ struct ServerOptions {
   // The admin token (musterd --admin-token-file): sees every job's status.
   // Empty: none. Never logged.
   std::string admin_token = {};
+  // musterd --state-dir: journal jobs, rounds and Store keys there, and
+  // resume them on start (rendezvous/src/state_journal.h). Empty: none.
+  std::string state_dir = {};
 };
 
 // Thread-safe.

@@ -1,0 +1,181 @@
+// ElasticAgent::Impl: the agent's state and its parts, shared by
+// elastic_agent.cc (rounds, workers, the main loop) and agent_session.cc (the
+// session with the server: reconnects, round claims, lease fencing).
+#ifndef MUSTER_AGENT_SRC_ELASTIC_AGENT_IMPL_H_
+#define MUSTER_AGENT_SRC_ELASTIC_AGENT_IMPL_H_
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "agent/src/agent_health.h"
+#include "agent/src/embedded_rendezvous.h"
+#include "agent/src/failure_summary.h"
+#include "agent/src/lease_fence.h"
+#include "agent/src/numa_binding.h"
+#include "agent/src/preflight.h"
+#include "agent/src/round_workers.h"
+#include "agent/src/watchdog.h"
+#include "muster/agent/exit_codes.h"
+#include "muster/agent/worker_env.h"
+#include "muster/agent/worker_group.h"
+#include "muster/common/logging.h"
+#include "muster/common/net.h"
+#include "muster/platform/env.h"
+#include "muster/platform/job_keeper.h"
+#include "muster/platform/signals.h"
+#include "muster/rendezvous/auth.h"
+#include "muster/rendezvous/client.h"
+#include "muster/rendezvous/local_rendezvous.h"
+#include "muster/rendezvous/server.h"
+#include "nlohmann/json.hpp"
+
+namespace muster::agent {
+
+enum class AgentState {
+  kJoining,   // Join sent; waiting for RoundReady
+  kRunning,   // workers of the current round are running
+  kReported,  // workers ended and the outcome was reported; waiting for the
+              // server's verdict
+};
+
+class ElasticAgent::Impl {
+ public:
+  Impl(AgentConfig config, AgentDeps deps)
+      : config_(std::move(config)),
+        clock_(deps.clock != nullptr ? deps.clock : Clock::Real()),
+        launcher_(deps.launcher != nullptr
+                      ? deps.launcher
+                      : platform::ProcessLauncher::Default()),
+        new_client_(std::move(deps.new_client)) {}
+
+  int Run();
+  void RequestStop(int sig) { stop_signal_.store(sig); }
+
+ private:
+  // Start-up: the embedded server (when the mode wants one) and the session.
+  int Setup();
+  // A new session with the server (not started): AgentDeps::new_client, the
+  // in-process rendezvous, or gRPC.
+  std::unique_ptr<rendezvous::RendezvousClient> NewClient(
+      absl::Duration connect_timeout);
+  // One message from the server; returns an exit status when the job is over,
+  // or -1.
+  int Handle(const v1::ServerMessage& msg);
+  int OnRoundReady(const v1::RoundReady& ready);
+  void OnRestart(const v1::Restart& restart);
+  // Checks the running workers and reports their outcome.
+  void CheckWorkers();
+  // Stops the workers of the current round, if any, and returns how they
+  // ended (empty when there were none).
+  GroupStatus StopWorkers(int sig);
+  // Lets go of the current group (stopped or ended): its process groups are
+  // no longer the job keeper's to kill.
+  void ReleaseGroup();
+  // --event-log-handler=console: one torchelastic event as a JSON line on
+  // stderr.
+  void RecordEvent(const std::string& name, nlohmann::json metadata);
+  // --numa-binding: each local rank's CPUs, computed at the first round (the
+  // topology does not change); empty when there is no binding.
+  const std::vector<std::vector<int>>& NumaCpus();
+  int Shutdown(int exit_code);
+  int StopForSignal(int sig);
+  absl::Status Rejoin();
+  // --- lease fencing (agent/src/lease_fence.h) and round claims
+  // Options of a session with the server, lease hooks included.
+  rendezvous::GrpcClientOptions ClientOptions(absl::Duration connect_timeout);
+  // join_ with the round this node's workers were last started for (a
+  // restarted musterd re-adopts it; see RoundClaim in rendezvous.proto).
+  v1::Join JoinWithClaim() const;
+  // The lease is about to end: stop the workers now (grace 0.2 lease, then
+  // SIGKILL), before musterd can give their ranks to another round.
+  void FenceWorkers();
+  bool FenceDue() const { return group_ != nullptr && fence_->FenceDue(); }
+  // Workers start only under a lease that is not about to end: waits (up to
+  // 0.3 lease) for the first renewal of this agent's life. False when the
+  // lease is about to end (the session is as good as lost). An older musterd
+  // that never renews leaves the agent unfenced, as before.
+  bool AwaitLease();
+  bool fence_pending_ = false;  // AwaitLease failed: fence and reconnect
+  // The session is lost (the stream broke, or the lease ended): reconnect or
+  // give up. Returns an exit status, or -1 to carry on.
+  int OnSessionLost(const absl::Status& why);
+  // After a lost session: reconnects with backoff until `deadline`, keeping
+  // the node id (and so its place in a running round). False when the window
+  // passed or a stop signal came.
+  bool Reconnect(absl::Time deadline);
+  // Whether `ready` describes the round this agent's workers already run (or
+  // ran): the same round, ranks, master and store namespace. A RoundReady
+  // resent after a reconnect is.
+  bool SameRound(const v1::RoundReady& ready) const;
+  // Sends a report of the workers' outcome, and keeps it to send again after a
+  // reconnect.
+  void Report(const v1::AgentMessage& msg);
+  std::string LogRunDir();
+  void PrintFailureSummary(const v1::JobFailed& failed);
+
+  absl::Status StartHealthServer();
+  void PublishHealth();
+
+  const AgentConfig config_;
+  Clock* const clock_;
+  platform::ProcessLauncher* const launcher_;
+  const std::function<std::unique_ptr<rendezvous::RendezvousClient>(
+      const rendezvous::GrpcClientOptions&)>
+      new_client_;
+  std::atomic<int> stop_signal_{0};
+  // --health-port.
+  std::unique_ptr<AgentHealth> health_;
+
+  std::unique_ptr<rendezvous::RendezvousServer> server_;
+  // --standalone: the round forms in process, with no server (see
+  // UseLocalRendezvous).
+  std::unique_ptr<rendezvous::LocalRendezvous> local_;
+  std::unique_ptr<rendezvous::RendezvousClient> client_;
+  v1::Join join_;
+  std::string endpoint_;
+  // config_.security, without TLS when this agent's own embedded server
+  // (plaintext) is the endpoint.
+  rendezvous::ClientSecurity security_;
+
+  AgentState state_ = AgentState::kJoining;
+  v1::RoundReady round_;
+  std::unique_ptr<WorkerGroup> group_;
+  // --worker-timeout: watches the current group's progress files.
+  std::unique_ptr<Watchdog> watchdog_;
+  absl::Time next_watchdog_check_;
+  int attempt_ = -1;
+  std::string run_dir_;
+  bool temp_run_dir_ = false;
+  int last_waiting_joined_ = -1;
+  // A server that accepts each session and then ends it UNAVAILABLE at once
+  // (it refuses a rerun of a job whose previous agents are still leaving) is
+  // retried for reconnect_timeout in all, with backoff, not forever: these
+  // are the start of the current run of such quick endings (InfiniteFuture
+  // when there is none), the current backoff, and when the current session
+  // started.
+  absl::Time unavailable_since_ = absl::InfiniteFuture();
+  absl::Duration unavailable_backoff_;
+  absl::Time session_started_;
+  bool session_got_message_ = false;
+  // The last WorkersSucceeded/WorkersFailed sent, for the current round.
+  std::optional<v1::AgentMessage> last_report_;
+  std::optional<std::vector<std::vector<int>>> numa_cpus_;
+  std::unique_ptr<LeaseFence> fence_;
+};
+
+}  // namespace muster::agent
+
+#endif  // MUSTER_AGENT_SRC_ELASTIC_AGENT_IMPL_H_

@@ -1,0 +1,55 @@
+// Lease fencing, musterd's side (issue 11 item 3; docs/architecture.md, "Lease
+// fencing"). Each agent holds a lease on its place in the running round. The
+// server renews it by answering the agent's heartbeats with LeaseRenewed{seq}
+// (at most about every lease/4, so 10,000 agents cost a few thousand small
+// writes a second), and declares a SILENT node lost only once a full lease has
+// passed since it last heard from it. The agent measures the same lease from
+// the send time of the last heartbeat the server acknowledged, which is never
+// later than the server's receipt of it, so the agent's lease always ends
+// first: it stops its workers before the server can give their ranks to a new
+// round. A closed stream (FIN/RST: the agent is gone for sure) is still acted
+// on at once.
+#ifndef MUSTER_RENDEZVOUS_SRC_LEASE_H_
+#define MUSTER_RENDEZVOUS_SRC_LEASE_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace muster::rendezvous {
+
+// Bounds of a lease (rdzv-conf lease_timeout, musterd --lease-timeout).
+inline constexpr absl::Duration kMinLease = absl::Seconds(1);
+inline constexpr absl::Duration kMaxLease = absl::Seconds(60);
+inline constexpr absl::Duration kDefaultLease = absl::Seconds(5);
+
+// OK, or INVALID_ARGUMENT naming `what` (the flag or field), the value and
+// the bounds.
+absl::Status ValidateLease(absl::Duration lease, absl::string_view what);
+
+// The lease of a Join: its lease_timeout_ms, or `fallback` when 0. Errors:
+// INVALID_ARGUMENT for a value outside [kMinLease, kMaxLease].
+absl::Status LeaseOfJoin(int64_t lease_timeout_ms, absl::Duration fallback,
+                         absl::Duration* lease);
+
+// How long the server waits without hearing from a node before it declares it
+// lost: the heartbeat timeout, but never less than the lease (the agent may
+// still run its workers until then).
+inline absl::Duration SilentLossTimeout(absl::Duration heartbeat_timeout,
+                                        absl::Duration lease) {
+  return std::max(heartbeat_timeout, lease);
+}
+
+// Whether a heartbeat at `now` is answered with LeaseRenewed, the last answer
+// on this stream having gone at `last_ack`: about four renewals per lease.
+inline bool LeaseAckDue(absl::Time now, absl::Time last_ack,
+                        absl::Duration lease) {
+  return now - last_ack >= lease / 4;
+}
+
+}  // namespace muster::rendezvous
+
+#endif  // MUSTER_RENDEZVOUS_SRC_LEASE_H_

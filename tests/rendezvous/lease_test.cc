@@ -1,0 +1,199 @@
+// Lease fencing, musterd's side (rendezvous/src/lease.h), on the Coordinator
+// with fake channels and a FakeClock: a silent node is lost only once its
+// lease has passed, a closed stream at once; renewals are rationed to about
+// four per lease; a member that reports its workers fenced ends the round.
+#include "rendezvous/src/lease.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "muster/common/clock.h"
+#include "muster/rendezvous/coordinator.h"
+
+namespace muster::rendezvous {
+namespace {
+
+using ::testing::HasSubstr;
+using Kind = v1::ServerMessage::KindCase;
+
+class FakeChannel : public AgentChannel {
+ public:
+  void Send(const v1::ServerMessage& msg) override {
+    absl::MutexLock lock(&mu_);
+    messages_.push_back(msg);
+  }
+  void Close(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    if (!closed_.has_value()) closed_ = status;
+  }
+  int count(Kind kind) const {
+    absl::MutexLock lock(&mu_);
+    int n = 0;
+    for (const auto& m : messages_) n += m.kind_case() == kind;
+    return n;
+  }
+  v1::ServerMessage last() const {
+    absl::MutexLock lock(&mu_);
+    return messages_.empty() ? v1::ServerMessage() : messages_.back();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<v1::ServerMessage> messages_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
+};
+
+class LeaseTest : public ::testing::Test {
+ protected:
+  LeaseTest() : coord_(Options(), &clock_) {}
+  static CoordinatorOptions Options() {
+    CoordinatorOptions o;
+    o.default_last_call_timeout = absl::ZeroDuration();
+    return o;
+  }
+  static v1::Join MakeJoin(const std::string& node, int64_t lease_ms) {
+    v1::Join j;
+    j.set_job_id("job");
+    j.set_node_id(node);
+    j.set_hostname(node);
+    j.set_local_world_size(1);
+    j.set_min_nodes(2);
+    j.set_max_nodes(2);
+    j.set_node_rank_hint(-1);
+    j.set_heartbeat_interval_ms(250);
+    j.set_heartbeat_timeout_ms(1000);
+    j.set_lease_timeout_ms(lease_ms);
+    return j;
+  }
+  struct Agent {
+    ConnectionId conn;
+    std::shared_ptr<FakeChannel> ch;
+  };
+  Agent Join(const std::string& node, int64_t lease_ms = 3000) {
+    Agent a{next_conn_++, std::make_shared<FakeChannel>()};
+    EXPECT_TRUE(coord_.OnJoin(a.conn, MakeJoin(node, lease_ms), a.ch).ok());
+    coord_.Tick();
+    return a;
+  }
+  // Two agents in round 1.
+  void FormRound() {
+    a_ = Join("a");
+    b_ = Join("b");
+    ASSERT_EQ(a_.ch->last().kind_case(), Kind::kRoundReady);
+    ASSERT_EQ(b_.ch->last().kind_case(), Kind::kRoundReady);
+  }
+
+  FakeClock clock_;
+  Coordinator coord_;
+  ConnectionId next_conn_ = 1;
+  Agent a_, b_;
+};
+
+TEST_F(LeaseTest, ASilentMemberIsLostOnlyOnceItsLeaseHasPassed) {
+  FormRound();
+  // b goes silent (a network cut: no FIN); a keeps beating.
+  for (int i = 0; i < 11; ++i) {
+    clock_.Advance(absl::Milliseconds(250));
+    coord_.OnHeartbeat(a_.conn, v1::Heartbeat());
+    coord_.Tick();
+  }
+  // 2.75 s: past b's heartbeat timeout (1 s), not past its 3 s lease.
+  EXPECT_EQ(a_.ch->count(Kind::kRestart), 0)
+      << "a silent node was declared lost before its lease ended";
+  clock_.Advance(absl::Milliseconds(250));
+  coord_.OnHeartbeat(a_.conn, v1::Heartbeat());
+  coord_.Tick();
+  ASSERT_EQ(a_.ch->count(Kind::kRestart), 1);
+  EXPECT_THAT(a_.ch->last().restart().reason(),
+              HasSubstr("no heartbeat for 3s"));
+}
+
+TEST_F(LeaseTest, AClosedStreamIsLostAtOnce) {
+  FormRound();
+  coord_.OnDisconnect(b_.conn);
+  EXPECT_EQ(a_.ch->count(Kind::kRestart), 1);
+}
+
+TEST_F(LeaseTest, RenewalsComeAboutFourTimesPerLease) {
+  FormRound();
+  v1::Heartbeat hb;
+  int renewals = 0;
+  // 12 s of heartbeats every 250 ms with a 3 s lease: one renewal per 750 ms.
+  for (int i = 0; i < 48; ++i) {
+    clock_.Advance(absl::Milliseconds(250));
+    hb.set_seq(i + 1);
+    renewals += coord_.OnHeartbeat(a_.conn, hb) ? 1 : 0;
+  }
+  EXPECT_EQ(renewals, 16);
+  // An unknown stream renews nothing.
+  EXPECT_FALSE(coord_.OnHeartbeat(999, hb));
+}
+
+TEST_F(LeaseTest, ANodeDeclaredLostIsNotRenewed) {
+  FormRound();
+  clock_.Advance(absl::Seconds(4));
+  coord_.OnHeartbeat(a_.conn, v1::Heartbeat());
+  coord_.Tick();  // b is lost
+  ASSERT_EQ(a_.ch->count(Kind::kRestart), 1);
+  EXPECT_FALSE(coord_.OnHeartbeat(b_.conn, v1::Heartbeat()))
+      << "a late heartbeat of a lost node must not renew its lease";
+}
+
+TEST_F(LeaseTest, BadLeasesAreRefusedNamingTheKey) {
+  for (int64_t ms : {int64_t{500}, int64_t{-1}, int64_t{61000}}) {
+    absl::Status s = coord_.OnJoin(next_conn_++, MakeJoin("x", ms),
+                                   std::make_shared<FakeChannel>());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << ms;
+    EXPECT_THAT(s.message(), HasSubstr("lease_timeout"));
+    EXPECT_THAT(s.message(), HasSubstr("from 1s to 1m"));
+  }
+  // 0: the server's default.
+  EXPECT_TRUE(coord_
+                  .OnJoin(next_conn_++, MakeJoin("y", 0),
+                          std::make_shared<FakeChannel>())
+                  .ok());
+}
+
+TEST_F(LeaseTest, AMemberWhoseWorkersWereFencedEndsTheRound) {
+  FormRound();
+  // b reconnects on a new stream: its workers of round 1 were stopped.
+  v1::Join again = MakeJoin("b", 3000);
+  v1::RoundClaim* claim = again.mutable_claim();
+  *claim->mutable_round() = b_.ch->last().round_ready();
+  claim->set_workers_running(false);
+  auto ch = std::make_shared<FakeChannel>();
+  ASSERT_TRUE(coord_.OnJoin(next_conn_++, again, ch).ok());
+  ASSERT_EQ(a_.ch->count(Kind::kRestart), 1);
+  EXPECT_THAT(a_.ch->last().restart().reason(), HasSubstr("lease fence"));
+  EXPECT_EQ(a_.ch->last().restart().restart_count(), 0)
+      << "a fence is a membership change, not a worker failure";
+}
+
+TEST_F(LeaseTest, AMemberWhoseWorkersRunKeepsItsRoundOnReconnect) {
+  FormRound();
+  v1::Join again = MakeJoin("b", 3000);
+  *again.mutable_claim()->mutable_round() = b_.ch->last().round_ready();
+  again.mutable_claim()->set_workers_running(true);
+  auto ch = std::make_shared<FakeChannel>();
+  ASSERT_TRUE(coord_.OnJoin(next_conn_++, again, ch).ok());
+  EXPECT_EQ(a_.ch->count(Kind::kRestart), 0);
+  EXPECT_EQ(ch->last().kind_case(), Kind::kRoundReady);
+}
+
+TEST(LeaseRules, SilentLossWaitsForTheLongerOfHeartbeatTimeoutAndLease) {
+  EXPECT_EQ(SilentLossTimeout(absl::Seconds(1), absl::Seconds(5)),
+            absl::Seconds(5));
+  EXPECT_EQ(SilentLossTimeout(absl::Seconds(15), absl::Seconds(5)),
+            absl::Seconds(15));
+  EXPECT_TRUE(ValidateLease(absl::Seconds(1), "x").ok());
+  EXPECT_FALSE(ValidateLease(absl::Milliseconds(999), "x").ok());
+}
+
+}  // namespace
+}  // namespace muster::rendezvous
