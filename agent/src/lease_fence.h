@@ -31,7 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "muster/common/clock.h"
+#include "muster/platform/clock.h"
 
 namespace muster::agent {
 

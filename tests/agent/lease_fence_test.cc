@@ -8,7 +8,7 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "muster/common/clock.h"
+#include "muster/platform/clock.h"
 #include "rendezvous/src/lease.h"
 
 namespace muster::agent {

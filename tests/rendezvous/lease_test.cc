@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "muster/common/clock.h"
+#include "muster/platform/clock.h"
 #include "muster/rendezvous/coordinator.h"
 
 namespace muster::rendezvous {
