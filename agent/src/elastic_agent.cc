@@ -302,6 +302,13 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
                    << ready.world_size() << ", master " << ready.master_addr()
                    << ":" << ready.master_port() << ", restarts "
                    << ready.restart_count() << "/" << ready.max_restarts();
+  if (!AwaitLease()) {  // lease fencing
+    MUSTER_LOG(WARNING) << "round " << ready.round()
+                        << ": this node's lease is about to end; not starting "
+                           "its workers";
+    fence_pending_ = true;
+    return -1;
+  }
   auto group = WorkerGroup::Start(launcher_, std::move(round.workers),
                                   std::move(round.output));
   if (!group.ok()) {
@@ -373,13 +380,6 @@ void ElasticAgent::Impl::CheckWorkers() {
                  {"signal", e.signal},
                  {"raw_error", e.error_message}});
   };
-  if (!AwaitLease()) {  // lease fencing
-    MUSTER_LOG(WARNING) << "round " << ready.round()
-                        << ": this node's lease is about to end; not starting "
-                           "its workers";
-    fence_pending_ = true;
-    return -1;
-  }
   if (status.state == GroupState::kSucceeded) {
     msg.mutable_workers_succeeded()->set_round(round_.round());
     for (const WorkerExit& e : status.exits) worker_event(e, "SUCCEEDED");

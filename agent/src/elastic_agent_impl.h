@@ -28,6 +28,7 @@
 #include "agent/src/preflight.h"
 #include "agent/src/round_workers.h"
 #include "agent/src/watchdog.h"
+#include "muster/agent/elastic_agent.h"
 #include "muster/agent/exit_codes.h"
 #include "muster/agent/worker_env.h"
 #include "muster/agent/worker_group.h"
