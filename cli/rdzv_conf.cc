@@ -173,9 +173,9 @@ absl::Status RdzvConf::ApplyTo(agent::AgentConfig* config) const {
   if (lease_timeout.has_value()) {
     config->lease_timeout = *lease_timeout;
   } else {
-    config->lease_timeout =
-        std::min(kLease.max, std::max(config->lease_timeout,
-                                      config->heartbeat_interval * 4));
+    config->lease_timeout = std::min(
+        kLease.max,
+        std::max(config->lease_timeout, config->heartbeat_interval * 4));
   }
   if (config->lease_timeout < config->heartbeat_interval * 4) {
     return absl::InvalidArgumentError(absl::StrCat(

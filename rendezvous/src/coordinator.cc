@@ -84,6 +84,7 @@ void Coordinator::Impl::EraseConnection(
     absl::flat_hash_map<ConnectionId, Connection>::iterator it) {
   liveness_.Erase(it->first);
   lease_due_.Erase(it->first);
+  lease_len_.Erase(it->first);
   conns_.erase(it);
 }
 

@@ -432,21 +432,19 @@ void Coordinator::Impl::AbandonAdoption(Job& job, const std::string& why) {
 
 // ---------- events
 
-// No lock of ours (but every lease/4, shared): a heartbeat moves its time in liveness_,
+// No lock of ours: a heartbeat moves its time in liveness_ (and its lease),
 // so it never waits for a round forming or a Tick (liveness_table.h).
 bool Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
   Touch(conn);
-  // Lease fencing: renew every lease/4 while the node is counted alive (a
-  // stream the server has ended renews nothing). One stream's events come
-  // one at a time, so this connection's entry does not race with itself.
+  // Lease fencing: renew every lease/4 while the node is counted alive. One
+  // stream's events come one at a time, so its entries do not race with
+  // themselves.
   const absl::Time now = clock_->Now();
   const std::optional<absl::Time> due = lease_due_.Get(conn);
   if (!due.has_value() || now < *due) return false;
-  absl::ReaderMutexLock lock(&mu_);
-  auto c = conns_.find(conn);
-  if (c == conns_.end() || c->second.closed) return false;
-  lease_due_.Touch(conn, now + c->second.lease / 4);
-  return true;
+  const std::optional<absl::Time> lease = lease_len_.Get(conn);
+  if (!lease.has_value()) return false;
+  return lease_due_.Touch(conn, now + (*lease - absl::UnixEpoch()) / 4);
 }
 
 std::optional<absl::Time> Coordinator::Impl::HeartbeatDeadline(

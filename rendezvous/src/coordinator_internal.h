@@ -383,10 +383,13 @@ class Coordinator::Impl {
   // When each connection of conns_ was last heard from. Heartbeats write it
   // without mu_ (liveness_table.h); entries come and go with conns_.
   LivenessTable<ConnectionId> liveness_;
-  // When each connection's lease renewal (LeaseRenewed) is next due: every
-  // lease/4. A heartbeat reads it without mu_ and takes mu_ (shared) only when
-  // a renewal is due, so most heartbeats still take no lock of ours.
+  // Lease fencing, apart from the lock like liveness_ (a heartbeat renews a
+  // lease without mu_): when each connection's next LeaseRenewed is due
+  // (every lease/4), and its lease, kept as UnixEpoch() + lease because the
+  // table holds times. A stream the server has ended is not in lease_due_: it
+  // renews nothing.
   LivenessTable<ConnectionId> lease_due_;
+  LivenessTable<ConnectionId> lease_len_;
 
  public:
   // Messages and closes for agents, appended under mu_ and written by

@@ -219,6 +219,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   // Join is answered with its own LeaseRenewed (session_service.cc).
   c.lease = lease;
   lease_due_.Set(conn, now + lease / 4);
+  lease_len_.Set(conn, absl::UnixEpoch() + lease);
   c.heartbeat_timeout = SilentLossTimeout(
       MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout),
       lease);

@@ -17,9 +17,9 @@ namespace muster::rendezvous {
 // Tick runs, and whoever sets *stopping under it wakes the loop at once. Blocks
 // the calling thread (a dedicated one) until then. `after_tick`, when set, runs
 // after each Tick without `mu` (musterd's state journal).
-inline void RunCoordinatorTicks(
-    Coordinator& coordinator, absl::Mutex& mu, const bool& stopping,
-    absl::Duration interval, const std::function<void()>& after_tick = {}) {
+inline void RunCoordinatorTicks(Coordinator& coordinator, absl::Mutex& mu,
+                                const bool& stopping, absl::Duration interval,
+                                const std::function<void()>& after_tick = {}) {
   absl::MutexLock lock(&mu);
   while (!stopping) {
     mu.Unlock();

@@ -90,7 +90,8 @@ TEST(RdzvConfTest, UnknownKeysAreWarningsWithAGuess) {
       HasSubstr("its keys are join_timeout (alias timeout), "
                 "last_call_timeout, close_timeout, read_timeout, "
                 "connect_timeout, reconnect_timeout, preflight_timeout, "
-                "keep_alive_interval, lease_timeout, keep_alive_max_attempt, is_host, "
+                "keep_alive_interval, lease_timeout, keep_alive_max_attempt, "
+                "is_host, "
                 "tls_ca, tls_cert, tls_key, token_file"));
 }
 
@@ -148,7 +149,6 @@ TEST(RdzvConfTest, SecurityScopeReadsOnlyTheFiles) {
 }
 
 }  // namespace
-
 
 TEST(RdzvConfTest, LeaseIsAtLeastFourHeartbeats) {
   agent::AgentConfig config;

@@ -353,6 +353,7 @@ TEST(CoordinatorLockTest, HeartbeatDoesNotWaitForTheLock) {
     j.set_max_nodes(1);
     j.set_node_rank_hint(-1);
     j.set_heartbeat_timeout_ms(1000);
+    j.set_lease_timeout_ms(1000);  // a silent node is lost after 1 s
     ASSERT_TRUE(
         coord
             .OnJoin(conn, j,
