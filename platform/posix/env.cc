@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "platform/posix/spawn.h"
 
 extern char** environ;
 
@@ -40,16 +41,6 @@ bool IsExecutableFile(const std::string& path, int* err, bool* is_dir) {
     return false;
   }
   return true;
-}
-
-std::string NotExecutableHint(const std::string& argv0) {
-  std::string hint = absl::StrCat("run 'chmod +x ", argv0, "'");
-  if (argv0.size() > 3 && argv0.compare(argv0.size() - 3, 3, ".py") == 0) {
-    absl::StrAppend(&hint, ", or run it with python (leave out --no-python)");
-  } else {
-    absl::StrAppend(&hint, ", or run it through its interpreter");
-  }
-  return hint;
 }
 
 // Reads `name` from the environment a worker will get, falling back to ours.
@@ -94,7 +85,7 @@ absl::StatusOr<std::string> FindExecutable(const std::string& argv0,
     }
     return absl::FailedPreconditionError(
         absl::StrCat("'", argv0, "' is not executable: ", ErrnoText(err), "; ",
-                     NotExecutableHint(argv0)));
+                     posix::NotExecutableHint(argv0)));
   }
   const std::string path =
       path_env.empty() ? std::string(kDefaultPath) : path_env;
@@ -123,8 +114,8 @@ absl::StatusOr<std::string> FindExecutable(const std::string& argv0,
                        "'; give a path, or check the spelling"));
     }
     return absl::FailedPreconditionError(absl::StrCat(
-        "'", argv0, "' is not executable: '", unusable,
-        "': ", ErrnoText(unusable_err), "; ", NotExecutableHint(unusable)));
+        "'", argv0, "' is not executable: '", unusable, "': ",
+        ErrnoText(unusable_err), "; ", posix::NotExecutableHint(unusable)));
   }
   return absl::FailedPreconditionError(
       absl::StrCat("program '", argv0, "' not found in PATH (", path,

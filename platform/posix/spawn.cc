@@ -26,16 +26,6 @@ namespace {
 // up on it.
 constexpr absl::Duration kExecTimeout = absl::Seconds(30);
 
-std::string NotExecutableHint(const std::string& argv0) {
-  std::string hint = absl::StrCat("run 'chmod +x ", argv0, "'");
-  if (argv0.size() > 3 && argv0.compare(argv0.size() - 3, 3, ".py") == 0) {
-    absl::StrAppend(&hint, ", or run it with python (leave out --no-python)");
-  } else {
-    absl::StrAppend(&hint, ", or run it through its interpreter");
-  }
-  return hint;
-}
-
 // What a child reports back through its CLOEXEC pipe when it cannot exec.
 // Nothing arrives (EOF) when execve succeeded.
 struct ChildReport {
@@ -166,6 +156,16 @@ std::string ExecErrorText(const ProcessSpec& spec, const std::string& name,
 }
 
 }  // namespace
+
+std::string NotExecutableHint(const std::string& argv0) {
+  std::string hint = absl::StrCat("run 'chmod +x ", argv0, "'");
+  if (argv0.size() > 3 && argv0.compare(argv0.size() - 3, 3, ".py") == 0) {
+    absl::StrAppend(&hint, ", or run it with python (leave out --no-python)");
+  } else {
+    absl::StrAppend(&hint, ", or run it through its interpreter");
+  }
+  return hint;
+}
 
 void KillAndReap(int pid, absl::Duration timeout) {
   kill(-pid, SIGKILL);

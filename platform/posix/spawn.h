@@ -36,6 +36,11 @@ absl::StatusOr<Spawned> SpawnProcess(const ProcessSpec& spec,
 // Kills the process group of `pid` and reaps `pid`, waiting at most `timeout`.
 void KillAndReap(int pid, absl::Duration timeout);
 
+// The fix for a program that exists but cannot be executed: chmod, or its
+// interpreter (python for a .py script). Shared by Start's exec report and
+// FindExecutable's PATH lookup.
+std::string NotExecutableHint(const std::string& argv0);
+
 }  // namespace muster::platform::posix
 
 #endif  // MUSTER_PLATFORM_POSIX_SPAWN_H_

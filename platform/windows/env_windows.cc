@@ -1,8 +1,8 @@
 // Environment on Windows (issue: Windows). See README.md.
-#include "muster/platform/env.h"
-
 #include <cstdio>
 #include <cstdlib>
+
+#include "muster/platform/env.h"
 
 namespace muster::platform {
 

@@ -6,7 +6,8 @@
 //   Resolve()       GetAddrInfoW on a detached thread, as on Linux
 //   RouteSource()   GetBestRoute2, or a UDP connect + getsockname
 //   TcpSockets()    GetExtendedTcpTable(TCP_TABLE_OWNER_PID_ALL) for IPv4 and
-//                   IPv6, the owner's command line from QueryFullProcessImageNameW
+//                   IPv6, the owner's command line from
+//                   QueryFullProcessImageNameW
 //   TryBind()       bind() with SO_EXCLUSIVEADDRUSE off, WSAEADDRINUSE mapped
 //                   to EADDRINUSE (net.h speaks <cerrno> names)
 //   Connect()       a non-blocking connect and select(); Windows gives no ICMP

@@ -6,8 +6,8 @@ namespace {
 
 class WindowsLauncher : public ProcessLauncher {
  public:
-  absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(
-      std::vector<ProcessSpec>, LaunchOptions) override {
+  absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(std::vector<ProcessSpec>,
+                                                      LaunchOptions) override {
     return absl::UnimplementedError(
         "starting workers on Windows is not implemented yet");
   }

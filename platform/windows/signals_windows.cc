@@ -1,9 +1,8 @@
 // Signal names on Windows: the numbers of signals.h. See README.md.
-#include "muster/platform/signals.h"
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "muster/platform/signals.h"
 
 namespace muster::platform {
 namespace {
