@@ -12,44 +12,15 @@
 #include "muster/platform/clock.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
+#include "tests/testing/fake_channel.h"
 #include "tests/testing/join.h"
 
 namespace muster::rendezvous {
 namespace {
 
+using ::muster::testing::FakeChannel;
 using ::testing::HasSubstr;
-using ::testing::Not;
-using Kind = v1::ServerMessage::KindCase;
-
-class FakeChannel : public AgentChannel {
- public:
-  void Send(const v1::ServerMessage& msg) override {
-    absl::MutexLock lock(&mu_);
-    if (!closed_.has_value()) messages_.push_back(msg);
-  }
-  void Close(const absl::Status& status) override {
-    absl::MutexLock lock(&mu_);
-    if (!closed_.has_value()) closed_ = status;
-  }
-  std::vector<v1::ServerMessage> messages() const {
-    absl::MutexLock lock(&mu_);
-    return messages_;
-  }
-  std::optional<absl::Status> closed() const {
-    absl::MutexLock lock(&mu_);
-    return closed_;
-  }
-  int count(Kind kind) const {
-    int n = 0;
-    for (const auto& m : messages()) n += m.kind_case() == kind;
-    return n;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<v1::ServerMessage> messages_ ABSL_GUARDED_BY(mu_);
-  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
-};
+using Kind = FakeChannel::Kind;
 
 class CoordinatorSessionTest : public ::testing::Test {
  protected:
@@ -102,7 +73,7 @@ TEST_F(CoordinatorSessionTest, TakeoverWithoutTheSecretIsRefusedAndHarmless) {
     auto thief = Join(10, MakeJoin("a", presented), &s);
     EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
     EXPECT_THAT(std::string(s.message()), HasSubstr("session secret"));
-    EXPECT_THAT(std::string(s.message()), Not(HasSubstr(secret_a_)));
+    EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr(secret_a_)));
     EXPECT_TRUE(thief->messages().empty());
   }
   // Nothing happened to the members: no Restart, no close, still RUNNING.
@@ -140,7 +111,7 @@ TEST_F(CoordinatorSessionTest, FailuresAreAttributedToTheReportingStream) {
   v1::JobStatus st = coord_.Status("job").jobs(0);
   EXPECT_EQ(st.state(), "FAILED");  // max_restarts 0
   EXPECT_THAT(st.last_failure(), HasSubstr("host-b"));
-  EXPECT_THAT(st.last_failure(), Not(HasSubstr("host-a")));
+  EXPECT_THAT(st.last_failure(), ::testing::Not(HasSubstr("host-a")));
 }
 
 TEST_F(CoordinatorSessionTest, ReportsFromAStreamThatIsNoMemberAreIgnored) {

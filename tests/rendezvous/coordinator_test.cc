@@ -19,67 +19,15 @@
 #include "gtest/gtest.h"
 #include "muster/common/logging.h"
 #include "muster/platform/clock.h"
+#include "tests/testing/fake_channel.h"
 
 namespace muster::rendezvous {
 namespace {
 
+using ::muster::testing::FakeChannel;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using Kind = v1::ServerMessage::KindCase;
-
-// Records what the Coordinator sends and how it ends the stream.
-class FakeChannel : public AgentChannel {
- public:
-  void Send(const v1::ServerMessage& msg) override {
-    absl::MutexLock lock(&mu_);
-    if (closed_.has_value()) {
-      // The contract drops them, but the Coordinator should not try.
-      ++sends_after_close_;
-      return;
-    }
-    messages_.push_back(msg);
-  }
-  void Close(const absl::Status& status) override {
-    absl::MutexLock lock(&mu_);
-    ++close_calls_;
-    if (!closed_.has_value()) closed_ = status;
-  }
-
-  std::vector<v1::ServerMessage> messages() const {
-    absl::MutexLock lock(&mu_);
-    return messages_;
-  }
-  size_t size() const { return messages().size(); }
-  // The last message; a default one when there is none.
-  v1::ServerMessage last() const {
-    auto m = messages();
-    return m.empty() ? v1::ServerMessage() : m.back();
-  }
-  int count(Kind kind) const {
-    int n = 0;
-    for (const auto& m : messages()) n += m.kind_case() == kind;
-    return n;
-  }
-  std::optional<absl::Status> closed() const {
-    absl::MutexLock lock(&mu_);
-    return closed_;
-  }
-  int close_calls() const {
-    absl::MutexLock lock(&mu_);
-    return close_calls_;
-  }
-  int sends_after_close() const {
-    absl::MutexLock lock(&mu_);
-    return sends_after_close_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<v1::ServerMessage> messages_ ABSL_GUARDED_BY(mu_);
-  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
-  int close_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  int sends_after_close_ ABSL_GUARDED_BY(mu_) = 0;
-};
+using Kind = FakeChannel::Kind;
 
 struct Agent {
   ConnectionId conn = 0;
@@ -1169,10 +1117,10 @@ TEST_F(CoordinatorTest, TransitionsAreLoggedInOneLineEach) {
     return false;
   };
   EXPECT_TRUE(has("job j: round 1 ready: 2 nodes, 3 ranks"))
-      << testing::PrintToString(lines);
+      << ::testing::PrintToString(lines);
   EXPECT_TRUE(
       has("job j: node host-b [b] lost (stream closed); restarting round 1"))
-      << testing::PrintToString(lines);
+      << ::testing::PrintToString(lines);
 }
 
 // ---------- threads

@@ -15,39 +15,14 @@
 #include "gtest/gtest.h"
 #include "muster/platform/clock.h"
 #include "muster/rendezvous/coordinator.h"
+#include "tests/testing/fake_channel.h"
 
 namespace muster::rendezvous {
 namespace {
 
+using ::muster::testing::FakeChannel;
 using ::testing::HasSubstr;
-using Kind = v1::ServerMessage::KindCase;
-
-class FakeChannel : public AgentChannel {
- public:
-  void Send(const v1::ServerMessage& msg) override {
-    absl::MutexLock lock(&mu_);
-    messages_.push_back(msg);
-  }
-  void Close(const absl::Status& status) override {
-    absl::MutexLock lock(&mu_);
-    if (!closed_.has_value()) closed_ = status;
-  }
-  int count(Kind kind) const {
-    absl::MutexLock lock(&mu_);
-    int n = 0;
-    for (const auto& m : messages_) n += m.kind_case() == kind;
-    return n;
-  }
-  v1::ServerMessage last() const {
-    absl::MutexLock lock(&mu_);
-    return messages_.empty() ? v1::ServerMessage() : messages_.back();
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<v1::ServerMessage> messages_ ABSL_GUARDED_BY(mu_);
-  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
-};
+using Kind = FakeChannel::Kind;
 
 class LeaseTest : public ::testing::Test {
  protected:
