@@ -24,18 +24,6 @@ int StreamsFor(const std::map<int, int>& by_rank, int local_rank) {
   return it != by_rank.end() ? it->second : kStdNone;
 }
 
-GroupState FromPlatform(platform::GroupState s) {
-  switch (s) {
-    case platform::GroupState::kRunning:
-      return GroupState::kRunning;
-    case platform::GroupState::kSucceeded:
-      return GroupState::kSucceeded;
-    case platform::GroupState::kFailed:
-      return GroupState::kFailed;
-  }
-  return GroupState::kRunning;
-}
-
 }  // namespace
 
 std::string ReadErrorFile(const std::string& path) {
@@ -176,26 +164,22 @@ WorkerGroup::~WorkerGroup() = default;
 
 GroupStatus WorkerGroup::Convert(platform::GroupStatus status) {
   GroupStatus out;
-  out.state = FromPlatform(status.state);
+  out.state = status.state;
   for (platform::ProcessExit& e : status.exits) {
     const WorkerSpec& spec = workers_[e.index];
     WorkerExit w;
+    static_cast<platform::ProcessExit&>(w) = std::move(e);
     w.local_rank = spec.local_rank;
     w.global_rank = spec.global_rank;
-    w.pid = e.pid;
-    w.exit_code = e.exit_code;
-    w.signal = e.signal;
-    w.end_time = e.end_time;
-    w.last_stderr_line = std::move(e.last_stderr_line);
     // Why the agent killed it (the watchdog) is reported instead of its error
     // file.
-    w.error_message = std::move(e.kill_reason);
+    w.error_message = std::exchange(w.kill_reason, std::string());
     if (!w.succeeded() && !spec.error_file.empty() && w.error_message.empty()) {
       absl::MutexLock lock(&mu_);
-      auto it = error_files_.find(e.index);
+      auto it = error_files_.find(w.index);
       if (it == error_files_.end()) {
         it = error_files_
-                 .emplace(e.index, ReadErrorFileContents(spec.error_file))
+                 .emplace(w.index, ReadErrorFileContents(spec.error_file))
                  .first;
       }
       w.error_message = it->second.message;

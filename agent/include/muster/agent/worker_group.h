@@ -73,31 +73,22 @@ struct OutputOptions {
   int console_stderr_fd = 2;
 };
 
-// How one worker ended.
-struct WorkerExit {
+// How one worker ended: the process's end (platform::ProcessExit, whose index
+// is the worker's in the specs given to Start, and whose kill_reason is
+// reported as error_message) and the agent's view of it.
+struct WorkerExit : platform::ProcessExit {
   int local_rank = 0;
   int global_rank = 0;
-  int pid = 0;
-  int exit_code = 0;  // -1 when killed by a signal
-  int signal = 0;     // the signal that killed it, or 0
-  absl::Time end_time;
-  // From the worker's error file ("message"), when it wrote one.
+  // Why the agent killed it (the watchdog), else the message of the worker's
+  // error file ("message"), when it wrote one.
   std::string error_message;
   // The Python traceback from the error file (extraInfo.py_callstack), when
   // there is one.
   std::string traceback;
-  // The last non-empty line the worker wrote to stderr (complete once the
-  // group is stopped): "ModuleNotFoundError: No module named 'torch'" says
-  // more than an exit code when the worker wrote no error file.
-  std::string last_stderr_line;
-  bool succeeded() const { return exit_code == 0 && signal == 0; }
 };
 
-enum class GroupState {
-  kRunning,    // every worker alive, or some exited 0 and others still run
-  kSucceeded,  // every worker exited 0
-  kFailed,  // at least one worker failed (the others may still run until Stop)
-};
+// The same states as a process group's: kRunning, kSucceeded, kFailed.
+using GroupState = platform::GroupState;
 
 struct GroupStatus {
   GroupState state = GroupState::kRunning;
