@@ -47,12 +47,12 @@ absl::string_view Communicator::backend_name() const {
 
 void Communicator::Shutdown() { core_->Shutdown(); }
 
-absl::Status Communicator::Run(Op& op) {
+absl::Status Communicator::Run(Op op) {
   MUSTER_RETURN_IF_ERROR(core_->Validate(op));
   return core_->RunBlocking(op);
 }
 
-absl::StatusOr<std::unique_ptr<Work>> Communicator::Start(Op& op) {
+absl::StatusOr<std::unique_ptr<Work>> Communicator::Start(Op op) {
   MUSTER_RETURN_IF_ERROR(core_->Validate(op));
   auto state = std::make_shared<internal::WorkState>();
   MUSTER_RETURN_IF_ERROR(core_->RunAsync(std::move(op), state));
@@ -61,16 +61,31 @@ absl::StatusOr<std::unique_ptr<Work>> Communicator::Start(Op& op) {
 
 namespace {
 
+// The fields of an Op that only some operations set.
+struct OpExtras {
+  ReduceOp reduce = ReduceOp::kSum;
+  // The root of a rooted collective; the peer of Send and Recv.
+  int root = 0;
+  uint32_t tag = 0;
+  // AllGatherV's per-rank counts.
+  absl::Span<const size_t> counts;
+};
+
+// The one place where a call's arguments become an Op, for the blocking and
+// the Start* form alike.
 Op MakeOp(OpKind kind, const void* input, void* output, size_t count,
-          DataType dtype, ReduceOp reduce, int root, const CallOptions& call) {
+          DataType dtype, const CallOptions& call,
+          const OpExtras& extras = {}) {
   Op op;
   op.kind = kind;
   op.input = input;
   op.output = output;
   op.count = count;
   op.dtype = dtype;
-  op.op = reduce;
-  op.root = root;
+  op.op = extras.reduce;
+  op.root = extras.root;
+  op.tag = extras.tag;
+  op.counts.assign(extras.counts.begin(), extras.counts.end());
   op.timeout = call.timeout;
   return op;
 }
@@ -80,191 +95,161 @@ Op MakeOp(OpKind kind, const void* input, void* output, size_t count,
 absl::Status Communicator::AllReduce(const void* input, void* output,
                                      size_t count, DataType dtype, ReduceOp op,
                                      const CallOptions& call) {
-  Op o = MakeOp(OpKind::kAllReduce, input, output, count, dtype, op, 0, call);
-  return Run(o);
+  return Run(MakeOp(OpKind::kAllReduce, input, output, count, dtype, call,
+                    {.reduce = op}));
 }
 
 absl::Status Communicator::Reduce(const void* input, void* output, size_t count,
                                   DataType dtype, ReduceOp op, int root,
                                   const CallOptions& call) {
-  Op o = MakeOp(OpKind::kReduce, input, output, count, dtype, op, root, call);
-  return Run(o);
+  return Run(MakeOp(OpKind::kReduce, input, output, count, dtype, call,
+                    {.reduce = op, .root = root}));
 }
 
 absl::Status Communicator::Broadcast(void* data, size_t count, DataType dtype,
                                      int root, const CallOptions& call) {
-  Op o = MakeOp(OpKind::kBroadcast, data, data, count, dtype, ReduceOp::kSum,
-                root, call);
-  return Run(o);
+  return Run(MakeOp(OpKind::kBroadcast, data, data, count, dtype, call,
+                    {.root = root}));
 }
 
 absl::Status Communicator::AllGather(const void* input, void* output,
                                      size_t count, DataType dtype,
                                      const CallOptions& call) {
-  Op o = MakeOp(OpKind::kAllGather, input, output, count, dtype, ReduceOp::kSum,
-                0, call);
-  return Run(o);
+  return Run(MakeOp(OpKind::kAllGather, input, output, count, dtype, call));
 }
 
 absl::Status Communicator::AllGatherV(const void* input, void* output,
                                       absl::Span<const size_t> counts,
                                       DataType dtype, const CallOptions& call) {
-  Op o = MakeOp(OpKind::kAllGatherV, input, output, 0, dtype, ReduceOp::kSum, 0,
-                call);
-  o.counts.assign(counts.begin(), counts.end());
-  return Run(o);
+  return Run(MakeOp(OpKind::kAllGatherV, input, output, 0, dtype, call,
+                    {.counts = counts}));
 }
 
 absl::Status Communicator::Gather(const void* input, void* output, size_t count,
                                   DataType dtype, int root,
                                   const CallOptions& call) {
-  Op o = MakeOp(OpKind::kGather, input, output, count, dtype, ReduceOp::kSum,
-                root, call);
-  return Run(o);
+  return Run(MakeOp(OpKind::kGather, input, output, count, dtype, call,
+                    {.root = root}));
 }
 
 absl::Status Communicator::Scatter(const void* input, void* output,
                                    size_t count, DataType dtype, int root,
                                    const CallOptions& call) {
-  Op o = MakeOp(OpKind::kScatter, input, output, count, dtype, ReduceOp::kSum,
-                root, call);
-  return Run(o);
+  return Run(MakeOp(OpKind::kScatter, input, output, count, dtype, call,
+                    {.root = root}));
 }
 
 absl::Status Communicator::ReduceScatter(const void* input, void* output,
                                          size_t count, DataType dtype,
                                          ReduceOp op, const CallOptions& call) {
-  Op o =
-      MakeOp(OpKind::kReduceScatter, input, output, count, dtype, op, 0, call);
-  return Run(o);
+  return Run(MakeOp(OpKind::kReduceScatter, input, output, count, dtype, call,
+                    {.reduce = op}));
 }
 
 absl::Status Communicator::AllToAll(const void* input, void* output,
                                     size_t count, DataType dtype,
                                     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kAllToAll, input, output, count, dtype, ReduceOp::kSum,
-                0, call);
-  return Run(o);
+  return Run(MakeOp(OpKind::kAllToAll, input, output, count, dtype, call));
 }
 
 absl::Status Communicator::Barrier(const CallOptions& call) {
-  Op o = MakeOp(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kFloat32,
-                ReduceOp::kSum, 0, call);
-  return Run(o);
+  return Run(
+      MakeOp(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kFloat32, call));
 }
 
 absl::Status Communicator::Send(const void* data, size_t count, DataType dtype,
                                 int peer, uint32_t tag,
                                 const CallOptions& call) {
-  Op o = MakeOp(OpKind::kSend, data, nullptr, count, dtype, ReduceOp::kSum,
-                peer, call);
-  o.tag = tag;
-  return Run(o);
+  return Run(MakeOp(OpKind::kSend, data, nullptr, count, dtype, call,
+                    {.root = peer, .tag = tag}));
 }
 
 absl::Status Communicator::Recv(void* data, size_t count, DataType dtype,
                                 int peer, uint32_t tag,
                                 const CallOptions& call) {
-  Op o = MakeOp(OpKind::kRecv, nullptr, data, count, dtype, ReduceOp::kSum,
-                peer, call);
-  o.tag = tag;
-  return Run(o);
+  return Run(MakeOp(OpKind::kRecv, nullptr, data, count, dtype, call,
+                    {.root = peer, .tag = tag}));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartAllReduce(
     const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kAllReduce, input, output, count, dtype, op, 0, call);
-  return Start(o);
+  return Start(MakeOp(OpKind::kAllReduce, input, output, count, dtype, call,
+                      {.reduce = op}));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartReduce(
     const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
     int root, const CallOptions& call) {
-  Op o = MakeOp(OpKind::kReduce, input, output, count, dtype, op, root, call);
-  return Start(o);
+  return Start(MakeOp(OpKind::kReduce, input, output, count, dtype, call,
+                      {.reduce = op, .root = root}));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartBroadcast(
     void* data, size_t count, DataType dtype, int root,
     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kBroadcast, data, data, count, dtype, ReduceOp::kSum,
-                root, call);
-  return Start(o);
+  return Start(MakeOp(OpKind::kBroadcast, data, data, count, dtype, call,
+                      {.root = root}));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartAllGather(
     const void* input, void* output, size_t count, DataType dtype,
     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kAllGather, input, output, count, dtype, ReduceOp::kSum,
-                0, call);
-  return Start(o);
+  return Start(MakeOp(OpKind::kAllGather, input, output, count, dtype, call));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartAllGatherV(
     const void* input, void* output, absl::Span<const size_t> counts,
     DataType dtype, const CallOptions& call) {
-  Op o = MakeOp(OpKind::kAllGatherV, input, output, 0, dtype, ReduceOp::kSum, 0,
-                call);
-  o.counts.assign(counts.begin(), counts.end());
-  return Start(o);
+  return Start(MakeOp(OpKind::kAllGatherV, input, output, 0, dtype, call,
+                      {.counts = counts}));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartGather(
     const void* input, void* output, size_t count, DataType dtype, int root,
     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kGather, input, output, count, dtype, ReduceOp::kSum,
-                root, call);
-  return Start(o);
+  return Start(MakeOp(OpKind::kGather, input, output, count, dtype, call,
+                      {.root = root}));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartScatter(
     const void* input, void* output, size_t count, DataType dtype, int root,
     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kScatter, input, output, count, dtype, ReduceOp::kSum,
-                root, call);
-  return Start(o);
+  return Start(MakeOp(OpKind::kScatter, input, output, count, dtype, call,
+                      {.root = root}));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartReduceScatter(
     const void* input, void* output, size_t count, DataType dtype, ReduceOp op,
     const CallOptions& call) {
-  Op o =
-      MakeOp(OpKind::kReduceScatter, input, output, count, dtype, op, 0, call);
-  return Start(o);
+  return Start(MakeOp(OpKind::kReduceScatter, input, output, count, dtype, call,
+                      {.reduce = op}));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartAllToAll(
     const void* input, void* output, size_t count, DataType dtype,
     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kAllToAll, input, output, count, dtype, ReduceOp::kSum,
-                0, call);
-  return Start(o);
+  return Start(MakeOp(OpKind::kAllToAll, input, output, count, dtype, call));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartBarrier(
     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kFloat32,
-                ReduceOp::kSum, 0, call);
-  return Start(o);
+  return Start(
+      MakeOp(OpKind::kBarrier, nullptr, nullptr, 0, DataType::kFloat32, call));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartSend(
     const void* data, size_t count, DataType dtype, int peer, uint32_t tag,
     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kSend, data, nullptr, count, dtype, ReduceOp::kSum,
-                peer, call);
-  o.tag = tag;
-  return Start(o);
+  return Start(MakeOp(OpKind::kSend, data, nullptr, count, dtype, call,
+                      {.root = peer, .tag = tag}));
 }
 
 absl::StatusOr<std::unique_ptr<Work>> Communicator::StartRecv(
     void* data, size_t count, DataType dtype, int peer, uint32_t tag,
     const CallOptions& call) {
-  Op o = MakeOp(OpKind::kRecv, nullptr, data, count, dtype, ReduceOp::kSum,
-                peer, call);
-  o.tag = tag;
-  return Start(o);
+  return Start(MakeOp(OpKind::kRecv, nullptr, data, count, dtype, call,
+                      {.root = peer, .tag = tag}));
 }
 
 // ---- Subgroups ----

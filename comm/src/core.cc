@@ -322,30 +322,47 @@ absl::Status CommCore::ValidateArguments(Op& op) const {
                              : static_cast<const char*>(buffer) + offset;
   };
   const bool any = op.count > 0;
+  // Most operations have this rank's own buffer (`mine`, mine_bytes) and a
+  // second one (`whole`, whole_bytes; only the root's counts on a rooted
+  // collective), of which `mine` may be exactly this rank's `slot`.
+  struct Buffers {
+    const void* mine;
+    const char* mine_name;
+    size_t mine_bytes;
+    const void* whole;
+    const char* whole_name;
+    size_t whole_bytes;
+    const void* slot;
+    bool whole_here;
+  };
+  auto check = [&](const Buffers& b) -> absl::Status {
+    MUSTER_RETURN_IF_ERROR(need(b.mine, b.mine_name, any));
+    if (!b.whole_here) return absl::OkStatus();
+    MUSTER_RETURN_IF_ERROR(need(b.whole, b.whole_name, any));
+    return disjoint_or_slot(b.mine, b.mine_bytes, b.whole, b.whole_bytes,
+                            b.slot);
+  };
+  // The output of the root only.
+  const char* const root_output = "output on the root";
   switch (op.kind) {
     case OpKind::kAllReduce:
-      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
-      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
-      MUSTER_RETURN_IF_ERROR(
-          disjoint_or_slot(op.input, bytes, op.output, bytes, op.output));
+      MUSTER_RETURN_IF_ERROR(check({op.input, "input", bytes, op.output,
+                                    "output", bytes, op.output, true}));
       break;
     case OpKind::kReduce:
-      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
-      if (is_root) {
-        MUSTER_RETURN_IF_ERROR(need(op.output, "output on the root", any));
-        MUSTER_RETURN_IF_ERROR(
-            disjoint_or_slot(op.input, bytes, op.output, bytes, op.output));
-      }
+      MUSTER_RETURN_IF_ERROR(check({op.input, "input", bytes, op.output,
+                                    root_output, bytes, op.output, is_root}));
       break;
     case OpKind::kBroadcast:
       MUSTER_RETURN_IF_ERROR(need(op.output, "data", any));
       break;
     case OpKind::kAllGather:
-      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
-      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
+    case OpKind::kGather:
       MUSTER_RETURN_IF_ERROR(
-          disjoint_or_slot(op.input, bytes, op.output, all_bytes,
-                           own_block(op.output, config_.rank * bytes)));
+          check({op.input, "input", bytes, op.output,
+                 op.kind == OpKind::kGather ? root_output : "output", all_bytes,
+                 own_block(op.output, config_.rank * bytes),
+                 op.kind == OpKind::kAllGather || is_root}));
       break;
     case OpKind::kAllGatherV: {
       if (op.counts.size() != static_cast<size_t>(n)) {
@@ -371,36 +388,17 @@ absl::Status CommCore::ValidateArguments(Op& op) const {
                            own_block(op.output, offset * size)));
       break;
     }
-    case OpKind::kGather:
-      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
-      if (is_root) {
-        MUSTER_RETURN_IF_ERROR(need(op.output, "output on the root", any));
-        MUSTER_RETURN_IF_ERROR(
-            disjoint_or_slot(op.input, bytes, op.output, all_bytes,
-                             own_block(op.output, config_.rank * bytes)));
-      }
-      break;
     case OpKind::kScatter:
-      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
-      if (is_root) {
-        MUSTER_RETURN_IF_ERROR(need(op.input, "input on the root", any));
-        MUSTER_RETURN_IF_ERROR(
-            disjoint_or_slot(op.output, bytes, op.input, all_bytes,
-                             own_block(op.input, config_.rank * bytes)));
-      }
-      break;
     case OpKind::kReduceScatter:
-      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
-      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
       MUSTER_RETURN_IF_ERROR(
-          disjoint_or_slot(op.output, bytes, op.input, all_bytes,
-                           own_block(op.input, config_.rank * bytes)));
+          check({op.output, "output", bytes, op.input,
+                 op.kind == OpKind::kScatter ? "input on the root" : "input",
+                 all_bytes, own_block(op.input, config_.rank * bytes),
+                 op.kind == OpKind::kReduceScatter || is_root}));
       break;
     case OpKind::kAllToAll:
-      MUSTER_RETURN_IF_ERROR(need(op.input, "input", any));
-      MUSTER_RETURN_IF_ERROR(need(op.output, "output", any));
-      MUSTER_RETURN_IF_ERROR(
-          disjoint_or_slot(op.input, all_bytes, op.output, all_bytes, nullptr));
+      MUSTER_RETURN_IF_ERROR(check({op.input, "input", all_bytes, op.output,
+                                    "output", all_bytes, nullptr, true}));
       break;
     case OpKind::kBarrier:
       break;

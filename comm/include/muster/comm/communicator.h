@@ -473,8 +473,8 @@ class Communicator {
   friend void internal::CrashForTesting(Communicator& comm);
 
   // Validates op and runs it on this thread / queues it.
-  absl::Status Run(internal::Op& op);
-  absl::StatusOr<std::unique_ptr<Work>> Start(internal::Op& op);
+  absl::Status Run(internal::Op op);
+  absl::StatusOr<std::unique_ptr<Work>> Start(internal::Op op);
 
   std::unique_ptr<internal::CommCore> core_;
 };
