@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -547,20 +548,18 @@ void Coordinator::Impl::OnPreflightFailed(ConnectionId conn,
 }
 
 void Coordinator::Impl::OnLeave(ConnectionId conn, const v1::Leave& leave) {
-  absl::MutexLock lock(&mu_);
-  auto [job, node] = Find(conn);
-  if (job == nullptr || node == nullptr) {
-    if (auto c = conns_.find(conn); c != conns_.end()) EraseConnection(c);
-    return;
-  }
-  const std::string node_id = node->join.node_id();
-  LoseNode(*job, node_id,
-           leave.reason().empty() ? std::string("left")
-                                  : absl::StrCat("left: ", leave.reason()),
-           absl::OkStatus());
+  StreamEnded(conn,
+              leave.reason().empty() ? std::string("left")
+                                     : absl::StrCat("left: ", leave.reason()),
+              absl::OkStatus());
 }
 
 void Coordinator::Impl::OnDisconnect(ConnectionId conn) {
+  StreamEnded(conn, "stream closed", std::nullopt);
+}
+
+void Coordinator::Impl::StreamEnded(ConnectionId conn, const std::string& why,
+                                    std::optional<absl::Status> close_with) {
   absl::MutexLock lock(&mu_);
   auto [job, node] = Find(conn);
   if (job == nullptr || node == nullptr) {
@@ -568,7 +567,7 @@ void Coordinator::Impl::OnDisconnect(ConnectionId conn) {
     return;
   }
   const std::string node_id = node->join.node_id();
-  LoseNode(*job, node_id, "stream closed", std::nullopt);
+  LoseNode(*job, node_id, why, std::move(close_with));
 }
 
 }  // namespace muster::rendezvous

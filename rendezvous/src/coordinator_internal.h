@@ -260,6 +260,11 @@ class Coordinator::Impl {
   void OnLeave(ConnectionId conn, const v1::Leave& leave)
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnDisconnect(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  // OnLeave and OnDisconnect: the stream's node is lost for `why` (LoseNode);
+  // a stream that never joined is only forgotten.
+  void StreamEnded(ConnectionId conn, const std::string& why,
+                   std::optional<absl::Status> close_with)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Time Tick() ABSL_LOCKS_EXCLUDED(mu_);
   v1::GetStatusResponse Status(absl::string_view job_id) const
       ABSL_LOCKS_EXCLUDED(mu_);
