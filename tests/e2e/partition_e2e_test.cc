@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/doctor/netns.h"
+#include "tests/doctor/netns_fixture.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
@@ -29,7 +30,6 @@ namespace {
 using ::muster::testing::BinPath;
 using ::muster::testing::NetnsPair;
 using ::muster::testing::Subprocess;
-using ::testing::HasSubstr;
 
 constexpr int kRdzvPort = 29461;
 
@@ -74,18 +74,8 @@ int64_t FindEvent(const std::vector<Event>& events, const std::string& what,
   return 0;
 }
 
-class PartitionE2eTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why = testing::NetnsUnavailable();
-    if (!why.empty())
-      GTEST_SKIP() << "SKIPPED: network namespaces unavailable: " << why;
-    auto net = NetnsPair::Create();
-    ASSERT_TRUE(net.ok()) << net.status();
-    net_ = *std::move(net);
-  }
-  std::unique_ptr<NetnsPair> net_;
-};
+// A fresh pair of namespaces for each test, or a visible skip.
+using PartitionE2eTest = testing::NetnsFixture;
 
 TEST_F(PartitionE2eTest,
        ACutOffNodeStopsItsWorkersBeforeTheSurvivorsNextRound) {
@@ -97,7 +87,7 @@ TEST_F(PartitionE2eTest,
   const std::string endpoint = absl::StrCat(NetnsPair::kAddrA, ":", kRdzvPort);
 
   Subprocess musterd(
-      net_->In(net_->a(), {BinPath("musterd"), "--listen=" + endpoint}));
+      pair_->In(pair_->a(), {BinPath("musterd"), "--listen=" + endpoint}));
   auto agent = [&](const std::string& ns, const std::string& node,
                    const std::string& addr) {
     std::map<std::string, std::string> env = testing::EnvWithoutLauncher();
@@ -105,28 +95,28 @@ TEST_F(PartitionE2eTest,
     env["EVENTS"] = events;
     env["DONE"] = dir + "/done";
     return std::make_unique<Subprocess>(
-        net_->In(ns, {BinPath("muster"), "--nnodes=1:2", "--nproc-per-node=1",
-                      "--rdzv-backend=c10d", "--rdzv-endpoint=" + endpoint,
-                      "--rdzv-id=partition", "--local-addr=" + addr,
-                      // A 2 s lease (settable down to 1 s); a short
-                      // reconnect window so the cut-off agent gives up soon.
-                      "--rdzv-conf=lease_timeout=2,reconnect_timeout=3",
-                      "--shutdown-timeout=5", "--no-python", worker}),
+        pair_->In(ns, {BinPath("muster"), "--nnodes=1:2", "--nproc-per-node=1",
+                       "--rdzv-backend=c10d", "--rdzv-endpoint=" + endpoint,
+                       "--rdzv-id=partition", "--local-addr=" + addr,
+                       // A 2 s lease (settable down to 1 s); a short
+                       // reconnect window so the cut-off agent gives up soon.
+                       "--rdzv-conf=lease_timeout=2,reconnect_timeout=3",
+                       "--shutdown-timeout=5", "--no-python", worker}),
         env);
   };
   ASSERT_TRUE(testing::WaitUntil(
       [&] {
         return testing::RunCommand(
-                   net_->In(net_->a(),
-                            {"bash", "-c",
-                             absl::StrCat("exec 3<>/dev/tcp/",
-                                          NetnsPair::kAddrA, "/", kRdzvPort)}),
+                   pair_->In(pair_->a(),
+                             {"bash", "-c",
+                              absl::StrCat("exec 3<>/dev/tcp/",
+                                           NetnsPair::kAddrA, "/", kRdzvPort)}),
                    nullptr, absl::Seconds(5)) == 0;
       },
       absl::Seconds(30), absl::Milliseconds(100)))
       << musterd.Output();
-  auto survivor = agent(net_->a(), "survivor", NetnsPair::kAddrA);
-  auto victim = agent(net_->b(), "victim", NetnsPair::kAddrB);
+  auto survivor = agent(pair_->a(), "survivor", NetnsPair::kAddrA);
+  auto victim = agent(pair_->b(), "victim", NetnsPair::kAddrB);
 
   ASSERT_TRUE(testing::WaitUntil(
       [&] {
@@ -144,9 +134,10 @@ TEST_F(PartitionE2eTest,
   // The cut: the victim's packets to and from musterd's host are dropped.
   for (const char* chain : {"OUTPUT", "INPUT"}) {
     ASSERT_TRUE(
-        net_->ExecIn(net_->b(), {"iptables", "-A", chain, "-p", "tcp",
-                                 std::string(chain) == "OUTPUT" ? "-d" : "-s",
-                                 NetnsPair::kAddrA, "-j", "DROP"})
+        pair_
+            ->ExecIn(pair_->b(), {"iptables", "-A", chain, "-p", "tcp",
+                                  std::string(chain) == "OUTPUT" ? "-d" : "-s",
+                                  NetnsPair::kAddrA, "-j", "DROP"})
             .ok());
   }
   const int64_t cut_ns = absl::ToUnixNanos(absl::Now());

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/doctor/netns.h"
+#include "tests/doctor/netns_fixture.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
@@ -36,22 +37,12 @@ std::vector<std::string> Node(const NetnsPair& net, int rank) {
        BinPath("test_worker"), "--sleep=0.5"});
 }
 
-class PreflightE2eTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why = testing::NetnsUnavailable();
-    if (!why.empty())
-      GTEST_SKIP() << "SKIPPED: network namespaces unavailable: " << why;
-    auto net = NetnsPair::Create();
-    ASSERT_TRUE(net.ok()) << net.status();
-    net_ = *std::move(net);
-  }
-  std::unique_ptr<NetnsPair> net_;
-};
+// A fresh pair of namespaces for each test, or a visible skip.
+using PreflightE2eTest = testing::NetnsFixture;
 
 TEST_F(PreflightE2eTest, ReachablePeersPassAndTheJobRuns) {
-  Subprocess n0(Node(*net_, 0));
-  Subprocess n1(Node(*net_, 1));
+  Subprocess n0(Node(*pair_, 0));
+  Subprocess n1(Node(*pair_, 1));
   EXPECT_EQ(n0.WaitOrKill(absl::Seconds(60)), 0) << n0.Output();
   EXPECT_EQ(n1.WaitOrKill(absl::Seconds(60)), 0) << n1.Output();
 }
@@ -59,13 +50,14 @@ TEST_F(PreflightE2eTest, ReachablePeersPassAndTheJobRuns) {
 TEST_F(PreflightE2eTest, ADroppedPortFailsTheRoundNamingThePair) {
   // Node 0's host drops node 1's packets to the job port, as a firewall that
   // forgot it would.
-  ASSERT_TRUE(net_->ExecIn(net_->a(), {"iptables", "-A", "INPUT", "-p", "tcp",
-                                       "-s", NetnsPair::kAddrB, "--dport",
-                                       absl::StrCat(kJobPort), "-j", "DROP"})
+  ASSERT_TRUE(pair_
+                  ->ExecIn(pair_->a(), {"iptables", "-A", "INPUT", "-p", "tcp",
+                                        "-s", NetnsPair::kAddrB, "--dport",
+                                        absl::StrCat(kJobPort), "-j", "DROP"})
                   .ok());
   absl::Time start = absl::Now();
-  Subprocess n0(Node(*net_, 0));
-  Subprocess n1(Node(*net_, 1));
+  Subprocess n0(Node(*pair_, 0));
+  Subprocess n1(Node(*pair_, 1));
   EXPECT_EQ(n0.WaitOrKill(absl::Seconds(60)), 1) << n0.Output();
   EXPECT_EQ(n1.WaitOrKill(absl::Seconds(60)), 1) << n1.Output();
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
