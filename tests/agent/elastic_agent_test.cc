@@ -168,6 +168,26 @@ v1::ServerMessage RoundReady(int64_t round, int nproc) {
   return msg;
 }
 
+// The server's verdicts.
+v1::ServerMessage JobSucceeded() {
+  v1::ServerMessage msg;
+  msg.mutable_job_succeeded();
+  return msg;
+}
+
+v1::ServerMessage JobFailed(const std::string& root_cause) {
+  v1::ServerMessage msg;
+  msg.mutable_job_failed()->set_root_cause(root_cause);
+  return msg;
+}
+
+v1::ServerMessage Restart(int64_t round, const std::string& reason) {
+  v1::ServerMessage msg;
+  msg.mutable_restart()->set_round(round);
+  msg.mutable_restart()->set_reason(reason);
+  return msg;
+}
+
 class ElasticAgentTest : public ::testing::Test {
  protected:
   ElasticAgentTest() : launcher_(&clock_) {
@@ -264,9 +284,7 @@ TEST_F(ElasticAgentTest, WorkersSucceedThenJobSucceeds) {
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->workers_succeeded().round(), 1);
 
-  v1::ServerMessage done;
-  done.mutable_job_succeeded();
-  server_.Push(done);
+  server_.Push(JobSucceeded());
   EXPECT_EQ(WaitForExit(), kExitSuccess);
   EXPECT_TRUE(workers->released());
 }
@@ -295,9 +313,7 @@ TEST_F(ElasticAgentTest, WorkerFailureIsReportedAndTheRestStopped) {
   EXPECT_EQ(workers->stop_calls()[0].grace, absl::Seconds(30));
   EXPECT_FALSE(workers->running(0));
 
-  v1::ServerMessage verdict;
-  verdict.mutable_job_failed()->set_root_cause("rank 1 exited with code 3");
-  server_.Push(verdict);
+  server_.Push(JobFailed("rank 1 exited with code 3"));
   EXPECT_EQ(WaitForExit(), kExitJobFailed);
 }
 
@@ -308,10 +324,7 @@ TEST_F(ElasticAgentTest, RestartStopsWithGraceThenKillAndRejoins) {
   // Worker 0 ignores SIGTERM: it must be killed, but only after the grace.
   first->IgnoreStopSignals(0);
   const absl::Time before = clock_.Now();
-  v1::ServerMessage restart;
-  restart.mutable_restart()->set_round(1);
-  restart.mutable_restart()->set_reason("node b lost");
-  server_.Push(restart);
+  server_.Push(Restart(1, "node b lost"));
   // The agent rejoins once its workers are gone.
   auto rejoin = server_.WaitFor(v1::AgentMessage::kJoin);
   ASSERT_TRUE(rejoin.has_value());
@@ -330,9 +343,7 @@ TEST_F(ElasticAgentTest, RestartStopsWithGraceThenKillAndRejoins) {
   second->Exit(0, 0);
   second->Exit(1, 0);
   ASSERT_TRUE(server_.WaitFor(v1::AgentMessage::kWorkersSucceeded));
-  v1::ServerMessage done;
-  done.mutable_job_succeeded();
-  server_.Push(done);
+  server_.Push(JobSucceeded());
   EXPECT_EQ(WaitForExit(), kExitSuccess);
 }
 
@@ -352,9 +363,7 @@ TEST_F(ElasticAgentTest, ReconnectKeepsTheWorkersOfTheSameRound) {
   ASSERT_TRUE(server_.WaitFor(v1::AgentMessage::kWorkersSucceeded));
   EXPECT_TRUE(workers->stop_calls().empty());
   EXPECT_EQ(launcher_.groups().size(), 1u);
-  v1::ServerMessage done;
-  done.mutable_job_succeeded();
-  server_.Push(done);
+  server_.Push(JobSucceeded());
   EXPECT_EQ(WaitForExit(), kExitSuccess);
 }
 
@@ -410,9 +419,7 @@ TEST_F(ElasticAgentTest, WatchdogKillsASilentWorkerAndReportsItHung) {
   EXPECT_EQ(f.signal(), platform::kSignalKill);
   EXPECT_THAT(f.error_message(), HasSubstr("hung: no progress for 5s"));
   EXPECT_FALSE(workers->kills().empty());
-  v1::ServerMessage verdict;
-  verdict.mutable_job_failed()->set_root_cause("hung");
-  server_.Push(verdict);
+  server_.Push(JobFailed("hung"));
   EXPECT_EQ(WaitForExit(), kExitJobFailed);
 }
 
