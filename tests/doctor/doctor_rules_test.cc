@@ -31,6 +31,24 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
+// A port and what the firewall is expected to decide for it: the kind, and a
+// part of the deciding rule or policy (empty: not checked).
+struct PortCase {
+  int port;
+  PortDecision::Kind kind;
+  std::string by = "";
+};
+
+void ExpectDecisions(const FirewallRuleset& rules,
+                     const std::vector<PortCase>& cases) {
+  for (const PortCase& c : cases) {
+    SCOPED_TRACE(absl::StrCat("port ", c.port));
+    const PortDecision d = DecidePort(rules, c.port);
+    EXPECT_EQ(d.kind, c.kind);
+    if (!c.by.empty()) EXPECT_THAT(d.by, HasSubstr(c.by));
+  }
+}
+
 InterfaceAddress If(const std::string& name, const std::string& address,
                     int prefix = 24, bool running = true) {
   return platform::FakeInterface(name, address, prefix, running, running);
@@ -227,23 +245,21 @@ TEST(FirewallTest, IptablesDecisions) {
   FirewallRuleset rs = ParseIptablesRules(kIptables);
   ASSERT_EQ(rs.chains.size(), 5u);
   EXPECT_EQ(rs.rules.size(), 15u);
-  auto kind = [&](int port) { return DecidePort(rs, port).kind; };
-  EXPECT_EQ(kind(22), PortDecision::kAllowed);
-  EXPECT_EQ(kind(29450), PortDecision::kAllowed);
-  EXPECT_EQ(kind(8000), PortDecision::kAllowed);  // quoted comment parsed
-  PortDecision drop = DecidePort(rs, 5000);
-  EXPECT_EQ(drop.kind, PortDecision::kBlocked);
-  EXPECT_THAT(drop.by, HasSubstr("--dport 5000 -j DROP"));
-  EXPECT_EQ(kind(6105), PortDecision::kBlocked);  // multiport range, REJECT
-  EXPECT_EQ(kind(6000), PortDecision::kBlocked);
-  PortDecision policy = DecidePort(rs, 29501);  // UDP rule does not count
-  EXPECT_EQ(policy.kind, PortDecision::kBlocked);
-  EXPECT_THAT(policy.by, HasSubstr("policy DROP"));
-  EXPECT_EQ(kind(7000), PortDecision::kMaybe);    // accepted from 10/8 only
-  PortDecision via_chain = DecidePort(rs, 9000);  // INPUT -> CUSTOM -> LOGDROP
-  EXPECT_EQ(via_chain.kind, PortDecision::kBlocked);
-  EXPECT_THAT(via_chain.by, HasSubstr("-A LOGDROP -j DROP"));
-  EXPECT_EQ(kind(9100), PortDecision::kBlocked);  // RETURN, then policy
+  ExpectDecisions(
+      rs, {
+              {22, PortDecision::kAllowed},
+              {29450, PortDecision::kAllowed},
+              {8000, PortDecision::kAllowed},  // quoted comment parsed
+              {5000, PortDecision::kBlocked, "--dport 5000 -j DROP"},
+              {6105, PortDecision::kBlocked},  // multiport range, REJECT
+              {6000, PortDecision::kBlocked},
+              // The UDP rule does not count.
+              {29501, PortDecision::kBlocked, "policy DROP"},
+              {7000, PortDecision::kMaybe},  // accepted from 10/8 only
+              // INPUT -> CUSTOM -> LOGDROP
+              {9000, PortDecision::kBlocked, "-A LOGDROP -j DROP"},
+              {9100, PortDecision::kBlocked},  // RETURN, then policy
+          });
 }
 
 TEST(FirewallTest, IptablesAcceptPolicyAndNegation) {
@@ -298,18 +314,17 @@ TEST(FirewallTest, NftDecisions) {
   for (const auto& r : rs.rules) {
     EXPECT_NE(r.table, "ip filter") << "iptables-nft table read twice";
   }
-  auto kind = [&](int port) { return DecidePort(rs, port).kind; };
-  EXPECT_EQ(kind(22), PortDecision::kAllowed);
-  EXPECT_EQ(kind(29405), PortDecision::kAllowed);
-  EXPECT_EQ(kind(9000), PortDecision::kAllowed);  // through the jump
-  PortDecision rej = DecidePort(rs, 5000);
-  EXPECT_EQ(rej.kind, PortDecision::kBlocked);
-  EXPECT_THAT(rej.by, HasSubstr("reject"));
-  PortDecision policy = DecidePort(rs, 29500);  // the UDP rule does not count
-  EXPECT_EQ(policy.kind, PortDecision::kBlocked);
-  EXPECT_THAT(policy.by, HasSubstr("policy DROP"));
-  EXPECT_EQ(kind(7001), PortDecision::kAllowed);  // in the named set
-  EXPECT_EQ(kind(8000), PortDecision::kMaybe);    // accepted from 10/8 only
+  ExpectDecisions(rs,
+                  {
+                      {22, PortDecision::kAllowed},
+                      {29405, PortDecision::kAllowed},
+                      {9000, PortDecision::kAllowed},  // through the jump
+                      {5000, PortDecision::kBlocked, "reject"},
+                      // The UDP rule does not count.
+                      {29500, PortDecision::kBlocked, "policy DROP"},
+                      {7001, PortDecision::kAllowed},  // in the named set
+                      {8000, PortDecision::kMaybe},  // accepted from 10/8 only
+                  });
 }
 
 TEST(FirewallTest, NftUnknownSetMayAccept) {
