@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/cli/static_layout.h"
 
 namespace muster::cli {
 namespace {
@@ -437,14 +438,12 @@ TEST(LaunchFlagsTest, StaticRankZeroEmbedsTheServer) {
       ParseOk({"--nnodes=2", "--node-rank=0", "--master-addr=10.0.0.1",
                "--master-port=29501", "x"});
   const AgentConfig& cfg = c.config;
-  EXPECT_EQ(cfg.mode, RendezvousMode::kStatic);
-  EXPECT_EQ(cfg.min_nodes, 2);
-  EXPECT_EQ(cfg.max_nodes, 2);
-  EXPECT_EQ(cfg.node_rank, 0);
-  EXPECT_EQ(cfg.master_addr, "10.0.0.1");
-  EXPECT_EQ(cfg.master_port, 29501);
-  EXPECT_EQ(cfg.rdzv_endpoint, "10.0.0.1:29400");
-  EXPECT_TRUE(cfg.embed_server);
+  ExpectStaticLayout(cfg, {.master_addr = "10.0.0.1",
+                           .master_port = 29501,
+                           .rdzv_endpoint = "10.0.0.1:29400",
+                           .nodes = 2,
+                           .node_rank = 0,
+                           .embed_server = true});
   EXPECT_FALSE(cfg.embed_if_local);
   EXPECT_EQ(cfg.embed_listen, "0.0.0.0:29400");
   EXPECT_EQ(cfg.run_id, "none");

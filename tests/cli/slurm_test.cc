@@ -12,6 +12,7 @@
 #include "cli/launch_flags.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/cli/static_layout.h"
 
 namespace muster::cli {
 namespace {
@@ -272,14 +273,13 @@ TEST(SlurmLaunchTest, NeedsNoOtherFlagInsideAnAllocation) {
   LaunchCommand cmd =
       ParseOk({"--nproc-per-node=4", "./train", "--lr=0.1"}, ThirdOfFour());
   const agent::AgentConfig& c = cmd.config;
-  EXPECT_EQ(c.mode, RendezvousMode::kStatic);
-  EXPECT_EQ(c.min_nodes, 4);
-  EXPECT_EQ(c.max_nodes, 4);
-  EXPECT_EQ(c.node_rank, 2);
-  EXPECT_EQ(c.master_addr, "gpu01");
-  EXPECT_EQ(c.master_port, 29500);
-  EXPECT_EQ(c.rdzv_endpoint, "gpu01:29400");
-  EXPECT_FALSE(c.embed_server);  // node rank 0 (gpu01) runs the server
+  // Node rank 0 (gpu01) runs the server.
+  ExpectStaticLayout(c, {.master_addr = "gpu01",
+                         .master_port = 29500,
+                         .rdzv_endpoint = "gpu01:29400",
+                         .nodes = 4,
+                         .node_rank = 2,
+                         .embed_server = false});
   EXPECT_EQ(c.run_id, "4242");
   EXPECT_EQ(c.nproc_per_node, 4);
   EXPECT_THAT(c.program, ElementsAre("./train", "--lr=0.1"));
