@@ -21,6 +21,7 @@
 #include "comm/src/host.h"
 #include "comm/store/store_factory.h"
 #include "muster/comm/communicator.h"
+#include "muster/common/duration.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
@@ -37,13 +38,17 @@ constexpr char kKeyRoot[] = "muster_comm/";
 // and checks the options.
 absl::StatusOr<CommOptions> ResolveOptions(CommOptions options) {
   if (const char* text = GetEnv("MUSTER_COMM_TIMEOUT")) {
-    double seconds = 0;
-    if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("environment variable MUSTER_COMM_TIMEOUT='", text,
-                       "' is not a positive number of seconds"));
+    // The tree's one duration syntax (common/duration.h): seconds ("30",
+    // "0.5") or a duration with units ("500ms", "30m").
+    absl::StatusOr<absl::Duration> timeout = ParseDuration(text);
+    if (!timeout.ok() || *timeout <= absl::ZeroDuration() ||
+        *timeout == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "environment variable MUSTER_COMM_TIMEOUT='", text,
+          "' is not a positive duration: expected seconds (30, 0.5) or a "
+          "duration (500ms, 30m)"));
     }
-    options.timeout = absl::Seconds(seconds);
+    options.timeout = *timeout;
   }
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

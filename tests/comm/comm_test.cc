@@ -498,17 +498,23 @@ TEST(CommEnvironmentTest, FromEnvironmentRejectsMalformedValues) {
 }
 
 TEST(CommEnvironmentTest, BadTimeoutVariableIsInvalidArgument) {
-  ScopedEnv env;
-  setenv("MUSTER_COMM_TIMEOUT", "soon", 1);
-  auto comm =
-      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 1);
-  ASSERT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(comm.status().message(), HasSubstr("MUSTER_COMM_TIMEOUT"));
+  for (const char* bad : {"soon", "0", "-1", "inf", "5 parsecs"}) {
+    SCOPED_TRACE(bad);
+    ScopedEnv env;
+    setenv("MUSTER_COMM_TIMEOUT", bad, 1);
+    auto comm = Communicator::Create(
+        std::make_shared<rendezvous::InMemoryStore>(), 0, 1);
+    ASSERT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(comm.status().message(),
+                HasSubstr(absl::StrCat("MUSTER_COMM_TIMEOUT='", bad,
+                                       "' is not a positive duration")));
+  }
 }
 
 TEST(CommEnvironmentTest, TimeoutVariableOverridesTheOption) {
   ScopedEnv env;
-  setenv("MUSTER_COMM_TIMEOUT", "0.5", 1);
+  // The tree's duration syntax: "0.5" and "500ms" alike.
+  setenv("MUSTER_COMM_TIMEOUT", "500ms", 1);
   const absl::Time start = absl::Now();
   // Rank 1 never joins; the 30 minutes of the options give way to the
   // variable's 0.5 s.
