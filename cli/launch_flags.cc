@@ -20,6 +20,8 @@
 #include "cli/launch_resolve.h"
 #include "cli/slurm.h"
 #include "muster/common/status.h"
+#include "muster/platform/env.h"
+#include "muster/platform/files.h"
 
 namespace muster::cli {
 namespace {
@@ -313,11 +315,11 @@ HostResources DetectHostResources(const Env& env) {
   // The driver lists one directory per GPU here; a container runtime shows only
   // the GPUs it passed in. Linking CUDA to count them would make the launcher
   // depend on a driver.
-  int physical =
-      static_cast<int>(os::ListDirectory("/proc/driver/nvidia/gpus").size());
+  int physical = static_cast<int>(
+      platform::ListDirectory("/proc/driver/nvidia/gpus").size());
   h.gpu_source = "/proc/driver/nvidia/gpus/";
   if (physical == 0) {
-    const std::vector<std::string> dev = os::ListDirectory("/dev");
+    const std::vector<std::string> dev = platform::ListDirectory("/dev");
     physical = static_cast<int>(
         std::count_if(dev.begin(), dev.end(), IsGpuDeviceName));
     h.gpu_source = "no entries in /proc/driver/nvidia/gpus/ or /dev/nvidia<N>";
@@ -376,8 +378,10 @@ absl::Status CheckProgram(const AgentConfig& config, const Env& env) {
     }
   } else {
     auto path = env.find("PATH");
-    if (!os::FindInPath(exe, path != env.end() ? absl::string_view(path->second)
-                                               : os::kDefaultSearchPath)) {
+    if (!platform::FindExecutable(
+             exe, path != env.end() ? path->second
+                                    : std::string(os::kDefaultSearchPath))
+             .ok()) {
       std::string hint;
       if (os::StatPath(exe) == os::PathKind::kExecutableFile) {
         hint = absl::StrCat("; to run the one in this directory write ./", exe);

@@ -20,10 +20,6 @@ namespace muster::cli::os {
 // else the online CPUs; at least 1.
 int UsableCpuCount();
 
-// The names in directory `dir`, without "." and ".."; empty when it cannot be
-// read.
-std::vector<std::string> ListDirectory(const std::string& dir);
-
 enum class PathKind {
   kMissing,         // nothing there (or not reachable)
   kExecutableFile,  // a regular file this process may execute
@@ -33,12 +29,8 @@ enum class PathKind {
 // What `path` is, following symbolic links.
 PathKind StatPath(const std::string& path);
 
-// PATH resolution as execvp does it: the first executable regular file named
-// `name` in the directories of `search_path` (PATH's value; an empty entry is
-// the current directory). nullopt when there is none.
-std::optional<std::string> FindInPath(absl::string_view name,
-                                      absl::string_view search_path);
-// The search path when the environment has no PATH.
+// The search path when the environment has no PATH (PATH resolution itself is
+// platform::FindExecutable, muster/platform/env.h).
 inline constexpr char kDefaultSearchPath[] = "/usr/local/bin:/usr/bin:/bin";
 
 // The number of the signal called `name` without its SIG prefix, in upper case

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "muster/platform/env.h"
+#include "muster/platform/files.h"
 
 namespace muster::agent {
 namespace {
@@ -20,17 +21,6 @@ std::string ReadFirstLine(const std::string& path) {
   std::string line;
   if (in) std::getline(in, line);
   return std::string(absl::StripAsciiWhitespace(line));
-}
-
-std::vector<std::string> ListDir(const std::string& path) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  std::filesystem::directory_iterator it(path, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    out.push_back(it->path().filename().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 int ReadInt(const std::string& path, int fallback) {
@@ -76,7 +66,7 @@ NumaTopology ReadNumaTopology(const std::string& root,
   // GPUs as the driver lists them (PCI bus ids, in bus order: CUDA's order
   // with CUDA_DEVICE_ORDER=PCI_BUS_ID, and the usual one on servers).
   const std::string gpu_dir = root + "/proc/driver/nvidia/gpus";
-  std::vector<std::string> buses = ListDir(gpu_dir);
+  std::vector<std::string> buses = platform::ListDirectory(gpu_dir);
   std::vector<std::string> visible = buses;
   auto cvd = env.find("CUDA_VISIBLE_DEVICES");
   if (!buses.empty() && cvd != env.end()) {
@@ -103,7 +93,7 @@ NumaTopology ReadNumaTopology(const std::string& root,
                 -1));
   }
   const std::string node_dir = root + "/sys/devices/system/node";
-  for (const std::string& name : ListDir(node_dir)) {
+  for (const std::string& name : platform::ListDirectory(node_dir)) {
     int node = 0;
     if (name.rfind("node", 0) != 0 || !absl::SimpleAtoi(name.substr(4), &node))
       continue;

@@ -1,7 +1,6 @@
 // Linux answers to cli/launch_os.h.
 #include "cli/launch_os.h"
 
-#include <dirent.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -9,9 +8,6 @@
 
 #include <algorithm>
 #include <utility>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 
 namespace muster::cli::os {
 
@@ -26,33 +22,12 @@ int UsableCpuCount() {
   return std::max(1, cpus);
 }
 
-std::vector<std::string> ListDirectory(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (dirent* e = readdir(d)) {
-    absl::string_view name = e->d_name;
-    if (name != "." && name != "..") names.emplace_back(name);
-  }
-  closedir(d);
-  return names;
-}
-
 PathKind StatPath(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return PathKind::kMissing;
   if (!S_ISREG(st.st_mode)) return PathKind::kOther;
   return access(path.c_str(), X_OK) == 0 ? PathKind::kExecutableFile
                                          : PathKind::kPlainFile;
-}
-
-std::optional<std::string> FindInPath(absl::string_view name,
-                                      absl::string_view search_path) {
-  for (absl::string_view dir : absl::StrSplit(search_path, ':')) {
-    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", name);
-    if (StatPath(candidate) == PathKind::kExecutableFile) return candidate;
-  }
-  return std::nullopt;
 }
 
 std::optional<int> SignalNumber(absl::string_view name) {

@@ -140,6 +140,16 @@ TEST(CommandTest, OutputExitCodeAndTimeout) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(FilesTest, ListDirectoryNamesSortedWithoutDots) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFileAtomically(dir / "b", "").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir / "a", "").ok());
+  std::filesystem::create_directory(dir / "c");
+  EXPECT_THAT(ListDirectory(dir.path()), ::testing::ElementsAre("a", "b", "c"));
+  EXPECT_TRUE(ListDirectory(dir / "absent").empty());
+  EXPECT_TRUE(ListDirectory(dir / "a").empty());  // a file, not a directory
+}
+
 TEST(SignalsTest, Names) {
   EXPECT_EQ(SignalName(kSignalTerminate), "SIGTERM");
   EXPECT_EQ(SignalName(kSignalKill), "SIGKILL");

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -32,6 +33,10 @@ std::string DescribeNonRegularFile(const std::string& path);
 // when it cannot be created, written or renamed (nothing is left behind).
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents, int mode = 0644);
+
+// The names in directory `dir`, without "." and "..", sorted; empty when it
+// cannot be read. Portable (std::filesystem).
+std::vector<std::string> ListDirectory(const std::string& dir);
 
 // When `path` was last modified; nullopt when it does not exist.
 std::optional<absl::Time> ModificationTime(const std::string& path);
