@@ -36,14 +36,13 @@
 #include <iostream>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "cli/musterd_host.h"
 #include "muster/common/duration.h"
 #include "muster/common/logging.h"
 #include "muster/platform/env.h"
@@ -80,72 +79,6 @@ void GrpcLogToMuster(gpr_log_func_args* args) {
 absl::Status WritePortFile(const std::string& path, int port) {
   return muster::platform::WriteFileAtomically(path, absl::StrCat(port, "\n"));
 }
-
-// Talks to the service manager (systemd's sd_notify, through the platform's
-// ServiceHost) while musterd serves: STATUS= when the numbers change,
-// WATCHDOG=1 at half of the watchdog interval the manager asked for. Each
-// ping first asks the Coordinator for its counters, which takes its lock: a
-// musterd whose rendezvous state is stuck stops pinging and systemd restarts
-// it. Does nothing when musterd does not run under a service manager (no
-// $NOTIFY_SOCKET). Stop() before the server goes away.
-class SystemdNotifier {
- public:
-  SystemdNotifier(muster::rendezvous::RendezvousServer* server,
-                  std::string address)
-      : server_(server), address_(std::move(address)) {
-    muster::platform::ServiceHost* host =
-        muster::platform::ServiceHost::Default();
-    if (!host->managed()) return;
-    const absl::Duration watchdog = host->watchdog_interval();
-    if (watchdog > absl::ZeroDuration()) {
-      period_ = watchdog / 2;
-      watchdog_ = true;
-      MUSTER_LOG(INFO) << "systemd watchdog: " << watchdog << ", pinging every "
-                       << period_;
-    }
-    host->Ready(StatusLine());
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~SystemdNotifier() { Stop(); }
-
-  // Ends the pings. Idempotent.
-  void Stop() {
-    if (!stop_.HasBeenNotified()) stop_.Notify();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  std::string StatusLine() {
-    auto& coordinator = server_->coordinator();
-    return absl::StrCat("serving on ", address_, ": ", coordinator.JobCount(),
-                        " job(s), ", coordinator.ConnectedAgents(),
-                        " agent(s)");
-  }
-
-  void Run() {
-    muster::platform::ServiceHost* host =
-        muster::platform::ServiceHost::Default();
-    std::string last_status;
-    while (!stop_.WaitForNotificationWithTimeout(period_)) {
-      std::string status = StatusLine();
-      const bool changed = status != last_status;
-      if (watchdog_) {
-        host->Ping(changed ? status : "");
-      } else if (changed) {
-        host->SetStatus(status);
-      }
-      last_status = std::move(status);
-    }
-  }
-
-  muster::rendezvous::RendezvousServer* const server_;
-  const std::string address_;
-  // Without a watchdog, STATUS= is refreshed this often.
-  absl::Duration period_ = absl::Seconds(5);
-  bool watchdog_ = false;
-  absl::Notification stop_;
-  std::thread thread_;
-};
 
 }  // namespace
 
@@ -337,17 +270,21 @@ int main(int argc, char** argv) {
       return kExitCannotServe;
     }
   }
-  SystemdNotifier notifier(server->get(), (*server)->address());
+  muster::rendezvous::RendezvousServer* const serving = server->get();
+  muster::cli::ServiceNotifier notifier(
+      muster::platform::ServiceHost::Default(), [serving] {
+        auto& coordinator = serving->coordinator();
+        return absl::StrCat("serving on ", serving->address(), ": ",
+                            coordinator.JobCount(), " job(s), ",
+                            coordinator.ConnectedAgents(), " agent(s)");
+      });
 
-  int sig = 0;
-  while (true) {
-    sig = stop_requests.Wait();
-    if (sig != muster::platform::kSignalHangup) break;
+  const int sig = muster::cli::WaitForStop(stop_requests, [&] {
     if (!tls.enabled()) {
       MUSTER_LOG(INFO) << "musterd: SIGHUP: no TLS files to reload";
-      continue;
+      return;
     }
-    absl::Status reloaded = (*server)->ReloadTls();
+    absl::Status reloaded = serving->ReloadTls();
     if (reloaded.ok()) {
       MUSTER_LOG(INFO) << "musterd: SIGHUP: TLS certificate and key reloaded; "
                           "new connections use them, sessions go on";
@@ -356,7 +293,7 @@ int main(int argc, char** argv) {
                            "previous certificates: "
                         << reloaded.message();
     }
-  }
+  });
   const char* signal_name =
       sig == muster::platform::kSignalTerminate ? "SIGTERM" : "SIGINT";
   MUSTER_LOG(INFO) << "musterd: " << signal_name << ", shutting down";

@@ -13,24 +13,39 @@
 
 namespace muster::platform {
 
-// Not thread-safe: one owner (the main thread).
-class StopRequests {
+// Where stop requests come from: the OS (StopRequests below) or a test
+// (platform/fake/fake_stop_requests.h). Code that only waits for requests
+// takes this.
+class StopRequestSource {
+ public:
+  virtual ~StopRequestSource() = default;
+
+  // Blocks until a stop request arrives and returns its signal number.
+  virtual int Wait() = 0;
+
+  // Starts a thread that calls `on_stop(signal)` for every request that
+  // arrives, until this object is destroyed. At most once.
+  virtual void StartWatcher(std::function<void(int)> on_stop) = 0;
+};
+
+// The OS's stop requests. Not thread-safe: one owner (the main thread).
+class StopRequests final : public StopRequestSource {
  public:
   // Blocks `signals` in the calling thread, so that every thread started
   // afterwards inherits the mask. Call before any other thread starts.
   // Processes started through ProcessLauncher get a clean mask back.
   explicit StopRequests(std::vector<int> signals);
   // Ends the watcher thread, if any. The signals stay blocked.
-  ~StopRequests();
+  ~StopRequests() override;
   StopRequests(const StopRequests&) = delete;
   StopRequests& operator=(const StopRequests&) = delete;
 
   // Blocks until one of the signals arrives and returns it.
-  int Wait();
+  int Wait() override;
 
   // Starts a thread that calls `on_stop(signal)` for every signal that
   // arrives, until this object is destroyed. At most once.
-  void StartWatcher(std::function<void(int)> on_stop);
+  void StartWatcher(std::function<void(int)> on_stop) override;
 
  private:
   struct State;

@@ -1,0 +1,59 @@
+// musterd and what hosts it: the service manager it reports to
+// (ServiceNotifier) and the stop requests it serves until (WaitForStop). On
+// platform interfaces, so that tests drive both with fakes (platform/fake/).
+#ifndef MUSTER_CLI_MUSTERD_HOST_H_
+#define MUSTER_CLI_MUSTERD_HOST_H_
+
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "muster/platform/service_host.h"
+#include "muster/platform/stop_requests.h"
+
+namespace muster::cli {
+
+// Talks to the service manager while musterd serves: READY=1 with the first
+// status line, then STATUS= when the line changes, and WATCHDOG=1 at half of
+// the watchdog interval the manager asked for. Each ping first asks
+// `status_line` (which takes the Coordinator's lock for its counters): a
+// musterd whose rendezvous state is stuck stops pinging and systemd restarts
+// it. Does nothing when no service manager listens. Stop() before what
+// status_line reads goes away.
+class ServiceNotifier {
+ public:
+  // `host` (not owned) outlives this object.
+  ServiceNotifier(platform::ServiceHost* host,
+                  std::function<std::string()> status_line);
+  ~ServiceNotifier() { Stop(); }
+  ServiceNotifier(const ServiceNotifier&) = delete;
+  ServiceNotifier& operator=(const ServiceNotifier&) = delete;
+
+  // Ends the pings. Idempotent.
+  void Stop();
+
+  // Without a watchdog, STATUS= is refreshed this often.
+  static constexpr absl::Duration kStatusPeriod = absl::Seconds(5);
+
+ private:
+  void Run();
+
+  platform::ServiceHost* const host_;
+  const std::function<std::string()> status_line_;
+  absl::Duration period_ = kStatusPeriod;
+  bool watchdog_ = false;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+// Blocks until a stop request other than SIGHUP arrives and returns its
+// signal; each SIGHUP meanwhile runs `on_hangup` (musterd reloads its TLS
+// files) and the wait goes on.
+int WaitForStop(platform::StopRequestSource& stops,
+                const std::function<void()>& on_hangup);
+
+}  // namespace muster::cli
+
+#endif  // MUSTER_CLI_MUSTERD_HOST_H_

@@ -1,0 +1,90 @@
+// musterd's service notifications and stop-request loop on the platform fakes:
+// what a service manager would be told, and which stop requests end the wait.
+#include "cli/musterd_host.h"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "muster/platform/signals.h"
+#include "platform/fake/fake_service_host.h"
+#include "platform/fake/fake_stop_requests.h"
+
+namespace muster::cli {
+namespace {
+
+using platform::FakeServiceHost;
+using Notice = FakeServiceHost::Notice;
+
+TEST(ServiceNotifierTest, ReadyThenWatchdogPingsWithTheChangedStatus) {
+  FakeServiceHost host(/*managed=*/true, absl::Milliseconds(100));
+  std::atomic<int> jobs{0};
+  ServiceNotifier notifier(
+      &host, [&] { return absl::StrCat(jobs.load(), " job(s)"); });
+  // Pings every 50 ms; "within 5 s" leaves room for a loaded machine.
+  ASSERT_TRUE(host.WaitFor(Notice::kPing, 2, absl::Seconds(5)));
+  jobs = 3;
+  ASSERT_TRUE(host.WaitFor(Notice::kPing, 5, absl::Seconds(5)));
+  notifier.Stop();
+  const std::vector<Notice> n = host.notices();
+  ASSERT_GE(n.size(), 6u);
+  EXPECT_EQ(n[0].kind, Notice::kReady);
+  EXPECT_EQ(n[0].status, "0 job(s)");
+  bool saw_three = false;
+  for (size_t i = 1; i < n.size(); ++i) {
+    EXPECT_EQ(n[i].kind, Notice::kPing);
+    // A ping carries a status line only when it changed.
+    EXPECT_TRUE(n[i].status.empty() || n[i].status == "0 job(s)" ||
+                n[i].status == "3 job(s)")
+        << n[i].status;
+    saw_three |= n[i].status == "3 job(s)";
+  }
+  EXPECT_TRUE(saw_three);
+  // Stopped: no ping after the n.size() - 1 above.
+  EXPECT_FALSE(host.WaitFor(Notice::kPing, static_cast<int>(n.size()),
+                            absl::Milliseconds(300)));
+}
+
+TEST(ServiceNotifierTest, WithoutAServiceManagerNothingIsSent) {
+  FakeServiceHost host(/*managed=*/false, absl::Milliseconds(100));
+  int asked = 0;
+  {
+    ServiceNotifier notifier(&host, [&] {
+      ++asked;
+      return std::string("x");
+    });
+  }
+  EXPECT_TRUE(host.notices().empty());
+  EXPECT_EQ(asked, 0);
+}
+
+TEST(ServiceNotifierTest, WithoutAWatchdogOnlyReadyUntilTheStatusPeriod) {
+  FakeServiceHost host(/*managed=*/true, absl::ZeroDuration());
+  ServiceNotifier notifier(&host, [] { return std::string("idle"); });
+  // The next STATUS= would come after kStatusPeriod (5 s): no ping, ever.
+  EXPECT_FALSE(host.WaitFor(Notice::kPing, 1, absl::Milliseconds(200)));
+  notifier.Stop();
+  const std::vector<Notice> n = host.notices();
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].kind, Notice::kReady);
+  EXPECT_EQ(n[0].status, "idle");
+}
+
+TEST(WaitForStopTest, HangupsRunTheReloadAndTheFirstOtherSignalEndsTheWait) {
+  platform::FakeStopRequests stops;
+  stops.Request(platform::kSignalHangup);
+  stops.Request(platform::kSignalHangup);
+  stops.Request(platform::kSignalTerminate);
+  stops.Request(platform::kSignalInterrupt);
+  int reloads = 0;
+  EXPECT_EQ(WaitForStop(stops, [&] { ++reloads; }), platform::kSignalTerminate);
+  EXPECT_EQ(reloads, 2);
+  // The next request is left for the next wait.
+  EXPECT_EQ(WaitForStop(stops, [&] { ++reloads; }), platform::kSignalInterrupt);
+  EXPECT_EQ(reloads, 2);
+}
+
+}  // namespace
+}  // namespace muster::cli
