@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/flag_util.h"
 #include "muster/common/duration.h"
+#include "muster/rendezvous/defaults.h"
 
 namespace muster::cli {
 namespace {
@@ -47,7 +48,7 @@ constexpr DurationRange kHeartbeat = {absl::Milliseconds(10), absl::Seconds(60),
 constexpr int kMaxCount = 1000;
 // Lease fencing (docs/architecture.md): shorter than 1 s, a loaded node loses
 // its lease and restarts the round for nothing.
-constexpr DurationRange kLease = {absl::Seconds(1), absl::Seconds(60),
+constexpr DurationRange kLease = {rendezvous::kMinLease, rendezvous::kMaxLease,
                                   /*zero_ok=*/false};
 
 // clang-format off

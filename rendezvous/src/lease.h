@@ -18,13 +18,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "muster/rendezvous/defaults.h"
 
 namespace muster::rendezvous {
 
-// Bounds of a lease (rdzv-conf lease_timeout, musterd --lease-timeout).
-inline constexpr absl::Duration kMinLease = absl::Seconds(1);
-inline constexpr absl::Duration kMaxLease = absl::Seconds(60);
-inline constexpr absl::Duration kDefaultLease = absl::Seconds(5);
+// kMinLease, kMaxLease and kDefaultLease are in muster/rendezvous/defaults.h.
 
 // OK, or INVALID_ARGUMENT naming `what` (the flag or field), the value and
 // the bounds.

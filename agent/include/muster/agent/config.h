@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "muster/rendezvous/defaults.h"
 #include "muster/rendezvous/security.h"
 
 namespace muster::agent {
@@ -62,8 +63,8 @@ struct AgentConfig {
   // --local-addr: the address this node advertises (empty: detected).
   std::string local_addr;
   // --rdzv-conf values.
-  absl::Duration join_timeout = absl::Seconds(600);
-  absl::Duration last_call_timeout = absl::Seconds(30);
+  absl::Duration join_timeout = rendezvous::kDefaultJoinTimeout;
+  absl::Duration last_call_timeout = rendezvous::kDefaultLastCallTimeout;
   absl::Duration close_timeout = absl::Seconds(30);
   absl::Duration read_timeout = absl::Seconds(60);
   absl::Duration connect_timeout = absl::Seconds(10);
@@ -75,7 +76,7 @@ struct AgentConfig {
   // without it (agent/src/lease_fence.h). musterd waits a full lease before
   // it declares a silent node lost, so this also bounds how long survivors
   // wait for a node cut off by the network.
-  absl::Duration lease_timeout = absl::Seconds(5);
+  absl::Duration lease_timeout = rendezvous::kDefaultLease;
   // How long the agent keeps trying to get its session back after losing the
   // server (a network blip, musterd restarted by systemd) before it stops its
   // workers and gives up. The workers keep running meanwhile: they need the

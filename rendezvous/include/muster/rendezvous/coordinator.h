@@ -92,6 +92,7 @@
 #include "absl/time/time.h"
 #include "muster/common/logging.h"
 #include "muster/platform/clock.h"
+#include "muster/rendezvous/defaults.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::rendezvous {
@@ -124,13 +125,13 @@ absl::string_view JobStateName(JobState state);
 
 struct CoordinatorOptions {
   // Used when a Join leaves the field 0.
-  absl::Duration default_join_timeout = absl::Seconds(600);
-  absl::Duration default_last_call_timeout = absl::Seconds(30);
+  absl::Duration default_join_timeout = kDefaultJoinTimeout;
+  absl::Duration default_last_call_timeout = kDefaultLastCallTimeout;
   absl::Duration default_heartbeat_timeout = absl::Seconds(2);
   // Lease fencing (rendezvous/src/lease.h): used when a Join leaves
   // lease_timeout_ms 0. A node that goes silent is declared lost only once
   // max(heartbeat timeout, lease) has passed since it was last heard.
-  absl::Duration default_lease_timeout = absl::Seconds(5);
+  absl::Duration default_lease_timeout = kDefaultLease;
   // A musterd that restarted (or never knew the job) and hears agents claim a
   // RUNNING round (Join.claim) waits this long for every member of that
   // round to come back, and then runs it on unchanged (no worker restarts);
