@@ -6,18 +6,21 @@
 
 namespace muster::agent {
 
-inline constexpr int kExitSuccess = 0;
-// The job failed: a worker failed with no restarts left, or the rendezvous gave
-// up.
-inline constexpr int kExitJobFailed = 1;
-// Bad flags or configuration (unknown flag, malformed value, program not found,
-// job id reused with other sizes, port taken). Retrying the same command cannot
-// succeed.
-inline constexpr int kExitConfigError = 2;
-// The rendezvous server could not be reached.
-inline constexpr int kExitUnavailable = 3;
-// Stopped by a signal: 128 + the signal number, as a shell reports it.
-inline constexpr int kExitSignalBase = 128;
+// An unscoped enum: its values are the process's exit status (an int).
+enum ExitCode : int {
+  kExitSuccess = 0,
+  // The job failed: a worker failed with no restarts left, or the rendezvous
+  // gave up.
+  kExitJobFailed = 1,
+  // Bad flags or configuration (unknown flag, malformed value, program not
+  // found, job id reused with other sizes, port taken). Retrying the same
+  // command cannot succeed.
+  kExitConfigError = 2,
+  // The rendezvous server could not be reached.
+  kExitUnavailable = 3,
+  // Stopped by a signal: 128 + the signal number, as a shell reports it.
+  kExitSignalBase = 128,
+};
 
 }  // namespace muster::agent
 
