@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,9 +35,11 @@ using ::testing::Not;
 // A port and what the firewall is expected to decide for it: the kind, and a
 // part of the deciding rule or policy (empty: not checked).
 struct PortCase {
+  PortCase(int port, PortDecision::Kind kind, std::string by = "")
+      : port(port), kind(kind), by(std::move(by)) {}
   int port;
   PortDecision::Kind kind;
-  std::string by = "";
+  std::string by;
 };
 
 void ExpectDecisions(const FirewallRuleset& rules,
