@@ -68,7 +68,7 @@ struct OpExtras {
   int root = 0;
   uint32_t tag = 0;
   // AllGatherV's per-rank counts.
-  absl::Span<const size_t> counts;
+  absl::Span<const size_t> counts = {};
 };
 
 // The one place where a call's arguments become an Op, for the blocking and
