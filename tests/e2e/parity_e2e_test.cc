@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,53 @@ TEST(ParityE2eTest, KillNineOfTheLauncherLeavesNoProcessOfTheJob) {
   }
   EXPECT_TRUE(all_gone) << "still running after kill -9 of the launcher:"
                         << alive << "\n"
+                        << p.Output();
+}
+
+// Issue 11 item 5: when the job fails (a worker exits non-zero, no restarts
+// left), the launcher stops the other workers and their descendants too: a
+// grandchild that ignores SIGTERM and SIGHUP (killed after the grace
+// period) and one that left the process group with setsid.
+constexpr char kFailingWorkerWithDescendants[] =
+    "(trap '' HUP TERM; exec sleep 300) &\n"
+    "echo $! > \"$PARITY_DIR/grandchild_$LOCAL_RANK\"\n"
+    "setsid sh -c 'trap \"\" HUP TERM; exec sleep 301' &\n"
+    "echo $! > \"$PARITY_DIR/daemon_$LOCAL_RANK\"\n"
+    "echo $$ > \"$PARITY_DIR/worker_$LOCAL_RANK\"\n"
+    "if [ \"$LOCAL_RANK\" = 1 ]; then\n"
+    "  while [ ! -s \"$PARITY_DIR/worker_0\" ]; do sleep 0.05; done\n"
+    "  exit 7\n"
+    "fi\n"
+    "exec sleep 302\n";
+
+TEST(ParityE2eTest, FailedJobLeavesNoGrandchildOfAnyWorker) {
+  const std::string dir = MakeTempDir("failgc");
+  const std::string worker = WriteWorker(dir, kFailingWorkerWithDescendants);
+  Subprocess p(Muster({"--nproc-per-node=2", "--max-restarts=0",
+                       "--shutdown-timeout=1", "--no-python", worker}),
+               {{"PARITY_DIR", dir}});
+  const std::optional<int> rc = p.Wait(kJobDeadline);
+  ASSERT_TRUE(rc.has_value()) << "the failed job did not end\n" << p.Output();
+  EXPECT_NE(*rc, 0) << p.Output();
+  EXPECT_THAT(p.Output(), HasSubstr("exit"));
+  std::vector<pid_t> pids;
+  for (const char* kind : {"worker_", "grandchild_", "daemon_"}) {
+    for (int r = 0; r < 2; ++r) {
+      const pid_t pid = PidIn(dir, absl::StrCat(kind, r));
+      EXPECT_GT(pid, 0) << kind << r << " never started\n" << p.Output();
+      if (pid > 0) pids.push_back(pid);
+    }
+  }
+  const bool all_gone = AllExited(pids, absl::Seconds(10));
+  std::string alive;
+  for (pid_t pid : pids) {
+    if (ProcessAlive(pid)) {
+      absl::StrAppend(&alive, " ", pid);
+      kill(pid, SIGKILL);
+    }
+  }
+  EXPECT_TRUE(all_gone) << "still running after the job failed:" << alive
+                        << "\n"
                         << p.Output();
 }
 
