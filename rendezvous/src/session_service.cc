@@ -347,11 +347,12 @@ grpc::ServerUnaryReactor* SessionService::GetStatus(
     reactor->Finish(ToGrpcStatus(query.status()));
     return reactor;
   }
+  const Credential credential =
+      auth_ != nullptr ? CredentialOf(*context) : Credential();
   if (auth_ != nullptr) {
     // One job: the caller may see it or is told why not. Every job: those it
     // may see, silently (a job's existence is not a secret, its details are),
     // and only those are counted in total_jobs.
-    const Credential credential = CredentialOf(*context);
     if (!request->job_id().empty()) {
       absl::Status allowed =
           auth_->Check(credential, Access::kStatus, request->job_id());

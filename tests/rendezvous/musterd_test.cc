@@ -207,7 +207,7 @@ TEST(MusterdTest, VersionAndHelp) {
 // write past its quota with RESOURCE_EXHAUSTED naming the limit and its flag,
 // keeps what it had, and stays up.
 TEST(MusterdTest, StoreQuotaRefusesTheWritePastItOverGrpc) {
-  Musterd d({"--store-max-bytes=3500000"});
+  Musterd d({"--store-max-bytes=3500000", "--store-max-value-bytes=1100000"});
   ASSERT_GT(d.port(), 0) << d.proc().Output();
   auto store = v1::Store::NewStub(LoopbackChannel(d.port()));
   auto set = [&](const std::string& key, size_t bytes) {
@@ -228,9 +228,10 @@ TEST(MusterdTest, StoreQuotaRefusesTheWritePastItOverGrpc) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(s.error_message(), HasSubstr("quota of 3500000 bytes"));
   EXPECT_THAT(s.error_message(), HasSubstr("--store-max-bytes"));
-  // Past the value limit (4 MiB by default) in one write.
-  s = set("big", (4 << 20) + 1);
+  // Past the value limit in one write.
+  s = set("big", 1100001);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("limit of 1100000 bytes"));
   EXPECT_THAT(s.error_message(), HasSubstr("--store-max-value-bytes"));
   // Another job's namespace has its own quota, and musterd still serves.
   v1::SetRequest other;
