@@ -64,19 +64,25 @@ class ManyJobsTest : public ::testing::Test {
     server_ = StartLoopbackServer(options).release();
     ASSERT_NE(server_, nullptr);
     const absl::Time start = absl::Now();
+    // Two waiting agents a job, with host names and node ids as long as a
+    // real cluster's: about 6 MB of status in all, more than gRPC's 4 MiB.
+    ConnectionId conn = ConnectionId{1} << 40;  // far above the server's own
     for (int i = 0; i < kJobs; ++i) {
-      v1::Join join =
-          muster::testing::MakeJoin({.job_id = absl::StrFormat("job-%05d", i),
-                                     .node_id = "node-a",
-                                     .hostname = "host-a.example.com",
-                                     .advertised_addr = "10.0.0.1",
-                                     .min_nodes = 2,
-                                     .max_nodes = 4,
-                                     .heartbeat_timeout_ms = 3'600'000});
-      // Stream ids far above the server's own (which count from 1).
-      absl::Status s = server_->coordinator().OnJoin(
-          (ConnectionId{1} << 40) + i, join, std::make_shared<DropChannel>());
-      ASSERT_TRUE(s.ok()) << s;
+      for (const char* node : {"a", "b"}) {
+        const std::string host = absl::StrCat("host-", node, i % 100,
+                                              ".rack-17.dc-west.example.com");
+        v1::Join join = muster::testing::MakeJoin(
+            {.job_id = absl::StrFormat("job-%05d", i),
+             .node_id = absl::StrCat(host, "-4242-", node),
+             .hostname = host,
+             .advertised_addr = "10.0.0.1",
+             .min_nodes = 3,
+             .max_nodes = 4,
+             .heartbeat_timeout_ms = 3'600'000});
+        absl::Status s = server_->coordinator().OnJoin(
+            ++conn, join, std::make_shared<DropChannel>());
+        ASSERT_TRUE(s.ok()) << s;
+      }
     }
     std::fprintf(stderr, "%d jobs joined in %s\n", kJobs,
                  absl::FormatDuration(absl::Now() - start).c_str());
@@ -94,6 +100,12 @@ class ManyJobsTest : public ::testing::Test {
 
 RendezvousServer* ManyJobsTest::server_ = nullptr;
 
+TEST_F(ManyJobsTest, OneResponseWouldExceedGrpcsLimit) {
+  // What GetStatus returned before it was paged (and what made `muster
+  // status` fail with 14,000 jobs).
+  EXPECT_GT(server_->coordinator().Status("").ByteSizeLong(), size_t{4} << 20);
+}
+
 TEST_F(ManyJobsTest, MusterStatusListsEveryJobWithTheTotal) {
   const absl::Time start = absl::Now();
   Subprocess status({BinPath("muster"), "status",
@@ -106,6 +118,7 @@ TEST_F(ManyJobsTest, MusterStatusListsEveryJobWithTheTotal) {
   EXPECT_THAT(out.substr(0, 200), HasSubstr(": 20000 jobs\n"));
   EXPECT_EQ(Count(out, "\njob job-"), static_cast<size_t>(kJobs));
   EXPECT_THAT(out, HasSubstr("\njob job-00000: OPEN, round "));
+  EXPECT_EQ(Count(out, "-4242-b\n"), static_cast<size_t>(kJobs));
   EXPECT_THAT(out, HasSubstr("\njob job-19999: OPEN"));
   EXPECT_THAT(out, Not(HasSubstr("more:")));  // nothing left out
 }
