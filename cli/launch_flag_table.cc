@@ -11,6 +11,7 @@
 #include "cli/launch_resolve.h"
 #include "cli/launch_values.h"
 #include "cli/rdzv_conf.h"
+#include "muster/common/ids.h"
 #include "muster/common/status.h"
 #include "muster/rendezvous/auth.h"
 
@@ -118,14 +119,14 @@ absl::Status ApplyMasterAddr(const Given& g, LaunchSettings* s) {
 }
 
 absl::Status ApplyRdzvId(const Given& g, LaunchSettings* s) {
-  absl::string_view id = g.value;
-  // The id names a log directory (<log-dir>/<run id>/): keep it a single path
-  // component.
-  if (id.empty() || id == "." || id == ".." ||
-      id.find('/') != absl::string_view::npos ||
-      id.find('\\') != absl::string_view::npos) {
-    return BadValue(
-        g, "expected a job id without '/' or '\\', e.g. --rdzv-id=job-42");
+  // The server's id grammar (muster/common/ids.h), checked before connecting.
+  MUSTER_RETURN_IF_ERROR(
+      ValidateId(g.source, g.value, "use e.g. --rdzv-id=job-42"));
+  // The id names a log directory (<log-dir>/<run id>/): not "." or "..".
+  if (g.value == "." || g.value == "..") {
+    return BadValue(g,
+                    "expected a job id that is not '.' or '..', e.g. "
+                    "--rdzv-id=job-42");
   }
   s->config.run_id = g.value;
   s->run_id_given = true;

@@ -1,5 +1,7 @@
 #include "cli/status.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
@@ -42,12 +44,21 @@ void AppendPeers(std::string* out, const char* title,
 
 std::string FormatStatus(const v1::GetStatusResponse& status,
                          const std::string& endpoint) {
+  // total_jobs: the server's count (0 from a musterd without paging).
+  const int64_t total =
+      std::max<int64_t>(status.total_jobs(), status.jobs_size());
   std::string out = absl::StrCat(
       "musterd at ", endpoint,
       status.server_version().empty()
           ? std::string()
           : absl::StrCat(" (version ", status.server_version(), ")"),
-      ": ", status.jobs_size(), status.jobs_size() == 1 ? " job" : " jobs",
+      ": ", total, total == 1 ? " job" : " jobs",
+      total == status.jobs_size()
+          ? std::string()
+          : absl::StrCat(" (", status.jobs_size(), " listed; ",
+                         total - status.jobs_size(),
+                         " more: jobs came or went while paging, or the "
+                         "listing stopped early; run it again)"),
       "\n");
   for (const v1::JobStatus& job : status.jobs()) {
     absl::StrAppendFormat(
@@ -58,6 +69,11 @@ std::string FormatStatus(const v1::GetStatusResponse& status,
         job.restart_count(), job.max_restarts());
     AppendPeers(&out, "members", job.members());
     AppendPeers(&out, "waiting", job.waiting());
+    if (job.members_omitted() > 0 || job.waiting_omitted() > 0) {
+      absl::StrAppend(
+          &out, "  not listed (response size bound): ", job.members_omitted(),
+          " more members, ", job.waiting_omitted(), " more waiting\n");
+    }
     if (!job.last_failure().empty()) {
       absl::StrAppend(&out, "  last failure: ", job.last_failure(), "\n");
     }
@@ -82,6 +98,11 @@ int RunStatus(const std::vector<std::string>& args,
       ->capture_default_str();
   app.add_option("job", job, "Only this job id");
   app.add_flag("--json", json, "Print JSON (the GetStatusResponse message)");
+  int page_size = 0;
+  app.add_option("--page-size", page_size,
+                 "Jobs per GetStatus call, 1 to 10000 (0: the server's "
+                 "default, 1000); every page is fetched and printed")
+      ->capture_default_str();
   app.add_option("--timeout", timeout_text,
                  "Seconds (or a duration: 500ms, 1m) to wait for the server")
       ->capture_default_str();
@@ -114,7 +135,8 @@ int RunStatus(const std::vector<std::string>& args,
                  std::string(security.status().message()).c_str());
     return agent::kExitConfigError;
   }
-  auto status = rendezvous::QueryStatus(endpoint, job, *timeout, *security);
+  auto status =
+      rendezvous::QueryStatus(endpoint, job, *timeout, *security, page_size);
   if (!status.ok()) {
     std::fprintf(stderr, "muster status: %s\n",
                  std::string(status.status().message()).c_str());

@@ -14,11 +14,14 @@ namespace muster::cli {
 
 // Runs the subcommand; args are the words after "status". Returns the exit
 // status: 0, 2 for bad flags, 3 when the server cannot be reached, 1 when JOB
-// is unknown to it. Blocks up to --timeout (default 5 s).
+// is unknown to it. Follows every page of GetStatus and prints every job and
+// the total. Blocks up to --timeout (default 5 s) to connect and for each page.
 int RunStatus(const std::vector<std::string>& args,
               const std::map<std::string, std::string>& env);
 
-// The human form of a status response (tests check it).
+// The human form of a status response (tests check it): a header line with
+// the server's total_jobs ("musterd at H:P (version V): N jobs", saying how
+// many are not listed when fewer came), then each job.
 std::string FormatStatus(const v1::GetStatusResponse& status,
                          const std::string& endpoint);
 

@@ -28,6 +28,7 @@
 #include "muster/agent/exit_codes.h"
 #include "muster/agent/worker_env.h"
 #include "muster/agent/worker_group.h"
+#include "muster/common/ids.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/platform/env.h"
@@ -150,8 +151,19 @@ int ElasticAgent::Impl::Setup() {
   }
 
   join_.set_job_id(config_.run_id);
-  join_.set_node_id(absl::StrCat(hostname, "-", platform::ProcessId(), "-",
-                                 RandomSuffix().substr(0, 4)));
+  join_.set_node_id(NodeIdOf(
+      hostname,
+      absl::StrCat(platform::ProcessId(), "-", RandomSuffix().substr(0, 4))));
+  // The server's id grammar (muster/common/ids.h), checked before connecting:
+  // an AgentConfig built in code has not been through the flag parser.
+  for (absl::Status s :
+       {ValidateId("--rdzv-id", join_.job_id(), "use e.g. --rdzv-id=job-42"),
+        ValidateId("node id", join_.node_id(), "report this as a bug")}) {
+    if (!s.ok()) {
+      MUSTER_LOG(ERROR) << s.message();
+      return kExitConfigError;
+    }
+  }
   join_.set_hostname(hostname);
   join_.set_advertised_addr(advertised);
   join_.set_local_world_size(config_.nproc_per_node);

@@ -157,6 +157,10 @@ absl::Time Coordinator::Tick() {
 v1::GetStatusResponse Coordinator::Status(absl::string_view job_id) const {
   return impl_->Status(job_id);
 }
+v1::GetStatusResponse Coordinator::StatusPage(
+    const StatusPageQuery& query) const {
+  return impl_->StatusPage(query);
+}
 int64_t Coordinator::ConnectedAgents() const {
   return impl_->ConnectedAgents();
 }

@@ -131,6 +131,10 @@ struct Member {
   int32_t master_port = 0;
 };
 
+// The member's node id, host, address and ranks as a Peer (RoundReady's peers,
+// GetStatus's members); not its reserved port. coordinator_status.cc.
+void FillPeer(const Member& m, v1::Peer* p);
+
 struct Job {
   std::string id;
   JobState state = JobState::kOpen;
@@ -267,6 +271,8 @@ class Coordinator::Impl {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Time Tick() ABSL_LOCKS_EXCLUDED(mu_);
   v1::GetStatusResponse Status(absl::string_view job_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  v1::GetStatusResponse StatusPage(const StatusPageQuery& query) const
       ABSL_LOCKS_EXCLUDED(mu_);
   int64_t ConnectedAgents() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t JobCount() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -5,32 +5,13 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "muster/common/ids.h"
 #include "muster/common/logging.h"
 #include "muster/rendezvous/auth.h"
 #include "rendezvous/src/coordinator_internal.h"
 
 namespace muster::rendezvous {
-
-// Job and node ids: what agents send and status prints; they appear in store
-// prefixes ("<job>/<round>") and logs, so the grammar leaves out '/', spaces
-// and control characters, and bounds the length.
-namespace {
-constexpr char kIdGrammar[] = "1 to 128 characters from A-Z a-z 0-9 . _ -";
-
-bool IsValidId(absl::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' &&
-        c != '_' && c != '-') {
-      return false;
-    }
-  }
-  return true;
-}
-}  // namespace
 
 absl::Status Coordinator::Impl::CheckSessionSecret(const Job& job,
                                                    ConnectionId conn,
@@ -62,22 +43,20 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   if (join.job_id().empty()) {
     return absl::InvalidArgumentError("Join: job_id is empty; pass --rdzv-id");
   }
-  if (!IsValidId(join.job_id())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Join: job_id '", absl::CHexEscape(join.job_id().substr(0, 64)),
-        join.job_id().size() > 64 ? "...' (" : "' (", join.job_id().size(),
-        " bytes) is not a valid id: ", kIdGrammar, " (--rdzv-id)"));
+  if (absl::Status s = ValidateId("Join: job_id", join.job_id(),
+                                  "choose another --rdzv-id, e.g. job-42");
+      !s.ok()) {
+    return s;
   }
   if (join.node_id().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("Join for job ", join.job_id(), ": node_id is empty"));
   }
-  if (!IsValidId(join.node_id())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Join for job ", join.job_id(), ": node_id '",
-        absl::CHexEscape(join.node_id().substr(0, 64)),
-        join.node_id().size() > 64 ? "...' (" : "' (", join.node_id().size(),
-        " bytes) is not a valid id: ", kIdGrammar));
+  if (absl::Status s =
+          ValidateId(absl::StrCat("Join for job ", join.job_id(), ": node_id"),
+                     join.node_id(), "give the agent a node id of that form");
+      !s.ok()) {
+    return s;
   }
   const std::string ctx = absl::StrCat("Join of node ", join.node_id(),
                                        " for job ", join.job_id(), ": ");

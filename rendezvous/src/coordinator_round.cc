@@ -84,12 +84,7 @@ v1::ServerMessage Coordinator::Impl::RoundReadyFor(const Job& job,
   for (int i : listed) {
     const Member& m = job.members[i];
     v1::Peer* p = r->add_peers();
-    p->set_node_id(m.rank.node_id);
-    p->set_hostname(m.hostname);
-    p->set_advertised_addr(m.advertised_addr);
-    p->set_group_rank(m.rank.group_rank);
-    p->set_local_world_size(m.rank.local_world_size);
-    p->set_rank_offset(m.rank.rank_offset);
+    FillPeer(m, p);
     p->set_reserved_port(m.master_port);
   }
   r->set_group_world_size(static_cast<int32_t>(n));

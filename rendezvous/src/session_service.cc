@@ -11,6 +11,7 @@
 #include "muster/common/logging.h"
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
+#include "rendezvous/src/status_page.h"
 
 namespace muster::rendezvous {
 
@@ -339,10 +340,19 @@ grpc::ServerUnaryReactor* SessionService::GetStatus(
     grpc::CallbackServerContext* context, const v1::GetStatusRequest* request,
     v1::GetStatusResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // One page (status_page.h): a request without paging fields (an old
+  // client) gets the first page and the total.
+  absl::StatusOr<StatusPageQuery> query = StatusPageQueryOf(*request);
+  if (!query.ok()) {
+    reactor->Finish(ToGrpcStatus(query.status()));
+    return reactor;
+  }
+  const Credential credential =
+      auth_ != nullptr ? CredentialOf(*context) : Credential();
   if (auth_ != nullptr) {
     // One job: the caller may see it or is told why not. Every job: those it
-    // may see, silently (a job's existence is not a secret, its details are).
-    const Credential credential = CredentialOf(*context);
+    // may see, silently (a job's existence is not a secret, its details are),
+    // and only those are counted in total_jobs.
     if (!request->job_id().empty()) {
       absl::Status allowed =
           auth_->Check(credential, Access::kStatus, request->job_id());
@@ -351,14 +361,11 @@ grpc::ServerUnaryReactor* SessionService::GetStatus(
         return reactor;
       }
     }
-    v1::GetStatusResponse all = coordinator_->Status(request->job_id());
-    for (v1::JobStatus& job : *all.mutable_jobs()) {
-      if (auth_->Check(credential, Access::kStatus, job.job_id()).ok())
-        *response->add_jobs() = std::move(job);
-    }
-  } else {
-    *response = coordinator_->Status(request->job_id());
+    query->visible = [this, &credential](absl::string_view job_id) {
+      return auth_->Check(credential, Access::kStatus, job_id).ok();
+    };
   }
+  *response = coordinator_->StatusPage(*query);
   response->set_server_version(MUSTER_VERSION);
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -433,5 +433,22 @@ TEST_F(ElasticAgentTest, ProgramThatCannotStartIsAConfigError) {
               ::testing::ElementsAre(HasSubstr("not found in PATH")));
 }
 
+// Issue 11: an AgentConfig built in code (not through the flag parser) with
+// a job id outside the server's grammar is refused before any connection.
+TEST_F(ElasticAgentTest, JobIdOutsideTheGrammarIsRefusedBeforeConnecting) {
+  config_.run_id = "a/b";
+  int clients = 0;
+  AgentDeps deps;
+  deps.clock = &clock_;
+  deps.launcher = &launcher_;
+  deps.new_client = [&](const rendezvous::GrpcClientOptions& o) {
+    ++clients;
+    return server_.NewClient(o);
+  };
+  ElasticAgent agent(config_, std::move(deps));
+  EXPECT_EQ(agent.Run(), kExitConfigError);
+  EXPECT_EQ(clients, 0);
+}
+
 }  // namespace
 }  // namespace muster::agent

@@ -705,7 +705,7 @@ TEST(LaunchFlagsTest, OtherMalformedValues) {
   EXPECT_THAT(
       ParseError({"--start-method=thread", "x"}),
       HasSubstr("--start-method=thread: expected spawn, fork or forkserver"));
-  EXPECT_THAT(ParseError({"--rdzv-id=a/b", "x"}), HasSubstr("--rdzv-id=a/b"));
+  EXPECT_THAT(ParseError({"--rdzv-id=a/b", "x"}), HasSubstr("--rdzv-id 'a/b'"));
   EXPECT_THAT(ParseError({"--role", " ", "x"}),
               HasSubstr("--role= : expected a role name"));
   EXPECT_THAT(ParseError({"--role=", "x"}),
@@ -714,6 +714,25 @@ TEST(LaunchFlagsTest, OtherMalformedValues) {
               HasSubstr("--local-ranks-filter=0,x: expected local ranks"));
   EXPECT_THAT(ParseError({"--standalone=maybe", "x"}),
               HasSubstr("--standalone=maybe"));
+}
+
+// Issue 11: the launcher checks the server's id grammar (muster/common/ids.h)
+// before it connects, naming the grammar and the fix.
+TEST(LaunchFlagsTest, RdzvIdFollowsTheServersGrammar) {
+  for (const std::string& bad :
+       {std::string("a/b"), std::string("a b"), std::string("job\\1"),
+        std::string(129, 'x'), std::string("caf\xc3\xa9")}) {
+    const std::string error = ParseError({"--rdzv-id=" + bad, "x"});
+    EXPECT_THAT(error, HasSubstr("--rdzv-id")) << bad;
+    EXPECT_THAT(error, HasSubstr("[A-Za-z0-9._-]{1,128}")) << bad;
+    EXPECT_THAT(error, HasSubstr("--rdzv-id=job-42")) << bad;
+  }
+  EXPECT_THAT(ParseError({"x"}, {{"PET_RDZV_ID", "x/y"}}),
+              HasSubstr("PET_RDZV_ID 'x/y'"));
+  EXPECT_THAT(ParseError({"--rdzv-id=..", "x"}), HasSubstr("'..'"));
+  EXPECT_EQ(ParseOk({"--rdzv-id=" + std::string(128, 'x'), "x"}).config.run_id,
+            std::string(128, 'x'));
+  EXPECT_EQ(ParseOk({"--rdzv-id=Job_4.2-a", "x"}).config.run_id, "Job_4.2-a");
 }
 
 TEST(LaunchFlagsTest, DiagnosticsFlags) {

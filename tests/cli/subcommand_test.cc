@@ -1,5 +1,6 @@
-// The one-shot subcommands' command lines: ParseSubcommandArgs, and the
-// `muster status --timeout` value going through the common duration parser.
+// The one-shot subcommands' command lines: ParseSubcommandArgs, the
+// `muster status --timeout` value going through the common duration parser,
+// and the status output's header.
 #include "cli/subcommand.h"
 
 #include <string>
@@ -35,6 +36,30 @@ TEST(SubcommandTest, StatusRefusesABadTimeoutBeforeConnecting) {
               agent::kExitConfigError)
         << bad;
   }
+}
+
+// Issue 11: the header line carries the server's total; a listing shorter
+// than the total (jobs came or went while paging) says so.
+TEST(SubcommandTest, StatusPrintsTheTotalAndSaysWhenJobsAreMissing) {
+  v1::GetStatusResponse status;
+  status.set_server_version("1.2.3");
+  status.add_jobs()->set_job_id("a");
+  status.add_jobs()->set_job_id("b");
+  status.set_total_jobs(2);
+  std::string out = FormatStatus(status, "h:1");
+  EXPECT_EQ(out.substr(0, out.find('\n')),
+            "musterd at h:1 (version 1.2.3): 2 jobs");
+  status.set_total_jobs(5);
+  out = FormatStatus(status, "h:1");
+  EXPECT_NE(out.find(": 5 jobs (2 listed; 3 more:"), std::string::npos) << out;
+  // A musterd without paging sends no total: the jobs are counted.
+  status.set_total_jobs(0);
+  out = FormatStatus(status, "h:1");
+  EXPECT_NE(out.find(": 2 jobs\n"), std::string::npos) << out;
+  // A job too large for one response says what it left out.
+  status.mutable_jobs(0)->set_members_omitted(7);
+  out = FormatStatus(status, "h:1");
+  EXPECT_NE(out.find("7 more members"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "muster/v1/rendezvous.grpc.pb.h"
+#include "tests/testing/musterd.h"
+#include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/tcp_listener.h"
 
@@ -20,7 +23,11 @@ namespace {
 
 using ::muster::testing::BinPath;
 using ::muster::testing::FreePort;
+using ::muster::testing::LoopbackChannel;
+using ::muster::testing::MakeJoin;
 using ::muster::testing::MakeTempDir;
+using ::muster::testing::MusterdProcess;
+using ::muster::testing::RawSession;
 using ::muster::testing::Subprocess;
 using ::muster::testing::TcpListener;
 using ::testing::HasSubstr;
@@ -123,6 +130,49 @@ TEST(BadInputE2eTest, JobIdJoinedWithAnotherNodeCountIsRefused) {
   EXPECT_THAT(r.output, HasSubstr("sized"));
   EXPECT_THAT(r.output, HasSubstr("2"));
   EXPECT_THAT(r.output, HasSubstr("3"));
+}
+
+// Issue 11: one id grammar, [A-Za-z0-9._-]{1,128} (muster/common/ids.h). The
+// launcher refuses a bad --rdzv-id before it connects (exit 2, the server
+// never hears of it); the server refuses a bad id from any client with
+// INVALID_ARGUMENT and stays up.
+TEST(BadInputE2eTest, JobIdOutsideTheGrammarIsRefusedByLauncherAndServer) {
+  MusterdProcess server;
+  ASSERT_TRUE(server.ready()) << server.proc().Output();
+  const std::string endpoint = "--rdzv-endpoint=" + server.endpoint();
+  for (const std::string& id :
+       {std::string("a/b"), std::string(129, 'x'), std::string("job 1")}) {
+    Result r = RunMuster({"--nnodes=2", endpoint, "--rdzv-id=" + id,
+                          "--no-python", "/bin/true"});
+    EXPECT_EQ(r.rc, kExitConfigError) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("--rdzv-id '" + id.substr(0, 64)));
+    EXPECT_THAT(r.output, HasSubstr("[A-Za-z0-9._-]{1,128}"));
+    EXPECT_THAT(r.output, HasSubstr("--rdzv-id=job-42"));
+    EXPECT_LT(r.took, absl::Seconds(10));
+  }
+  // The server never heard of them: it lists no job.
+  Subprocess status({BinPath("muster"), "status", endpoint, "--json"});
+  ASSERT_EQ(status.WaitOrKill(kQuick), 0) << status.Output();
+  EXPECT_THAT(status.Output(), HasSubstr("\"total_jobs\": \"0\""));
+
+  // A client that skips the launcher's check: the server refuses the Join.
+  for (const std::string& id :
+       {std::string("a/b"), std::string(1 << 20, 'j')}) {
+    RawSession session(LoopbackChannel(server.port()));
+    v1::AgentMessage join;
+    *join.mutable_join() = MakeJoin({.job_id = id, .node_id = "n"});
+    ASSERT_TRUE(session.stream().Write(join));
+    session.stream().WritesDone();
+    grpc::Status s = session.Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << s.error_message().substr(0, 300);
+    EXPECT_THAT(s.error_message(), HasSubstr("[A-Za-z0-9._-]{1,128}"));
+    EXPECT_LT(s.error_message().size(), 1000u);
+  }
+  // And is still up.
+  Subprocess again({BinPath("muster"), "status", endpoint});
+  EXPECT_EQ(again.WaitOrKill(kQuick), 0) << again.Output();
+  EXPECT_THAT(again.Output(), HasSubstr(": 0 jobs"));
 }
 
 }  // namespace

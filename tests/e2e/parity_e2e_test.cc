@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,29 +78,22 @@ constexpr char kWorkerWithDescendants[] =
     "echo $$ > \"$PARITY_DIR/worker_$LOCAL_RANK\"\n"
     "exec sleep 302\n";
 
-TEST(ParityE2eTest, KillNineOfTheLauncherLeavesNoProcessOfTheJob) {
-  const std::string dir = MakeTempDir("kill9");
-  const std::string worker = WriteWorker(dir, kWorkerWithDescendants);
-  Subprocess p(Muster({"--nproc-per-node=2", "--no-python", worker}),
-               {{"PARITY_DIR", dir}});
+// The pids that the workers here wrote to `dir`: worker_R, grandchild_R and
+// daemon_R for local ranks 0 and 1 (those written so far).
+std::vector<pid_t> JobPids(const std::string& dir) {
   std::vector<pid_t> pids;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        pids.clear();
-        for (const char* kind : {"worker_", "grandchild_", "daemon_"}) {
-          for (int r = 0; r < 2; ++r) {
-            if (pid_t pid = PidIn(dir, absl::StrCat(kind, r)); pid > 0)
-              pids.push_back(pid);
-          }
-        }
-        return pids.size() == 6;
-      },
-      absl::Seconds(30)))
-      << p.Output();
-  for (pid_t pid : pids) ASSERT_TRUE(ProcessAlive(pid)) << pid;
+  for (const char* kind : {"worker_", "grandchild_", "daemon_"}) {
+    for (int r = 0; r < 2; ++r) {
+      if (pid_t pid = PidIn(dir, absl::StrCat(kind, r)); pid > 0)
+        pids.push_back(pid);
+    }
+  }
+  return pids;
+}
 
-  kill(p.pid(), SIGKILL);
-  EXPECT_TRUE(p.Wait(absl::Seconds(10)).has_value());
+// Expects every pid gone within 10 s; kills (and names) the survivors.
+void ExpectAllGone(const std::vector<pid_t>& pids, const std::string& after,
+                   const std::string& output) {
   const bool all_gone = AllExited(pids, absl::Seconds(10));
   std::string alive;
   for (pid_t pid : pids) {
@@ -108,9 +102,60 @@ TEST(ParityE2eTest, KillNineOfTheLauncherLeavesNoProcessOfTheJob) {
       kill(pid, SIGKILL);
     }
   }
-  EXPECT_TRUE(all_gone) << "still running after kill -9 of the launcher:"
-                        << alive << "\n"
-                        << p.Output();
+  EXPECT_TRUE(all_gone) << "still running after " << after << ":" << alive
+                        << "\n"
+                        << output;
+}
+
+TEST(ParityE2eTest, KillNineOfTheLauncherLeavesNoProcessOfTheJob) {
+  const std::string dir = MakeTempDir("kill9");
+  const std::string worker = WriteWorker(dir, kWorkerWithDescendants);
+  Subprocess p(Muster({"--nproc-per-node=2", "--no-python", worker}),
+               {{"PARITY_DIR", dir}});
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        pids = JobPids(dir);
+        return pids.size() == 6;
+      },
+      absl::Seconds(30)))
+      << p.Output();
+  for (pid_t pid : pids) ASSERT_TRUE(ProcessAlive(pid)) << pid;
+
+  kill(p.pid(), SIGKILL);
+  EXPECT_TRUE(p.Wait(absl::Seconds(10)).has_value());
+  ExpectAllGone(pids, "kill -9 of the launcher", p.Output());
+}
+
+// Issue 11 item 5: when the job fails (a worker exits non-zero, no restarts
+// left), the launcher stops the other workers and their descendants too: a
+// grandchild that ignores SIGTERM and SIGHUP (killed after the grace
+// period) and one that left the process group with setsid.
+constexpr char kFailingWorkerWithDescendants[] =
+    "(trap '' HUP TERM; exec sleep 300) &\n"
+    "echo $! > \"$PARITY_DIR/grandchild_$LOCAL_RANK\"\n"
+    "setsid sh -c 'trap \"\" HUP TERM; exec sleep 301' &\n"
+    "echo $! > \"$PARITY_DIR/daemon_$LOCAL_RANK\"\n"
+    "echo $$ > \"$PARITY_DIR/worker_$LOCAL_RANK\"\n"
+    "if [ \"$LOCAL_RANK\" = 1 ]; then\n"
+    "  while [ ! -s \"$PARITY_DIR/worker_0\" ]; do sleep 0.05; done\n"
+    "  exit 7\n"
+    "fi\n"
+    "exec sleep 302\n";
+
+TEST(ParityE2eTest, FailedJobLeavesNoGrandchildOfAnyWorker) {
+  const std::string dir = MakeTempDir("failgc");
+  const std::string worker = WriteWorker(dir, kFailingWorkerWithDescendants);
+  Subprocess p(Muster({"--nproc-per-node=2", "--max-restarts=0",
+                       "--shutdown-timeout=1", "--no-python", worker}),
+               {{"PARITY_DIR", dir}});
+  const std::optional<int> rc = p.Wait(kJobDeadline);
+  ASSERT_TRUE(rc.has_value()) << "the failed job did not end\n" << p.Output();
+  EXPECT_NE(*rc, 0) << p.Output();
+  EXPECT_THAT(p.Output(), HasSubstr("exited with code 7"));
+  const std::vector<pid_t> pids = JobPids(dir);
+  EXPECT_EQ(pids.size(), 6u) << "not every process started\n" << p.Output();
+  ExpectAllGone(pids, "the job failed", p.Output());
 }
 
 // --- the Python interpreter (item 1)

@@ -20,6 +20,7 @@
 #include "muster/platform/clock.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/rendezvous/kv_store.h"
+#include "rendezvous/src/status_page.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace muster::fuzz {
@@ -198,6 +199,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (const v1::JobStatus& j : s.jobs()) {
           Check(!j.state().empty(), "status has a state");
           Check(j.members_size() <= j.max_nodes(), "members within max");
+        }
+        // A page (issue 11): bounded, in id order after the token, counted.
+        v1::GetStatusRequest r;
+        r.set_page_size(static_cast<int32_t>(in.Below(4)));
+        if (in.Byte() % 2) r.set_page_token(in.Bytes(16));
+        if (in.Byte() % 2) r.set_page_token(StatusPageTokenAfter("job1"));
+        absl::StatusOr<StatusPageQuery> q = StatusPageQueryOf(r);
+        if (!q.ok()) break;
+        v1::GetStatusResponse page = coord.StatusPage(*q);
+        Check(page.jobs_size() <= q->page_size, "page within page_size");
+        Check(page.total_jobs() >= page.jobs_size(), "total counts the page");
+        std::string last = q->after;
+        for (const v1::JobStatus& j : page.jobs()) {
+          Check(j.job_id() > last, "page in id order after the token");
+          last = j.job_id();
         }
         break;
       }

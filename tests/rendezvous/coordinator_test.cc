@@ -369,7 +369,7 @@ TEST_F(CoordinatorTest, MalformedJoinsAreRefusedNamingTheField) {
       // Issue 11: the id grammar, and sizes summed in 64 bits.
       {[](v1::Join& j) { j.set_job_id("a/b"); }, "job_id 'a/b'"},
       {[](v1::Join& j) { j.set_job_id(std::string(1 << 20, 'x')); },
-       "(1048576 bytes) is not a valid id: 1 to 128 characters"},
+       "(1048576 bytes) is not a valid id: expected 1 to 128 characters"},
       {[](v1::Join& j) { j.set_node_id("n\n1"); }, "node_id 'n\\n1'"},
       {[](v1::Join& j) { j.set_local_world_size(2147483647); },
        "--nproc-per-node must be from 1 to 4096"},

@@ -15,6 +15,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "muster/rendezvous/client.h"
+#include "muster/v1/store.grpc.pb.h"
 #include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
 
@@ -193,7 +194,55 @@ TEST(MusterdTest, VersionAndHelp) {
     EXPECT_EQ(d.WaitOrKill(kDeadline), 0);
     EXPECT_THAT(d.Output(), HasSubstr("--listen"));
     EXPECT_THAT(d.Output(), HasSubstr("--port-file"));
+    // Issue 11: the Store's limits, with their defaults.
+    for (const char* flag : {"--store-max-key-bytes", "--store-max-value-bytes",
+                             "--store-max-keys", "--store-max-bytes"}) {
+      EXPECT_THAT(d.Output(), HasSubstr(flag));
+    }
+    EXPECT_THAT(d.Output(), HasSubstr("268435456"));  // 256 MiB a round
   }
+}
+
+// Issue 11: one namespace took 600 values of 1 MB. A real musterd refuses the
+// write past its quota with RESOURCE_EXHAUSTED naming the limit and its flag,
+// keeps what it had, and stays up.
+TEST(MusterdTest, StoreQuotaRefusesTheWritePastItOverGrpc) {
+  Musterd d({"--store-max-bytes=3500000", "--store-max-value-bytes=1100000"});
+  ASSERT_GT(d.port(), 0) << d.proc().Output();
+  auto store = v1::Store::NewStub(LoopbackChannel(d.port()));
+  auto set = [&](const std::string& key, size_t bytes) {
+    v1::SetRequest request;
+    request.set_prefix("job/1");
+    request.set_key(key);
+    request.set_value(std::string(bytes, 'v'));
+    grpc::ClientContext context;
+    PrepareContext(&context);
+    v1::SetResponse response;
+    return store->Set(&context, request, &response);
+  };
+  for (int i = 0; i < 3; ++i) {
+    grpc::Status s = set(absl::StrCat("k", i), 1 << 20);
+    ASSERT_TRUE(s.ok()) << i << ": " << s.error_message();
+  }
+  grpc::Status s = set("k3", 1 << 20);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("quota of 3500000 bytes"));
+  EXPECT_THAT(s.error_message(), HasSubstr("--store-max-bytes"));
+  // Past the value limit in one write.
+  s = set("big", 1100001);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("limit of 1100000 bytes"));
+  EXPECT_THAT(s.error_message(), HasSubstr("--store-max-value-bytes"));
+  // Another job's namespace has its own quota, and musterd still serves.
+  v1::SetRequest other;
+  other.set_prefix("other/1");
+  other.set_key("k");
+  other.set_value("v");
+  grpc::ClientContext context;
+  PrepareContext(&context);
+  v1::SetResponse response;
+  EXPECT_TRUE(store->Set(&context, other, &response).ok());
+  EXPECT_EQ(Health(d.port()), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
 }  // namespace

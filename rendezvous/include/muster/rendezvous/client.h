@@ -64,7 +64,10 @@ struct GrpcClientOptions {
 };
 
 // Asks the server at `endpoint` (HOST:PORT) for its jobs (all when job_id is
-// empty), for `muster status`. Blocks up to `timeout`. Errors: INVALID_ARGUMENT
+// empty), for `muster status`: follows GetStatus's pages (page_size jobs each,
+// 0: the server's default) and returns them all in one response, with the
+// server's total_jobs and no next_page_token. Blocks up to `timeout` to
+// connect and up to `timeout` for each page. Errors: INVALID_ARGUMENT
 // for a malformed endpoint; UNAVAILABLE naming the endpoint and the cause when
 // it cannot be reached.
 absl::StatusOr<v1::GetStatusResponse> QueryStatus(const std::string& endpoint,
@@ -75,7 +78,7 @@ absl::StatusOr<v1::GetStatusResponse> QueryStatus(const std::string& endpoint,
 // open, and UNAVAILABLE naming TLS for a plaintext/TLS mismatch.
 absl::StatusOr<v1::GetStatusResponse> QueryStatus(
     const std::string& endpoint, const std::string& job_id,
-    absl::Duration timeout, const ClientSecurity& security);
+    absl::Duration timeout, const ClientSecurity& security, int page_size = 0);
 
 std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(
     GrpcClientOptions options);

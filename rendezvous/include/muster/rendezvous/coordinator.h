@@ -160,6 +160,21 @@ struct CoordinatorOptions {
   LogLevel event_log_level = LogLevel::kInfo;
 };
 
+// Which jobs one GetStatus page lists (Coordinator::StatusPage).
+struct StatusPageQuery {
+  // Only this job when not empty.
+  std::string job_id;
+  // Jobs whose id sorts after this one; empty: from the first.
+  std::string after;
+  // At most this many jobs, and at most about this many bytes of them.
+  int page_size = 1000;
+  int64_t max_bytes = int64_t{1} << 20;
+  // Whether the caller may see a job (null: every job). Jobs it may not see
+  // are neither listed nor counted. Called under the Coordinator's lock: must
+  // not call into the Coordinator.
+  std::function<bool(absl::string_view job_id)> visible;
+};
+
 class Coordinator {
  public:
   // clock must outlive the Coordinator.
@@ -212,6 +227,13 @@ class Coordinator {
 
   // Jobs (all when job_id is empty), for `muster status`.
   v1::GetStatusResponse Status(absl::string_view job_id) const;
+  // One page of them (GetStatus; the request is parsed by status_page.h):
+  // jobs in the order of their ids, after query.after, at most
+  // query.page_size of them and about query.max_bytes (a job too large alone
+  // has its last members and waiting agents left out, counted in
+  // members_omitted / waiting_omitted). Sets total_jobs and, when more jobs
+  // follow, next_page_token. O(jobs) under the lock.
+  v1::GetStatusResponse StatusPage(const StatusPageQuery& query) const;
 
   // Counters for metrics and tests.
   int64_t ConnectedAgents() const;
