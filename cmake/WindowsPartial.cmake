@@ -35,6 +35,9 @@ message(STATUS "muster (Windows, partial): OpenSSL ${OPENSSL_FOUND}, gRPC ${gRPC
 set(MUSTER_WIN32_SYSTEM_LIBS ws2_32 iphlpapi userenv dbghelp ole32 psapi user32 advapi32 shell32
   crypt32 bcrypt)
 
+# --- platform: the OS layer, with its windows/ side (platform/CMakeLists.txt picks it). --------
+add_subdirectory(platform)
+
 # --- proto: the messages (and the gRPC stubs once gRPC is there) -------------------------------
 if(gRPC_FOUND AND NOT TARGET gRPC::grpc_cpp_plugin)
   # The cross-built gRPC has no plugins: the host's (Debian's, the same version) generates.
@@ -48,14 +51,13 @@ endif()
 add_subdirectory(proto)
 
 # --- common: the portable part. Left out: net.cc and probe.cc (BSD sockets, getifaddrs, poll),
-# http_server.cc (civetweb, not cross-built yet). ------------------------------------------------
-add_library(muster_common STATIC
-  common/src/status.cc common/src/logging.cc common/src/clock.cc)
+# http_server.cc (civetweb, not cross-built yet). Logging and the clock are in muster_platform. ---
+add_library(muster_common STATIC common/src/status.cc common/src/duration.cc)
 target_include_directories(muster_common PUBLIC ${PROJECT_SOURCE_DIR}/common/include
   PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_options(muster_common PRIVATE ${MUSTER_WARNINGS})
-target_link_libraries(muster_common PUBLIC absl::status absl::statusor absl::strings absl::time
-  absl::synchronization Threads::Threads)
+target_link_libraries(muster_common PUBLIC muster_platform absl::status absl::statusor
+  absl::strings absl::time absl::synchronization Threads::Threads)
 
 # --- rendezvous core: the state machine, rank rules, key-value store, auth (no gRPC, no OS). ---
 if(OPENSSL_FOUND)
@@ -80,6 +82,16 @@ if(MUSTER_BUILD_TESTS)
                   TIMEOUT 180)
     endforeach()
   endif()
+  # The platform layer's windows/ side, on wine: processes in job objects (with a helper .exe
+  # that echoes its argv, spawns a grandchild, crashes, ...), files, env, stop requests, the SCM.
+  add_executable(win_test_helper tests/windows/win_test_helper.cc)
+  target_compile_options(win_test_helper PRIVATE ${MUSTER_WARNINGS})
+  target_link_libraries(win_test_helper PRIVATE muster_platform muster_platform_service)
+  foreach(t win_process win_files_env win_service)
+    muster_test(${t}_test SRCS tests/windows/${t}_test.cc
+                DEPS muster_platform muster_platform_service TIMEOUT 120)
+    add_dependencies(${t}_test win_test_helper)
+  endforeach()
   if(Gloo_FOUND)
     # Gloo's libuv transport (the transport libmuster_comm will use on Windows): its FileStore
     # with binary values, and a 2-rank allreduce over 127.0.0.1.
