@@ -86,6 +86,7 @@ if(MUSTER_BUILD_TESTS)
   # that echoes its argv, spawns a grandchild, crashes, ...), files, env, stop requests, the SCM.
   add_executable(win_test_helper tests/windows/win_test_helper.cc)
   target_compile_options(win_test_helper PRIVATE ${MUSTER_WARNINGS})
+  target_include_directories(win_test_helper PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(win_test_helper PRIVATE muster_platform muster_platform_service)
   foreach(t win_process win_files_env win_service)
     muster_test(${t}_test SRCS tests/windows/${t}_test.cc
