@@ -63,8 +63,11 @@ target_link_libraries(muster_common PUBLIC muster_platform absl::status absl::st
 if(OPENSSL_FOUND)
 muster_library(muster_rendezvous_core
   SRCS rendezvous/src/kv_store.cc rendezvous/src/in_memory_store.cc
-       rendezvous/src/rank_assignment.cc rendezvous/src/coordinator.cc rendezvous/src/auth.cc
-       rendezvous/src/outbox.cc rendezvous/src/round_peers.cc
+       rendezvous/src/rank_assignment.cc rendezvous/src/coordinator.cc
+       rendezvous/src/coordinator_join.cc rendezvous/src/coordinator_round.cc
+       rendezvous/src/coordinator_failure.cc rendezvous/src/coordinator_jobs.cc
+       rendezvous/src/coordinator_status.cc rendezvous/src/auth.cc
+       rendezvous/src/outbox.cc rendezvous/src/round_peers.cc rendezvous/src/lease.cc
   DEPS muster_common muster_proto absl::flat_hash_map absl::any_invocable absl::span
   PRIVATE_DEPS OpenSSL::Crypto ${MUSTER_WIN32_SYSTEM_LIBS})
 target_include_directories(muster_rendezvous_core PUBLIC ${PROJECT_SOURCE_DIR}/rendezvous/include)
@@ -76,10 +79,14 @@ if(MUSTER_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
   # The rendezvous core's own tests, unchanged: pure logic on fake channels and a FakeClock.
   if(TARGET muster_rendezvous_core)
+    # The Join builder of the Coordinator's tests (protos only).
+    add_library(muster_testing_join STATIC tests/testing/join.cc)
+    target_include_directories(muster_testing_join PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(muster_testing_join PUBLIC muster_proto)
     foreach(t kv_store rank_assignment coordinator coordinator_preflight auth coordinator_session
-              coordinator_scale)
-      muster_test(${t}_test SRCS tests/rendezvous/${t}_test.cc DEPS muster_rendezvous_core
-                  TIMEOUT 180)
+              coordinator_scale lease adoption)
+      muster_test(${t}_test SRCS tests/rendezvous/${t}_test.cc
+                  DEPS muster_rendezvous_core muster_testing_join TIMEOUT 180)
     endforeach()
   endif()
   # The platform layer's windows/ side, on wine: processes in job objects (with a helper .exe

@@ -61,8 +61,12 @@ std::vector<std::string> PathExtensions() {
 std::vector<std::string> Candidates(const std::string& base,
                                     const std::vector<std::string>& exts) {
   std::vector<std::string> out;
-  if (!Extension(base).empty()) out.push_back(base);
+  const bool has_extension = !Extension(base).empty();
+  if (has_extension) out.push_back(base);
   for (const std::string& e : exts) out.push_back(base + e);
+  // Last, the name as it is: a program image without an extension runs, and
+  // a script without one gets an error that says what it is.
+  if (!has_extension) out.push_back(base);
   return out;
 }
 

@@ -9,7 +9,10 @@
 //            body returns → STOPPED (its exit code)
 // clang-format on
 #include <windows.h>
+// (after windows.h)
+#include <tlhelp32.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -158,6 +161,28 @@ std::string ThisExecutable() {
   return windows::Narrow(buf);
 }
 
+// The executable name of this process's parent ("services.exe" for a
+// service); empty when Windows cannot tell.
+std::string ParentExecutable() {
+  windows::UniqueHandle snap(CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0));
+  if (!snap.valid()) return "";
+  const DWORD self = GetCurrentProcessId();
+  DWORD parent = 0;
+  PROCESSENTRY32W e{};
+  e.dwSize = sizeof(e);
+  for (BOOL ok = Process32FirstW(snap.get(), &e); ok;
+       ok = Process32NextW(snap.get(), &e)) {
+    if (e.th32ProcessID == self) parent = e.th32ParentProcessID;
+  }
+  if (parent == 0) return "";
+  e.dwSize = sizeof(e);
+  for (BOOL ok = Process32FirstW(snap.get(), &e); ok;
+       ok = Process32NextW(snap.get(), &e)) {
+    if (e.th32ProcessID == parent) return windows::Narrow(e.szExeFile);
+  }
+  return "";
+}
+
 }  // namespace
 
 ServiceHost* ServiceHost::Default() {
@@ -166,6 +191,13 @@ ServiceHost* ServiceHost::Default() {
 }
 
 int RunService(const std::string& name, const std::function<int()>& body) {
+  // Only a process the service control manager (services.exe) started asks
+  // it for its service: wine's StartServiceCtrlDispatcherW does not always
+  // fail (1063) in a console process as Windows' does, and would then report
+  // a console musterd as a service.
+  if (!absl::EqualsIgnoreCase(ParentExecutable(), "services.exe")) {
+    return body();
+  }
   Service& s = TheService();
   s.name = Widen(name);
   s.body = &body;

@@ -60,7 +60,7 @@ int Service(const std::string& name, const std::string& marker) {
     muster::platform::StopRequests stops({muster::platform::kSignalTerminate});
     muster::platform::ServiceHost::Default()->Ready("helper up");
     {
-      std::ofstream(marker)
+      std::ofstream(marker, std::ios::binary)
           << "running "
           << (muster::platform::ServiceHost::Default()->managed() ? "managed"
                                                                   : "console")
@@ -68,7 +68,7 @@ int Service(const std::string& name, const std::string& marker) {
     }
     const int sig = stops.Wait();
     muster::platform::ServiceHost::Default()->Stopping("stop request");
-    std::ofstream(marker, std::ios::app)
+    std::ofstream(marker, std::ios::app | std::ios::binary)
         << "stopped by " << muster::platform::SignalName(sig) << "\n";
     return 0;
   });
