@@ -35,6 +35,7 @@
 #include "muster/platform/process.h"
 #include "platform/posix/output_reader.h"
 #include "platform/posix/spawn.h"
+#include "platform/src/process_plan.h"
 
 namespace muster::platform::posix {
 namespace {
@@ -316,24 +317,14 @@ class PosixProcessGroup : public ProcessGroup {
   }
 
   GroupStatus StatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_->mu) {
-    GroupStatus status;
+    std::vector<ProcessExit> exits;
     for (const ProcState& w : shared_->procs) {
       if (!w.recorded) continue;
-      status.exits.push_back(w.exit);
-      status.exits.back().last_stderr_line = w.last_stderr_line;
+      exits.push_back(w.exit);
+      exits.back().last_stderr_line = w.last_stderr_line;
     }
-    std::stable_sort(status.exits.begin(), status.exits.end(),
-                     [](const ProcessExit& a, const ProcessExit& b) {
-                       if (a.succeeded() != b.succeeded())
-                         return !a.succeeded();
-                       return a.end_time < b.end_time;
-                     });
-    if (shared_->any_failed) {
-      status.state = GroupState::kFailed;
-    } else if (shared_->unrecorded == 0) {
-      status.state = GroupState::kSucceeded;
-    }
-    return status;
+    return internal::MakeGroupStatus(std::move(exits), shared_->any_failed,
+                                     shared_->unrecorded == 0);
   }
 
   const std::shared_ptr<Shared> shared_;
@@ -362,16 +353,11 @@ class PosixLauncher : public ProcessLauncher {
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> PosixLauncher::Start(
     std::vector<ProcessSpec> specs, LaunchOptions options) {
-  if (specs.empty()) return absl::InvalidArgumentError("no processes to start");
-  std::vector<std::string> names;
+  auto checked = internal::CheckSpecs(specs);
+  if (!checked.ok()) return checked.status();
+  const std::vector<std::string> names = *std::move(checked);
   std::vector<std::string> programs;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const ProcessSpec& p = specs[i];
-    names.push_back(p.name.empty() ? absl::StrCat("process ", i) : p.name);
-    if (p.argv.empty() || p.argv[0].empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(names.back(), " has no program to run (empty argv)"));
-    }
+  for (const ProcessSpec& p : specs) {
     auto program = FindExecutable(p.argv[0], EnvOr(p.env, "PATH"));
     if (!program.ok()) return program.status();
     programs.push_back(*std::move(program));
@@ -384,39 +370,33 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> PosixLauncher::Start(
   const std::shared_ptr<const std::vector<std::string>> filters[2] = {
       std::make_shared<const std::vector<std::string>>(options.stdout_filters),
       std::make_shared<const std::vector<std::string>>(options.stderr_filters)};
-  const std::string* filtered_files[2] = {&options.filtered_stdout_file,
-                                          &options.filtered_stderr_file};
   for (int k = 0; k < 2; ++k) {
-    if (filters[k]->empty() || filtered_files[k]->empty()) continue;
-    auto file = OpenLogFile(*filtered_files[k]);
+    const std::string file_name = internal::FilteredFile(options, k == 1);
+    if (file_name.empty()) continue;
+    auto file = OpenLogFile(file_name);
     if (!file.ok()) return file.status();
     filtered[k] = std::make_shared<UniqueFd>(std::move(*file));
   }
   std::vector<Stream> streams;
-  for (size_t index = 0; index < specs.size(); ++index) {
-    const ProcessSpec& p = specs[index];
-    for (int k = 0; k < 2; ++k) {
-      const StreamRoute& route = k == 0 ? p.stdout_route : p.stderr_route;
-      Stream s;
-      s.proc_index = index;
-      s.is_stderr = k == 1;
-      s.shared = shared.get();
-      if (filtered[k] != nullptr && route.filtered) {
-        s.filtered = filtered[k];
-        s.filters = filters[k];
-      }
-      s.prefix = p.line_prefix;
-      s.console_fd = route.console ? (k == 0 ? options.console_stdout
-                                             : options.console_stderr)
-                                   : -1;
-      if (!route.file.empty()) {
-        auto file = OpenLogFile(route.file);
-        if (!file.ok()) return file.status();
-        s.file = *std::move(file);
-        s.file_name = route.file;
-      }
-      streams.push_back(std::move(s));
+  for (const internal::StreamPlan& plan :
+       internal::PlanStreams(specs, options)) {
+    Stream s;
+    s.proc_index = plan.proc_index;
+    s.is_stderr = plan.is_stderr;
+    s.shared = shared.get();
+    if (plan.filtered) {
+      s.filtered = filtered[plan.is_stderr];
+      s.filters = filters[plan.is_stderr];
     }
+    s.prefix = plan.prefix;
+    s.console_fd = plan.console_fd;
+    if (!plan.file.empty()) {
+      auto file = OpenLogFile(plan.file);
+      if (!file.ok()) return file.status();
+      s.file = *std::move(file);
+      s.file_name = plan.file;
+    }
+    streams.push_back(std::move(s));
   }
 
   shared->reader_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

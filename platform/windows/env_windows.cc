@@ -144,15 +144,13 @@ absl::StatusOr<std::string> FindExecutable(const std::string& argv0,
       if (k == Kind::kDirectory && only_dir.empty()) only_dir = c;
     }
   }
-  if (!only_dir.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("program '", argv0, "' not found in PATH (", path,
-                     "): only a directory '", only_dir,
-                     "'; give a path, or check the spelling"));
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "program '", argv0, "' not found in PATH (", path, ") with PATHEXT (",
-      absl::StrJoin(exts, ";"), "); give a path, or check the spelling"));
+  std::string why =
+      absl::StrCat("program '", argv0, "' not found in PATH (", path,
+                   ") with PATHEXT (", absl::StrJoin(exts, ";"), ")");
+  if (!only_dir.empty())
+    absl::StrAppend(&why, ": only a directory '", only_dir, "'");
+  return absl::FailedPreconditionError(
+      absl::StrCat(why, "; give a path, or check the spelling"));
 }
 
 int ProcessId() { return static_cast<int>(GetCurrentProcessId()); }
@@ -173,16 +171,7 @@ std::vector<int> CurrentCpuAffinity() {
 
 void WriteToStderr(absl::string_view text) {
   HANDLE h = GetStdHandle(STD_ERROR_HANDLE);
-  if (h == nullptr || h == INVALID_HANDLE_VALUE) return;
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    DWORD n = 0;
-    const DWORD chunk = static_cast<DWORD>(std::min<size_t>(left, 1 << 20));
-    if (!WriteFile(h, p, chunk, &n, nullptr) || n == 0) break;
-    p += n;
-    left -= n;
-  }
+  if (h != nullptr && h != INVALID_HANDLE_VALUE) windows::WriteAll(h, text);
 }
 
 // Windows has no SIGPIPE: a write to a closed pipe fails with

@@ -15,19 +15,6 @@
 namespace muster::platform::windows {
 namespace {
 
-bool WriteAllTo(HANDLE h, const std::string& data) {
-  const char* p = data.data();
-  size_t left = data.size();
-  while (left > 0) {
-    DWORD n = 0;
-    if (!WriteFile(h, p, static_cast<DWORD>(left), &n, nullptr) || n == 0)
-      return false;
-    p += n;
-    left -= n;
-  }
-  return true;
-}
-
 void RouteLine(Shared& shared, Stream& s, absl::string_view text, bool newline,
                std::string& buf) {
   if (s.is_stderr) {
@@ -47,16 +34,15 @@ void RouteLine(Shared& shared, Stream& s, absl::string_view text, bool newline,
   if (to_filtered || s.console != nullptr) {
     buf = absl::StrCat(s.prefix, text, "\n");
     absl::MutexLock lock(&shared.write_mu);
-    if (to_filtered && !WriteAllTo(s.filtered->get(), buf)) s.filtered.reset();
+    if (to_filtered && !WriteAll(s.filtered->get(), buf)) s.filtered.reset();
     // A console that went away must not stop the workers or the files.
-    if (s.console != nullptr && !WriteAllTo(s.console, buf))
-      s.console = nullptr;
+    if (s.console != nullptr && !WriteAll(s.console, buf)) s.console = nullptr;
   }
   if (s.file.valid() && !s.file_broken) {
     // The process's bytes exactly: no prefix, '\n' only where it wrote one.
     buf.assign(text.data(), text.size());
     if (newline) buf.push_back('\n');
-    if (!WriteAllTo(s.file.get(), buf)) {
+    if (!WriteAll(s.file.get(), buf)) {
       MUSTER_LOG(ERROR) << "writing the log file " << s.file_name
                         << " failed: " << LastErrorText()
                         << "; its further output is lost";

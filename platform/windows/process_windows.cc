@@ -30,6 +30,7 @@
 #include "muster/platform/logging.h"
 #include "muster/platform/process.h"
 #include "muster/platform/signals.h"
+#include "platform/src/process_plan.h"
 #include "platform/windows/output_windows.h"
 #include "platform/windows/spawn_windows.h"
 
@@ -217,24 +218,14 @@ class WindowsProcessGroup : public ProcessGroup {
   }
 
   GroupStatus StatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_->mu) {
-    GroupStatus status;
+    std::vector<ProcessExit> exits;
     for (const ProcState& p : shared_->procs) {
       if (!p.recorded) continue;
-      status.exits.push_back(p.exit);
-      status.exits.back().last_stderr_line = p.last_stderr_line;
+      exits.push_back(p.exit);
+      exits.back().last_stderr_line = p.last_stderr_line;
     }
-    std::stable_sort(status.exits.begin(), status.exits.end(),
-                     [](const ProcessExit& a, const ProcessExit& b) {
-                       if (a.succeeded() != b.succeeded())
-                         return !a.succeeded();
-                       return a.end_time < b.end_time;
-                     });
-    if (shared_->any_failed) {
-      status.state = GroupState::kFailed;
-    } else if (shared_->unrecorded == 0) {
-      status.state = GroupState::kSucceeded;
-    }
-    return status;
+    return internal::MakeGroupStatus(std::move(exits), shared_->any_failed,
+                                     shared_->unrecorded == 0);
   }
 
   const std::shared_ptr<Shared> shared_;
@@ -248,43 +239,36 @@ class WindowsProcessGroup : public ProcessGroup {
 // The destinations of every stream, opened before anything runs.
 absl::StatusOr<std::vector<Stream>> OpenStreams(
     const std::vector<ProcessSpec>& specs, const LaunchOptions& options) {
-  std::shared_ptr<UniqueHandle> filtered[2];
+  std::shared_ptr<UniqueHandle> shared_files[2];
   const std::shared_ptr<const std::vector<std::string>> filters[2] = {
       std::make_shared<const std::vector<std::string>>(options.stdout_filters),
       std::make_shared<const std::vector<std::string>>(options.stderr_filters)};
-  const std::string* filtered_files[2] = {&options.filtered_stdout_file,
-                                          &options.filtered_stderr_file};
-  for (int k = 0; k < 2; ++k) {
-    if (filters[k]->empty() || filtered_files[k]->empty()) continue;
-    auto file = OpenLogFile(*filtered_files[k]);
-    if (!file.ok()) return file.status();
-    filtered[k] = std::make_shared<UniqueHandle>(std::move(*file));
+  for (bool is_stderr : {false, true}) {
+    const std::string name = internal::FilteredFile(options, is_stderr);
+    if (name.empty()) continue;
+    auto opened = OpenLogFile(name);
+    if (!opened.ok()) return opened.status();
+    shared_files[is_stderr] =
+        std::make_shared<UniqueHandle>(*std::move(opened));
   }
   std::vector<Stream> streams;
-  for (size_t index = 0; index < specs.size(); ++index) {
-    const ProcessSpec& p = specs[index];
-    for (int k = 0; k < 2; ++k) {
-      const StreamRoute& route = k == 0 ? p.stdout_route : p.stderr_route;
-      Stream s;
-      s.proc_index = index;
-      s.is_stderr = k == 1;
-      s.prefix = p.line_prefix;
-      if (filtered[k] != nullptr && route.filtered) {
-        s.filtered = filtered[k];
-        s.filters = filters[k];
-      }
-      if (route.console) {
-        s.console = ConsoleHandle(k == 0 ? options.console_stdout
-                                         : options.console_stderr);
-      }
-      if (!route.file.empty()) {
-        auto file = OpenLogFile(route.file);
-        if (!file.ok()) return file.status();
-        s.file = *std::move(file);
-        s.file_name = route.file;
-      }
-      streams.push_back(std::move(s));
+  for (internal::StreamPlan& plan : internal::PlanStreams(specs, options)) {
+    Stream s;
+    s.proc_index = plan.proc_index;
+    s.is_stderr = plan.is_stderr;
+    s.prefix = std::move(plan.prefix);
+    s.console = ConsoleHandle(plan.console_fd);
+    if (plan.filtered) {
+      s.filtered = shared_files[plan.is_stderr];
+      s.filters = filters[plan.is_stderr];
     }
+    if (!plan.file.empty()) {
+      auto opened = OpenLogFile(plan.file);
+      if (!opened.ok()) return opened.status();
+      s.file = *std::move(opened);
+      s.file_name = std::move(plan.file);
+    }
+    streams.push_back(std::move(s));
   }
   return streams;
 }
@@ -293,18 +277,14 @@ class WindowsLauncher : public ProcessLauncher {
  public:
   absl::StatusOr<std::unique_ptr<ProcessGroup>> Start(
       std::vector<ProcessSpec> specs, LaunchOptions options) override {
-    if (specs.empty())
-      return absl::InvalidArgumentError("no processes to start");
+    auto names = internal::CheckSpecs(specs);
+    if (!names.ok()) return names.status();
     std::vector<SpawnRequest> requests;
     const std::string stop_name = NewStopEventName();
     for (size_t i = 0; i < specs.size(); ++i) {
       const ProcessSpec& p = specs[i];
       SpawnRequest r;
-      r.name = p.name.empty() ? absl::StrCat("process ", i) : p.name;
-      if (p.argv.empty() || p.argv[0].empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(r.name, " has no program to run (empty argv)"));
-      }
+      r.name = (*names)[i];
       auto resolved = ResolveCommand(p.argv, p.env);
       if (!resolved.ok()) return resolved.status();
       r.command = *std::move(resolved);

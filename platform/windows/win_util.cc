@@ -48,6 +48,18 @@ std::string ErrorText(DWORD error) {
 
 std::string LastErrorText() { return ErrorText(GetLastError()); }
 
+bool WriteAll(HANDLE h, absl::string_view data) {
+  while (!data.empty()) {
+    DWORD written = 0;
+    const DWORD n = static_cast<DWORD>(std::min<size_t>(data.size(), 1 << 24));
+    if (!WriteFile(h, data.data(), n, &written, nullptr) || written == 0) {
+      return false;
+    }
+    data.remove_prefix(written);
+  }
+  return true;
+}
+
 std::wstring QuoteArgument(std::wstring_view arg) {
   if (!arg.empty() &&
       arg.find_first_of(L" \t\n\v\"") == std::wstring_view::npos) {

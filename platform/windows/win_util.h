@@ -23,6 +23,9 @@ std::string ErrorText(DWORD error);
 // ErrorText(GetLastError()).
 std::string LastErrorText();
 
+// Writes all of `data` to `h` (WriteFile until done). False on an error.
+bool WriteAll(HANDLE h, absl::string_view data);
+
 // Owns a kernel handle (INVALID_HANDLE_VALUE and nullptr both mean none).
 class UniqueHandle {
  public:

@@ -14,12 +14,6 @@
 namespace muster::platform {
 namespace {
 
-using ::testing::HasSubstr;
-using wintest::HelperPath;
-using wintest::ReadText;
-using wintest::TempDir;
-using wintest::WaitUntil;
-
 struct Sc {
   explicit Sc(SC_HANDLE h) : h(h) {}
   ~Sc() {
@@ -46,7 +40,7 @@ TEST(RunService, RunsTheBodyInTheConsoleWhenNoManagerStartedUs) {
 }
 
 TEST(Service, InstallsStartsStopsAndUninstalls) {
-  TempDir dir;
+  wintest::TempDir dir;
   const std::string name = "muster-platform-test";
   // Left over from an interrupted run (wine keeps its registry).
   (void)UninstallService(name);
@@ -54,14 +48,14 @@ TEST(Service, InstallsStartsStopsAndUninstalls) {
   ServiceInstall spec;
   spec.name = name;
   spec.description = "muster platform test";
-  spec.program = HelperPath();
+  spec.program = wintest::HelperPath();
   spec.args = {"service", name, marker};
   spec.auto_start = false;
   const absl::Status installed = InstallService(spec);
   ASSERT_TRUE(installed.ok()) << installed;
   auto again = InstallService(spec);
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(again.message(), HasSubstr("--uninstall-service"));
+  EXPECT_THAT(again.message(), ::testing::HasSubstr("--uninstall-service"));
 
   {
     Sc scm(OpenSCManagerW(nullptr, nullptr, SC_MANAGER_CONNECT));
@@ -71,18 +65,19 @@ TEST(Service, InstallsStartsStopsAndUninstalls) {
     ASSERT_NE(svc.h, nullptr);
     ASSERT_TRUE(StartServiceW(svc.h, 0, nullptr));
     // RUNNING is reported by the body's Ready (after it "listens").
-    EXPECT_TRUE(WaitUntil([&] { return StateOf(svc.h) == SERVICE_RUNNING; },
-                          absl::Seconds(60)));
-    EXPECT_TRUE(
-        WaitUntil([&] { return ReadText(marker) == "running managed\n"; },
-                  absl::Seconds(30)))
-        << ReadText(marker);
+    EXPECT_TRUE(wintest::WaitUntil(
+        [&] { return StateOf(svc.h) == SERVICE_RUNNING; }, absl::Seconds(60)));
+    EXPECT_TRUE(wintest::WaitUntil(
+        [&] { return wintest::ReadText(marker) == "running managed\n"; },
+        absl::Seconds(30)))
+        << wintest::ReadText(marker);
     SERVICE_STATUS st{};
     ASSERT_TRUE(ControlService(svc.h, SERVICE_CONTROL_STOP, &st));
-    EXPECT_TRUE(WaitUntil([&] { return StateOf(svc.h) == SERVICE_STOPPED; },
-                          absl::Seconds(30)));
+    EXPECT_TRUE(wintest::WaitUntil(
+        [&] { return StateOf(svc.h) == SERVICE_STOPPED; }, absl::Seconds(30)));
     // The stop reached the body as SIGTERM, the drain musterd does on Linux.
-    EXPECT_EQ(ReadText(marker), "running managed\nstopped by SIGTERM\n");
+    EXPECT_EQ(wintest::ReadText(marker),
+              "running managed\nstopped by SIGTERM\n");
   }
   const absl::Status removed = UninstallService(name);
   ASSERT_TRUE(removed.ok()) << removed;
