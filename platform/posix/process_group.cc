@@ -35,6 +35,7 @@
 #include "muster/platform/process.h"
 #include "platform/posix/output_reader.h"
 #include "platform/posix/spawn.h"
+#include "platform/src/group_skeleton.h"
 #include "platform/src/process_plan.h"
 
 namespace muster::platform::posix {
@@ -145,10 +146,11 @@ void ReaperLoop(std::shared_ptr<Shared> shared, std::vector<int> pidfds) {
 
 // -----------------------------------------------------------------------------
 
-class PosixProcessGroup : public ProcessGroup {
+class PosixProcessGroup : public internal::GroupSkeleton<Shared> {
  public:
   PosixProcessGroup(std::shared_ptr<Shared> shared, std::vector<int> pids)
-      : shared_(std::move(shared)), pids_(std::move(pids)) {}
+      : GroupSkeleton(std::move(shared), std::move(pids), "sending SIGKILL",
+                      kKillReapTimeout) {}
 
   ~PosixProcessGroup() override {
     if (!stopped()) Stop(SIGTERM, absl::Seconds(5));
@@ -187,60 +189,6 @@ class PosixProcessGroup : public ProcessGroup {
     shared_->reaper_done = true;
   }
 
-  GroupStatus Poll() override {
-    absl::MutexLock lock(&shared_->mu);
-    return StatusLocked();
-  }
-
-  GroupStatus Wait(absl::Duration timeout) override {
-    absl::MutexLock lock(&shared_->mu);
-    Shared* s = shared_.get();
-    auto not_running = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
-      return s->any_failed || s->unrecorded == 0;
-    };
-    s->mu.AwaitWithTimeout(absl::Condition(&not_running), timeout);
-    return StatusLocked();
-  }
-
-  GroupStatus Stop(int signal, absl::Duration grace) override {
-    absl::MutexLock stop_lock(&stop_mu_);
-    if (stopped_) return Poll();
-    Shared* s = shared_.get();
-    auto all_recorded = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
-      return s->unrecorded == 0;
-    };
-
-    SignalGroups(signal, /*include_reaped=*/true);
-    bool done;
-    {
-      absl::MutexLock lock(&s->mu);
-      done = s->mu.AwaitWithTimeout(absl::Condition(&all_recorded), grace);
-    }
-    if (!done) {
-      MUSTER_LOG(WARNING) << "workers still running "
-                          << absl::FormatDuration(grace) << " after signal "
-                          << signal << "; sending SIGKILL";
-    }
-    // Also when every worker is gone: what they started in their groups must
-    // not outlive them.
-    SignalGroups(SIGKILL, /*include_reaped=*/true);
-    {
-      absl::MutexLock lock(&s->mu);
-      done = s->mu.AwaitWithTimeout(absl::Condition(&all_recorded),
-                                    kKillReapTimeout);
-    }
-    if (!done) {
-      MUSTER_LOG(ERROR) << "workers did not die within "
-                        << absl::FormatDuration(kKillReapTimeout)
-                        << " of SIGKILL (uninterruptible sleep?); they will be "
-                           "reaped when they "
-                           "do";
-    }
-    FinishThreads();
-    stopped_ = true;
-    return Poll();
-  }
-
   void Signal(int signal) override {
     SignalGroups(signal, /*include_reaped=*/false);
   }
@@ -256,13 +204,11 @@ class PosixProcessGroup : public ProcessGroup {
     return true;
   }
 
-  std::vector<int> pids() const override { return pids_; }
-
  private:
-  bool stopped() {
-    absl::MutexLock lock(&stop_mu_);
-    return stopped_;
+  void AskToStop(int signal) override {
+    SignalGroups(signal, /*include_reaped=*/true);
   }
+  void KillAll() override { SignalGroups(SIGKILL, /*include_reaped=*/true); }
 
   // include_reaped: also the groups of workers already reaped, for what they
   // left behind.
@@ -276,7 +222,7 @@ class PosixProcessGroup : public ProcessGroup {
     }
   }
 
-  void FinishThreads() {
+  void FinishThreads() override {
     Shared* s = shared_.get();
     auto reader_done = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
       return s->reader_done;
@@ -316,23 +262,8 @@ class PosixProcessGroup : public ProcessGroup {
       MUSTER_LOG(ERROR) << "worker output reader is stuck writing; leaving it";
   }
 
-  GroupStatus StatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_->mu) {
-    std::vector<ProcessExit> exits;
-    for (const ProcState& w : shared_->procs) {
-      if (!w.recorded) continue;
-      exits.push_back(w.exit);
-      exits.back().last_stderr_line = w.last_stderr_line;
-    }
-    return internal::MakeGroupStatus(std::move(exits), shared_->any_failed,
-                                     shared_->unrecorded == 0);
-  }
-
-  const std::shared_ptr<Shared> shared_;
-  const std::vector<int> pids_;
   std::thread reader_;
   std::thread reaper_;
-  absl::Mutex stop_mu_;  // serializes Stop; held across it
-  bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
 };
 
 namespace {

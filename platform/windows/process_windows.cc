@@ -30,6 +30,7 @@
 #include "muster/platform/logging.h"
 #include "muster/platform/process.h"
 #include "muster/platform/signals.h"
+#include "platform/src/group_skeleton.h"
 #include "platform/src/process_plan.h"
 #include "platform/windows/output_windows.h"
 #include "platform/windows/spawn_windows.h"
@@ -51,10 +52,11 @@ std::string NewStopEventName() {
                       next.fetch_add(1));
 }
 
-class WindowsProcessGroup : public ProcessGroup {
+class WindowsProcessGroup : public internal::GroupSkeleton<Shared> {
  public:
   WindowsProcessGroup(std::shared_ptr<Shared> shared, std::vector<int> pids)
-      : shared_(std::move(shared)), pids_(std::move(pids)) {}
+      : GroupSkeleton(std::move(shared), std::move(pids),
+                      "terminating their job objects", kKillReapTimeout) {}
 
   ~WindowsProcessGroup() override {
     if (!stopped()) Stop(kSignalTerminate, absl::Seconds(5));
@@ -71,69 +73,7 @@ class WindowsProcessGroup : public ProcessGroup {
     waiter_ = std::thread(WaitLoop, shared_);
   }
 
-  GroupStatus Poll() override {
-    absl::MutexLock lock(&shared_->mu);
-    return StatusLocked();
-  }
-
-  GroupStatus Wait(absl::Duration timeout) override {
-    Shared* s = shared_.get();
-    absl::MutexLock lock(&s->mu);
-    auto not_running = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
-      return s->any_failed || s->unrecorded == 0;
-    };
-    s->mu.AwaitWithTimeout(absl::Condition(&not_running), timeout);
-    return StatusLocked();
-  }
-
-  GroupStatus Stop(int signal, absl::Duration grace) override {
-    absl::MutexLock stop_lock(&stop_mu_);
-    if (stopped_) return Poll();
-    Shared* s = shared_.get();
-    auto all_recorded = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
-      return s->unrecorded == 0;
-    };
-    if (signal != kSignalKill) {
-      SendStop(signal);
-      bool done;
-      {
-        absl::MutexLock lock(&s->mu);
-        done = s->mu.AwaitWithTimeout(absl::Condition(&all_recorded), grace);
-      }
-      if (!done) {
-        MUSTER_LOG(WARNING)
-            << "workers still running " << absl::FormatDuration(grace)
-            << " after " << SignalName(signal)
-            << " (Ctrl-Break and the stop event); terminating "
-               "their job objects";
-      }
-    }
-    // Also the jobs of processes that ended: what they started must not
-    // outlive them.
-    TerminateJobs(/*include_ended=*/true);
-    bool done;
-    {
-      absl::MutexLock lock(&s->mu);
-      done = s->mu.AwaitWithTimeout(absl::Condition(&all_recorded),
-                                    kKillReapTimeout);
-    }
-    if (!done) {
-      MUSTER_LOG(ERROR) << "workers did not end within "
-                        << absl::FormatDuration(kKillReapTimeout)
-                        << " of TerminateJobObject; leaving them";
-    }
-    FinishThreads();
-    stopped_ = true;
-    return Poll();
-  }
-
-  void Signal(int signal) override {
-    if (signal == kSignalKill) {
-      TerminateJobs(/*include_ended=*/false);
-    } else {
-      SendStop(signal);
-    }
-  }
+  void Signal(int signal) override { AskToStop(signal); }
 
   bool Kill(size_t index, const std::string& reason) override {
     absl::MutexLock lock(&shared_->mu);
@@ -147,13 +87,16 @@ class WindowsProcessGroup : public ProcessGroup {
     return true;
   }
 
-  std::vector<int> pids() const override { return pids_; }
-
  private:
-  bool stopped() {
-    absl::MutexLock lock(&stop_mu_);
-    return stopped_;
+  // Ctrl-Break and the stop event; SIGKILL ends the jobs at once.
+  void AskToStop(int signal) override {
+    if (signal == kSignalKill) {
+      TerminateJobs(/*include_ended=*/false);
+    } else {
+      SendStop(signal);
+    }
   }
+  void KillAll() override { TerminateJobs(/*include_ended=*/true); }
 
   void SendStop(int signal) {
     absl::MutexLock lock(&shared_->mu);
@@ -182,7 +125,7 @@ class WindowsProcessGroup : public ProcessGroup {
     SetEvent(shared_->wake.get());
   }
 
-  void FinishThreads() {
+  void FinishThreads() override {
     Shared* s = shared_.get();
     auto readers_done = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
       return s->readers_left == 0;
@@ -217,23 +160,8 @@ class WindowsProcessGroup : public ProcessGroup {
     if (waiter_.joinable()) waited ? waiter_.join() : waiter_.detach();
   }
 
-  GroupStatus StatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_->mu) {
-    std::vector<ProcessExit> exits;
-    for (const ProcState& p : shared_->procs) {
-      if (!p.recorded) continue;
-      exits.push_back(p.exit);
-      exits.back().last_stderr_line = p.last_stderr_line;
-    }
-    return internal::MakeGroupStatus(std::move(exits), shared_->any_failed,
-                                     shared_->unrecorded == 0);
-  }
-
-  const std::shared_ptr<Shared> shared_;
-  const std::vector<int> pids_;
   std::vector<std::thread> readers_;
   std::thread waiter_;
-  absl::Mutex stop_mu_;
-  bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
 };
 
 // The destinations of every stream, opened before anything runs.
