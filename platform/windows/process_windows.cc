@@ -104,8 +104,12 @@ class WindowsProcessGroup : public internal::GroupSkeleton<Shared> {
       if (p.recorded) continue;
       p.stop_sent = true;
       p.stop_signal = signal;
-      // Fails (and is harmless) when the launcher has no console; under wine
-      // it is never delivered. The stop event and the grace period cover it.
+      // Only to a live process: Windows sends an event for a process group
+      // that no longer exists to every process on the console, the launcher
+      // included. Fails (harmlessly) when the launcher has no console; under
+      // wine it is never delivered. The stop event and the grace period cover
+      // both.
+      if (WaitForSingleObject(p.process.get(), 0) != WAIT_TIMEOUT) continue;
       if (!GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT,
                                     static_cast<DWORD>(p.pid))) {
         MUSTER_LOG(DEBUG) << "Ctrl-Break to " << p.name << ": "

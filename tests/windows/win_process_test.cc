@@ -223,6 +223,36 @@ TEST(ProcessLauncher, StopKillsTheWholeTreeThroughTheJob) {
             static_cast<DWORD>(WAIT_OBJECT_0));
 }
 
+TEST(ProcessLauncher, KillingTheLauncherEndsItsWorkers) {
+  // The helper runs a launcher (not in a job of ours: plain CreateProcessW),
+  // which starts a worker in a kill-on-close job. TerminateProcess on the
+  // launcher closes its job handles, and the worker goes with them.
+  TempDir dir;
+  const std::string pidfile = dir / "worker.pid";
+  std::wstring cmd =
+      windows::BuildCommandLine({HelperPath(), "launcher", pidfile});
+  STARTUPINFOW si{};
+  si.cb = sizeof(si);
+  PROCESS_INFORMATION pi{};
+  ASSERT_TRUE(CreateProcessW(nullptr, cmd.data(), nullptr, nullptr, FALSE, 0,
+                             nullptr, nullptr, &si, &pi))
+      << windows::LastErrorText();
+  windows::UniqueHandle launcher(pi.hProcess);
+  windows::UniqueHandle thread(pi.hThread);
+  ASSERT_TRUE(
+      WaitUntil([&] { return !ReadText(pidfile).empty(); }, kStartTimeout));
+  const DWORD worker_pid = static_cast<DWORD>(std::stoul(ReadText(pidfile)));
+  windows::UniqueHandle worker(OpenProcess(SYNCHRONIZE, FALSE, worker_pid));
+  ASSERT_TRUE(worker.valid()) << windows::LastErrorText();
+  EXPECT_EQ(WaitForSingleObject(worker.get(), 0),
+            static_cast<DWORD>(WAIT_TIMEOUT));
+  ASSERT_TRUE(TerminateProcess(launcher.get(), 1));
+  EXPECT_EQ(WaitForSingleObject(launcher.get(), 10000),
+            static_cast<DWORD>(WAIT_OBJECT_0));
+  EXPECT_EQ(WaitForSingleObject(worker.get(), 10000),
+            static_cast<DWORD>(WAIT_OBJECT_0));
+}
+
 TEST(ProcessLauncher, KillEndsOneProcessWithItsReason) {
   auto group = ProcessLauncher::Default()->Start(
       {Helper({"sleep", "600000"}, ""), Helper({"sleep", "600000"}, "")}, {});

@@ -18,6 +18,8 @@
 //   sleep MS             sleeps, exits 0
 //   lock PATH            holds platform::FileLock on PATH, prints "locked",
 //                        sleeps 10 minutes
+//   launcher PIDFILE     starts "sleep 600000" through ProcessLauncher (in a
+//                        kill-on-close job), writes its pid, sleeps
 //   service NAME MARKER  runs as the service NAME (RunService): Ready, then
 //                        waits for a stop request; MARKER gets "running" and
 //                        then "stopped by SIGTERM"
@@ -32,7 +34,9 @@
 #include <fstream>
 #include <string>
 
+#include "muster/platform/env.h"
 #include "muster/platform/files.h"
+#include "muster/platform/process.h"
 #include "muster/platform/service_host.h"
 #include "muster/platform/signals.h"
 #include "muster/platform/stop_requests.h"
@@ -179,6 +183,20 @@ int main() {
       return 3;
     }
     Line("locked");
+    Sleep(600000);
+    return 0;
+  }
+  if (mode == "launcher") {
+    wchar_t exe[MAX_PATH];
+    const DWORD n = GetModuleFileNameW(nullptr, exe, MAX_PATH);
+    muster::platform::ProcessSpec spec;
+    spec.argv = {Narrow(std::wstring_view(exe, n)), "sleep", "600000"};
+    spec.env = muster::platform::CurrentEnvironment();
+    auto group =
+        muster::platform::ProcessLauncher::Default()->Start({spec}, {});
+    if (!group.ok()) return 3;
+    std::ofstream(arg(2), std::ios::binary) << (*group)->pids()[0] << "\n";
+    Line("ready");
     Sleep(600000);
     return 0;
   }
