@@ -239,8 +239,12 @@ TEST(ProcessLauncher, KillingTheLauncherEndsItsWorkers) {
       << windows::LastErrorText();
   windows::UniqueHandle launcher(pi.hProcess);
   windows::UniqueHandle thread(pi.hThread);
-  ASSERT_TRUE(
-      WaitUntil([&] { return !ReadText(pidfile).empty(); }, kStartTimeout));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string text = ReadText(pidfile);
+        return !text.empty() && text.back() == '\n';
+      },
+      kStartTimeout));
   const DWORD worker_pid = static_cast<DWORD>(std::stoul(ReadText(pidfile)));
   windows::UniqueHandle worker(OpenProcess(SYNCHRONIZE, FALSE, worker_pid));
   ASSERT_TRUE(worker.valid()) << windows::LastErrorText();
