@@ -139,10 +139,8 @@ void RecordExit(Shared& shared, size_t index, DWORD code) {
 
 void WaitLoop(std::shared_ptr<Shared> shared) {
   std::vector<HANDLE> handles;
-  std::vector<size_t> indices;
   while (true) {
     handles.clear();
-    indices.clear();
     {
       absl::MutexLock lock(&shared->mu);
       if (shared->unrecorded == 0 || shared->waiter_quit) break;
@@ -151,7 +149,6 @@ void WaitLoop(std::shared_ptr<Shared> shared) {
         if (shared->procs[i].recorded) continue;
         if (handles.size() == MAXIMUM_WAIT_OBJECTS) break;
         handles.push_back(shared->procs[i].process.get());
-        indices.push_back(i);
       }
     }
     // More than 63 processes: the rest are looked at on the timeout.
