@@ -148,9 +148,15 @@ TEST(ProcessLauncher, PipesOutputAndPassesEnvAndCwd) {
   env.env["MUSTER_T"] = "\xc3\xbcn\xc3\xaf x=y";
   ProcessSpec cwd = Helper({"cwd"}, dir / "cwd.txt");
   cwd.cwd = dir.path();
+  ProcessSpec affinity = Helper({"affinity"}, dir / "affinity.txt");
+  affinity.cpu_affinity = {0};
+  print.stderr_route.filtered = true;
   LaunchOptions options;
   options.console_stderr = fds[1];
-  auto group = ProcessLauncher::Default()->Start({print, env, cwd}, options);
+  options.stderr_filters = {"err 1"};
+  options.filtered_stderr_file = dir / "filtered.txt";
+  auto group =
+      ProcessLauncher::Default()->Start({print, env, cwd, affinity}, options);
   ASSERT_TRUE(group.ok()) << group.status();
   GroupStatus st = (*group)->Wait(kStartTimeout);
   ASSERT_EQ(st.state, GroupState::kSucceeded);
@@ -159,6 +165,9 @@ TEST(ProcessLauncher, PipesOutputAndPassesEnvAndCwd) {
   EXPECT_EQ(ReadText(dir / "logs\\out.txt"), "out 0\nout 1\nout 2\npartial");
   EXPECT_EQ(ReadText(dir / "env.txt"), "\xc3\xbcn\xc3\xaf x=y\n");
   EXPECT_EQ(ReadText(dir / "cwd.txt"), dir.path() + "\n");
+  EXPECT_EQ(ReadText(dir / "affinity.txt"), "1\n");
+  // Only the matching line, prefixed, in the shared filtered file.
+  EXPECT_EQ(ReadText(dir / "filtered.txt"), "[r0]:err 1\n");
   EXPECT_EQ(ExitOf(st, 0)->last_stderr_line, "err 2");
   _close(fds[1]);
   std::string console;
@@ -287,6 +296,11 @@ TEST(ProcessLauncher, BadSpecsAreClearErrors) {
   r = ProcessLauncher::Default()->Start({bad_cwd}, {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("working directory"));
+  ProcessSpec bad_cpu = Helper({"exit", "0"}, "");
+  bad_cpu.cpu_affinity = {200};
+  r = ProcessLauncher::Default()->Start({bad_cpu}, {});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot bind"));
 }
 
 TEST(RunCommand, CapturesOutputAndEndsAtTheTimeout) {

@@ -10,6 +10,7 @@
 //                        "partial" without a newline on stdout
 //   env NAME             prints the variable's value (or "<unset>")
 //   cwd                  prints the working directory
+//   affinity             prints its CPU affinity mask (hex)
 //   tree PIDFILE         starts itself as "sleep 600000" (the grandchild),
 //                        writes its pid to PIDFILE, then sleeps
 //   ignore-stop          ignores console control events, prints "ready",
@@ -139,6 +140,13 @@ int main() {
     wchar_t buf[MAX_PATH];
     const DWORD n = GetCurrentDirectoryW(MAX_PATH, buf);
     Line(Narrow(std::wstring_view(buf, n)));
+    return 0;
+  }
+  if (mode == "affinity") {
+    DWORD_PTR mine = 0;
+    DWORD_PTR system = 0;
+    GetProcessAffinityMask(GetCurrentProcess(), &mine, &system);
+    std::printf("%llx\n", static_cast<unsigned long long>(mine));
     return 0;
   }
   if (mode == "tree") {
