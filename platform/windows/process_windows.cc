@@ -98,6 +98,8 @@ class WindowsProcessGroup : public internal::GroupSkeleton<Shared> {
   }
   void KillAll() override { TerminateJobs(/*include_ended=*/true); }
 
+  // Every stop signal is Ctrl-Break: GenerateConsoleCtrlEvent cannot send
+  // Ctrl-C to one process group (only to the whole console).
   void SendStop(int signal) {
     absl::MutexLock lock(&shared_->mu);
     for (ProcState& p : shared_->procs) {
