@@ -35,6 +35,9 @@ message(STATUS "muster (Windows, partial): OpenSSL ${OPENSSL_FOUND}, gRPC ${gRPC
 set(MUSTER_WIN32_SYSTEM_LIBS ws2_32 iphlpapi userenv dbghelp ole32 psapi user32 advapi32 shell32
   crypt32 bcrypt)
 
+# --- platform: the OS layer, with its windows/ side (platform/CMakeLists.txt picks it). --------
+add_subdirectory(platform)
+
 # --- proto: the messages (and the gRPC stubs once gRPC is there) -------------------------------
 if(gRPC_FOUND AND NOT TARGET gRPC::grpc_cpp_plugin)
   # The cross-built gRPC has no plugins: the host's (Debian's, the same version) generates.
@@ -48,21 +51,23 @@ endif()
 add_subdirectory(proto)
 
 # --- common: the portable part. Left out: net.cc and probe.cc (BSD sockets, getifaddrs, poll),
-# http_server.cc (civetweb, not cross-built yet). ------------------------------------------------
-add_library(muster_common STATIC
-  common/src/status.cc common/src/logging.cc common/src/clock.cc)
+# http_server.cc (civetweb, not cross-built yet). Logging and the clock are in muster_platform. ---
+add_library(muster_common STATIC common/src/status.cc common/src/duration.cc)
 target_include_directories(muster_common PUBLIC ${PROJECT_SOURCE_DIR}/common/include
   PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_options(muster_common PRIVATE ${MUSTER_WARNINGS})
-target_link_libraries(muster_common PUBLIC absl::status absl::statusor absl::strings absl::time
-  absl::synchronization Threads::Threads)
+target_link_libraries(muster_common PUBLIC muster_platform absl::status absl::statusor
+  absl::strings absl::time absl::synchronization Threads::Threads)
 
 # --- rendezvous core: the state machine, rank rules, key-value store, auth (no gRPC, no OS). ---
 if(OPENSSL_FOUND)
 muster_library(muster_rendezvous_core
   SRCS rendezvous/src/kv_store.cc rendezvous/src/in_memory_store.cc
-       rendezvous/src/rank_assignment.cc rendezvous/src/coordinator.cc rendezvous/src/auth.cc
-       rendezvous/src/outbox.cc rendezvous/src/round_peers.cc
+       rendezvous/src/rank_assignment.cc rendezvous/src/coordinator.cc
+       rendezvous/src/coordinator_join.cc rendezvous/src/coordinator_round.cc
+       rendezvous/src/coordinator_failure.cc rendezvous/src/coordinator_jobs.cc
+       rendezvous/src/coordinator_status.cc rendezvous/src/auth.cc
+       rendezvous/src/outbox.cc rendezvous/src/round_peers.cc rendezvous/src/lease.cc
   DEPS muster_common muster_proto absl::flat_hash_map absl::any_invocable absl::span
   PRIVATE_DEPS OpenSSL::Crypto ${MUSTER_WIN32_SYSTEM_LIBS})
 target_include_directories(muster_rendezvous_core PUBLIC ${PROJECT_SOURCE_DIR}/rendezvous/include)
@@ -74,12 +79,27 @@ if(MUSTER_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)
   # The rendezvous core's own tests, unchanged: pure logic on fake channels and a FakeClock.
   if(TARGET muster_rendezvous_core)
+    # The Join builder of the Coordinator's tests (protos only).
+    add_library(muster_testing_join STATIC tests/testing/join.cc)
+    target_include_directories(muster_testing_join PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(muster_testing_join PUBLIC muster_proto)
     foreach(t kv_store rank_assignment coordinator coordinator_preflight auth coordinator_session
-              coordinator_scale)
-      muster_test(${t}_test SRCS tests/rendezvous/${t}_test.cc DEPS muster_rendezvous_core
-                  TIMEOUT 180)
+              coordinator_scale lease adoption)
+      muster_test(${t}_test SRCS tests/rendezvous/${t}_test.cc
+                  DEPS muster_rendezvous_core muster_testing_join TIMEOUT 180)
     endforeach()
   endif()
+  # The platform layer's windows/ side, on wine: processes in job objects (with a helper .exe
+  # that echoes its argv, spawns a grandchild, crashes, ...), files, env, stop requests, the SCM.
+  add_executable(win_test_helper tests/windows/win_test_helper.cc)
+  target_compile_options(win_test_helper PRIVATE ${MUSTER_WARNINGS})
+  target_include_directories(win_test_helper PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(win_test_helper PRIVATE muster_platform muster_platform_service)
+  foreach(t win_process win_files_env win_service)
+    muster_test(${t}_test SRCS tests/windows/${t}_test.cc
+                DEPS muster_platform muster_platform_service TIMEOUT 120)
+    add_dependencies(${t}_test win_test_helper)
+  endforeach()
   if(Gloo_FOUND)
     # Gloo's libuv transport (the transport libmuster_comm will use on Windows): its FileStore
     # with binary values, and a 2-rank allreduce over 127.0.0.1.

@@ -13,7 +13,7 @@ std::string DescribeExit(int exit_code, int signal) {
   if (signal != 0) {
     return absl::StrCat("killed by ", platform::SignalName(signal));
   }
-  return absl::StrCat("exited with code ", exit_code);
+  return platform::DescribeExitCode(exit_code);
 }
 
 std::string FormatTime(int64_t unix_ms) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "muster/platform/signals.h"
+#include "platform/src/process_plan.h"
 
 namespace muster::platform {
 namespace {
@@ -96,7 +97,7 @@ void FakeProcesses::MarkReleased() {
 }
 
 GroupStatus FakeProcesses::StatusLocked() const {
-  GroupStatus status;
+  std::vector<ProcessExit> exits;
   bool all_ended = true;
   bool any_failed = false;
   for (const Proc& p : procs_) {
@@ -104,21 +105,11 @@ GroupStatus FakeProcesses::StatusLocked() const {
       all_ended = false;
       continue;
     }
-    status.exits.push_back(p.exit);
-    status.exits.back().last_stderr_line = p.last_stderr_line;
+    exits.push_back(p.exit);
+    exits.back().last_stderr_line = p.last_stderr_line;
     if (!p.exit.succeeded()) any_failed = true;
   }
-  std::stable_sort(status.exits.begin(), status.exits.end(),
-                   [](const ProcessExit& a, const ProcessExit& b) {
-                     if (a.succeeded() != b.succeeded()) return !a.succeeded();
-                     return a.end_time < b.end_time;
-                   });
-  if (any_failed) {
-    status.state = GroupState::kFailed;
-  } else if (all_ended) {
-    status.state = GroupState::kSucceeded;
-  }
-  return status;
+  return internal::MakeGroupStatus(std::move(exits), any_failed, all_ended);
 }
 
 GroupStatus FakeProcesses::Poll() {

@@ -35,6 +35,8 @@
 #include "muster/platform/process.h"
 #include "platform/posix/output_reader.h"
 #include "platform/posix/spawn.h"
+#include "platform/src/group_skeleton.h"
+#include "platform/src/process_plan.h"
 
 namespace muster::platform::posix {
 namespace {
@@ -144,10 +146,11 @@ void ReaperLoop(std::shared_ptr<Shared> shared, std::vector<int> pidfds) {
 
 // -----------------------------------------------------------------------------
 
-class PosixProcessGroup : public ProcessGroup {
+class PosixProcessGroup : public internal::GroupSkeleton<Shared> {
  public:
   PosixProcessGroup(std::shared_ptr<Shared> shared, std::vector<int> pids)
-      : shared_(std::move(shared)), pids_(std::move(pids)) {}
+      : GroupSkeleton(std::move(shared), std::move(pids), "sending SIGKILL",
+                      kKillReapTimeout) {}
 
   ~PosixProcessGroup() override {
     if (!stopped()) Stop(SIGTERM, absl::Seconds(5));
@@ -186,60 +189,6 @@ class PosixProcessGroup : public ProcessGroup {
     shared_->reaper_done = true;
   }
 
-  GroupStatus Poll() override {
-    absl::MutexLock lock(&shared_->mu);
-    return StatusLocked();
-  }
-
-  GroupStatus Wait(absl::Duration timeout) override {
-    absl::MutexLock lock(&shared_->mu);
-    Shared* s = shared_.get();
-    auto not_running = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
-      return s->any_failed || s->unrecorded == 0;
-    };
-    s->mu.AwaitWithTimeout(absl::Condition(&not_running), timeout);
-    return StatusLocked();
-  }
-
-  GroupStatus Stop(int signal, absl::Duration grace) override {
-    absl::MutexLock stop_lock(&stop_mu_);
-    if (stopped_) return Poll();
-    Shared* s = shared_.get();
-    auto all_recorded = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
-      return s->unrecorded == 0;
-    };
-
-    SignalGroups(signal, /*include_reaped=*/true);
-    bool done;
-    {
-      absl::MutexLock lock(&s->mu);
-      done = s->mu.AwaitWithTimeout(absl::Condition(&all_recorded), grace);
-    }
-    if (!done) {
-      MUSTER_LOG(WARNING) << "workers still running "
-                          << absl::FormatDuration(grace) << " after signal "
-                          << signal << "; sending SIGKILL";
-    }
-    // Also when every worker is gone: what they started in their groups must
-    // not outlive them.
-    SignalGroups(SIGKILL, /*include_reaped=*/true);
-    {
-      absl::MutexLock lock(&s->mu);
-      done = s->mu.AwaitWithTimeout(absl::Condition(&all_recorded),
-                                    kKillReapTimeout);
-    }
-    if (!done) {
-      MUSTER_LOG(ERROR) << "workers did not die within "
-                        << absl::FormatDuration(kKillReapTimeout)
-                        << " of SIGKILL (uninterruptible sleep?); they will be "
-                           "reaped when they "
-                           "do";
-    }
-    FinishThreads();
-    stopped_ = true;
-    return Poll();
-  }
-
   void Signal(int signal) override {
     SignalGroups(signal, /*include_reaped=*/false);
   }
@@ -255,13 +204,11 @@ class PosixProcessGroup : public ProcessGroup {
     return true;
   }
 
-  std::vector<int> pids() const override { return pids_; }
-
  private:
-  bool stopped() {
-    absl::MutexLock lock(&stop_mu_);
-    return stopped_;
+  void AskToStop(int signal) override {
+    SignalGroups(signal, /*include_reaped=*/true);
   }
+  void KillAll() override { SignalGroups(SIGKILL, /*include_reaped=*/true); }
 
   // include_reaped: also the groups of workers already reaped, for what they
   // left behind.
@@ -275,7 +222,7 @@ class PosixProcessGroup : public ProcessGroup {
     }
   }
 
-  void FinishThreads() {
+  void FinishThreads() override {
     Shared* s = shared_.get();
     auto reader_done = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
       return s->reader_done;
@@ -315,33 +262,8 @@ class PosixProcessGroup : public ProcessGroup {
       MUSTER_LOG(ERROR) << "worker output reader is stuck writing; leaving it";
   }
 
-  GroupStatus StatusLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared_->mu) {
-    GroupStatus status;
-    for (const ProcState& w : shared_->procs) {
-      if (!w.recorded) continue;
-      status.exits.push_back(w.exit);
-      status.exits.back().last_stderr_line = w.last_stderr_line;
-    }
-    std::stable_sort(status.exits.begin(), status.exits.end(),
-                     [](const ProcessExit& a, const ProcessExit& b) {
-                       if (a.succeeded() != b.succeeded())
-                         return !a.succeeded();
-                       return a.end_time < b.end_time;
-                     });
-    if (shared_->any_failed) {
-      status.state = GroupState::kFailed;
-    } else if (shared_->unrecorded == 0) {
-      status.state = GroupState::kSucceeded;
-    }
-    return status;
-  }
-
-  const std::shared_ptr<Shared> shared_;
-  const std::vector<int> pids_;
   std::thread reader_;
   std::thread reaper_;
-  absl::Mutex stop_mu_;  // serializes Stop; held across it
-  bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
 };
 
 namespace {
@@ -362,16 +284,11 @@ class PosixLauncher : public ProcessLauncher {
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> PosixLauncher::Start(
     std::vector<ProcessSpec> specs, LaunchOptions options) {
-  if (specs.empty()) return absl::InvalidArgumentError("no processes to start");
-  std::vector<std::string> names;
+  auto checked = internal::CheckSpecs(specs);
+  if (!checked.ok()) return checked.status();
+  const std::vector<std::string> names = *std::move(checked);
   std::vector<std::string> programs;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const ProcessSpec& p = specs[i];
-    names.push_back(p.name.empty() ? absl::StrCat("process ", i) : p.name);
-    if (p.argv.empty() || p.argv[0].empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(names.back(), " has no program to run (empty argv)"));
-    }
+  for (const ProcessSpec& p : specs) {
     auto program = FindExecutable(p.argv[0], EnvOr(p.env, "PATH"));
     if (!program.ok()) return program.status();
     programs.push_back(*std::move(program));
@@ -384,39 +301,33 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> PosixLauncher::Start(
   const std::shared_ptr<const std::vector<std::string>> filters[2] = {
       std::make_shared<const std::vector<std::string>>(options.stdout_filters),
       std::make_shared<const std::vector<std::string>>(options.stderr_filters)};
-  const std::string* filtered_files[2] = {&options.filtered_stdout_file,
-                                          &options.filtered_stderr_file};
   for (int k = 0; k < 2; ++k) {
-    if (filters[k]->empty() || filtered_files[k]->empty()) continue;
-    auto file = OpenLogFile(*filtered_files[k]);
+    const std::string file_name = internal::FilteredFile(options, k == 1);
+    if (file_name.empty()) continue;
+    auto file = OpenLogFile(file_name);
     if (!file.ok()) return file.status();
     filtered[k] = std::make_shared<UniqueFd>(std::move(*file));
   }
   std::vector<Stream> streams;
-  for (size_t index = 0; index < specs.size(); ++index) {
-    const ProcessSpec& p = specs[index];
-    for (int k = 0; k < 2; ++k) {
-      const StreamRoute& route = k == 0 ? p.stdout_route : p.stderr_route;
-      Stream s;
-      s.proc_index = index;
-      s.is_stderr = k == 1;
-      s.shared = shared.get();
-      if (filtered[k] != nullptr && route.filtered) {
-        s.filtered = filtered[k];
-        s.filters = filters[k];
-      }
-      s.prefix = p.line_prefix;
-      s.console_fd = route.console ? (k == 0 ? options.console_stdout
-                                             : options.console_stderr)
-                                   : -1;
-      if (!route.file.empty()) {
-        auto file = OpenLogFile(route.file);
-        if (!file.ok()) return file.status();
-        s.file = *std::move(file);
-        s.file_name = route.file;
-      }
-      streams.push_back(std::move(s));
+  for (const internal::StreamPlan& plan :
+       internal::PlanStreams(specs, options)) {
+    Stream s;
+    s.proc_index = plan.proc_index;
+    s.is_stderr = plan.is_stderr;
+    s.shared = shared.get();
+    if (plan.filtered) {
+      s.filtered = filtered[plan.is_stderr];
+      s.filters = filters[plan.is_stderr];
     }
+    s.prefix = plan.prefix;
+    s.console_fd = plan.console_fd;
+    if (!plan.file.empty()) {
+      auto file = OpenLogFile(plan.file);
+      if (!file.ok()) return file.status();
+      s.file = *std::move(file);
+      s.file_name = plan.file;
+    }
+    streams.push_back(std::move(s));
   }
 
   shared->reader_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

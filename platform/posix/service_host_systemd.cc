@@ -60,3 +60,26 @@ ServiceHost* ServiceHost::Default() {
 }
 
 }  // namespace muster::platform
+
+namespace muster::platform {
+
+// systemd runs musterd as an ordinary process (Type=notify).
+int RunService(const std::string&, const std::function<int()>& body) {
+  return body();
+}
+
+absl::Status InstallService(const ServiceInstall& spec) {
+  return absl::UnimplementedError(absl::StrCat(
+      "cannot install the service '", spec.name,
+      "': services are installed this way on Windows only; on Linux use the "
+      "systemd unit in deploy/"));
+}
+
+absl::Status UninstallService(const std::string& name) {
+  return absl::UnimplementedError(absl::StrCat(
+      "cannot uninstall the service '", name,
+      "': on Linux, disable the systemd unit (systemctl disable --now ", name,
+      ")"));
+}
+
+}  // namespace muster::platform

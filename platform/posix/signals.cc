@@ -25,4 +25,8 @@ int SignalNumber(const std::string& name) {
   return -1;
 }
 
+std::string DescribeExitCode(int exit_code) {
+  return absl::StrCat("exited with code ", exit_code);
+}
+
 }  // namespace muster::platform

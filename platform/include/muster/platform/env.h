@@ -12,6 +12,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
+// <windows.h> (shellapi.h) defines FindExecutable as a macro for
+// FindExecutableA/W, which would rename the function below in files that
+// include it first.
+#ifdef FindExecutable
+#undef FindExecutable
+#endif
+
 namespace muster::platform {
 
 // The value of environment variable `name`; nullopt when unset. Thread-safe

@@ -6,8 +6,11 @@
 #ifndef MUSTER_PLATFORM_SERVICE_HOST_H_
 #define MUSTER_PLATFORM_SERVICE_HOST_H_
 
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -39,6 +42,34 @@ class ServiceHost {
   // The process's service host (systemd's notify socket). Never null.
   static ServiceHost* Default();
 };
+
+// Runs `body` and returns its exit code. On Windows, when the service control
+// manager started this process, as the service `name`
+// (StartServiceCtrlDispatcherW): ServiceHost::Default() then reports to the
+// manager (Ready: SERVICE_RUNNING; Stopping: SERVICE_STOP_PENDING), its STOP,
+// SHUTDOWN and PRESHUTDOWN controls arrive as a SIGTERM stop request
+// (StopRequests), and body's return reports SERVICE_STOPPED with its exit
+// code. Otherwise (a console; every Linux process: systemd runs musterd as a
+// plain process) `body` just runs in the calling thread.
+int RunService(const std::string& name, const std::function<int()>& body);
+
+// What InstallService registers.
+struct ServiceInstall {
+  std::string name = "musterd";
+  std::string display_name;  // empty: name
+  std::string description;
+  std::string program;            // empty: this executable
+  std::vector<std::string> args;  // its arguments (quoted as Windows needs)
+  bool auto_start = true;         // else started on demand
+};
+
+// Registers / removes a Windows service (the service control manager;
+// administrators only). Uninstall stops a running service first (up to 30 s).
+// Errors: ALREADY_EXISTS, NOT_FOUND, PERMISSION_DENIED (with the fix: an
+// elevated prompt), INTERNAL with the manager's reason; UNIMPLEMENTED on Linux
+// (deploy/ has the systemd unit).
+absl::Status InstallService(const ServiceInstall& spec);
+absl::Status UninstallService(const std::string& name);
 
 }  // namespace muster::platform
 

@@ -21,6 +21,12 @@ std::string SignalName(int signal);
 // The number of a signal name ("TERM", "SIGTERM", "term"); -1 when unknown.
 int SignalNumber(const std::string& name);
 
+// How a process that exited by itself ended, for failure reports: "exited
+// with code 3". On Windows a crash ends a process with an NTSTATUS as its exit
+// code, which is named: "exited with code 0xC0000005 (STATUS_ACCESS_VIOLATION:
+// an access violation)".
+std::string DescribeExitCode(int exit_code);
+
 }  // namespace muster::platform
 
 #endif  // MUSTER_PLATFORM_SIGNALS_H_
