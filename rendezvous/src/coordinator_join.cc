@@ -196,6 +196,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     job = Job{};
     job.id = join.job_id();
     job.round = last_round;
+    if (auto r = resumed_.find(join.job_id()); created && r != resumed_.end()) {
+      // A restarted musterd: rounds and restarts go on from its journal.
+      job.round = r->second.first;
+      job.restart_count = job.resumed_restart_count = r->second.second;
+      resumed_.erase(r);
+    }
     job.min_nodes = join.min_nodes();
     job.max_nodes = join.max_nodes();
     job.max_restarts = join.max_restarts();
