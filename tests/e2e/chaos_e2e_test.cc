@@ -60,13 +60,16 @@ constexpr int kMaxRestarts = 1000;
 constexpr char kMarkName[] = "MUSTER_CHAOS_MARK";
 
 // The worker: logs its start (with its round, ranks, sizes, restart count,
-// master and pid), a tick every 0.2 s, and once the finish file exists, five
-// more ticks, "done", exit 0. Fields are space-separated; times are
-// $EPOCHREALTIME (wall clock, microseconds).
+// master and pid), starts a long-lived child of its own, ticks every 0.2 s, and
+// once the finish file exists, five more ticks, "done", exit 0. Fields are
+// space-separated; times are $EPOCHREALTIME (wall clock, microseconds).
 constexpr char kWorkerScript[] = R"(#!/bin/bash
 export LC_ALL=C
 log="$CHAOS_LOG"
 echo "start $EPOCHREALTIME $CHAOS_NODE $$ $MUSTER_ROUND $RANK $LOCAL_RANK $GROUP_RANK $GROUP_WORLD_SIZE $WORLD_SIZE $TORCHELASTIC_RESTART_COUNT $MASTER_ADDR:$MASTER_PORT" >> "$log"
+# A child that outlives a killed worker unless its launcher cleans up (a data
+# loader, say): the orphan check counts it.
+sleep 600 >/dev/null 2>&1 &
 left=-1
 while :; do
   sleep 0.2
