@@ -221,10 +221,15 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   c.job_id = job.id;
   c.node_id = join.node_id();
   liveness_.Set(conn, now);
-  // Lease fencing: a silent node is not lost before its lease has passed. The
-  // Join is answered with its own LeaseRenewed (session_service.cc).
+  // Lease fencing: a silent node is not lost before its lease has passed. A
+  // Join with a lease_seq is answered with its own LeaseRenewed
+  // (session_service.cc). A rejoin after Restart carries none: it must not put
+  // the next renewal off, or rounds that re-form faster than lease/4 starve
+  // the lease and the agent fences workers that were fine (found by
+  // tests/e2e/chaos_e2e_test.cc).
   c.lease = lease;
-  lease_due_.Set(conn, now + lease / 4);
+  if (join.lease_seq() != 0 || !lease_due_.Get(conn).has_value())
+    lease_due_.Set(conn, now + lease / 4);
   lease_len_.Set(conn, absl::UnixEpoch() + lease);
   c.heartbeat_timeout = SilentLossTimeout(
       MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout),

@@ -384,22 +384,54 @@ class Chaos {
   }
 
   // The settled state: every node has its agent, the last round has all 3
-  // nodes and its 6 workers run.
-  bool Settled() {
+  // nodes and its 6 workers run. Returns that round, or 0.
+  int SettledRound() {
     for (int n = 0; n < kNodes; ++n)
-      if (!agents_[n] || !agents_[n]->Running()) return false;
+      if (!agents_[n] || !agents_[n]->Running()) return 0;
     std::vector<std::string> ignored;
     std::vector<WorkerRecord> ws = ReadWorkers(log_, &ignored);
-    if (ws.empty()) return false;
     int last = 0;
     for (const auto& w : ws) last = std::max(last, w.round);
     int running = 0;
     for (const auto& w : ws) {
       if (w.round != last) continue;
-      if (w.group_world_size != kNodes || !ProcessAlive(w.pid)) return false;
+      if (w.group_world_size != kNodes || !ProcessAlive(w.pid)) return 0;
       ++running;
     }
-    return running == kNodes * kProcsPerNode;
+    return running == kNodes * kProcsPerNode ? last : 0;
+  }
+  bool Settled() { return SettledRound() > 0; }
+
+  // Waits (replacing killed agents) until the job is settled in the same
+  // round for a second: a worker killed a moment ago may not look dead yet.
+  bool AwaitSettled(absl::Duration timeout) {
+    int seen = 0;
+    absl::Time since = absl::InfiniteFuture();
+    return WaitUntil(
+        [&] {
+          Supervise();
+          const int round = SettledRound();
+          if (round == 0 || round != seen) {
+            seen = round;
+            since = absl::Now();
+            return false;
+          }
+          return absl::Now() - since >= absl::Seconds(1);
+        },
+        timeout);
+  }
+
+  // How many times an agent fenced its workers (its lease ran out).
+  int Fences() {
+    int n = 0;
+    for (const auto* list : {&agents_, &retired_}) {
+      for (const auto& a : *list) {
+        if (a)
+          n += static_cast<int>(
+              testing::LinesWith(a->Output(), "lease fence: musterd").size());
+      }
+    }
+    return n;
   }
 
   // Live workers of the test (by their log and their marker).
@@ -428,10 +460,22 @@ class Chaos {
   }
   int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
 
-  // Starts the replacements that are due.
+  // Starts the replacements that are due. An agent that exited without
+  // being killed (during the chaos or the settling after it) is a failure;
+  // it is replaced too, so that the rest of the run still tells something.
   void Supervise() {
-    for (int n = 0; n < kNodes; ++n)
+    for (int n = 0; n < kNodes; ++n) {
+      if (replace_at_[n] == absl::InfiniteFuture() && agents_[n] &&
+          !agents_[n]->Running()) {
+        ADD_FAILURE() << "agent n" << n << " exited by itself with "
+                      << agents_[n]->Wait(absl::ZeroDuration()).value_or(-1)
+                      << ":\n"
+                      << Tail(agents_[n]->Output(), 6000);
+        Note(absl::StrCat("agent n", n, " exited by itself"));
+        replace_at_[n] = absl::Now();
+      }
       if (absl::Now() >= replace_at_[n]) StartAgent(n);
+    }
   }
 
   void KillWorker() {
@@ -443,11 +487,13 @@ class Chaos {
     Note(absl::StrCat("kill -9 worker ", p));
   }
 
+  // Never the last live agent: a job whose every agent is gone is forgotten
+  // (coordinator.h), and the next agent would start it afresh at round 1.
   void KillAgent() {
     std::vector<int> alive;
     for (int n = 0; n < kNodes; ++n)
       if (agents_[n] && agents_[n]->Running()) alive.push_back(n);
-    if (alive.empty()) return;
+    if (alive.size() < 2) return;
     const int n = alive[Pick(static_cast<int>(alive.size()))];
     const pid_t pid = agents_[n]->pid();
     agents_[n]->Kill();  // its process group: the agent alone
@@ -466,22 +512,19 @@ class Chaos {
     return StartMusterd();
   }
 
-  // A musterd restart within 0.3 s while the round is settled: no worker may
-  // start, and musterd re-adopts the round. Returns false (and a failure)
-  // when it did not.
+  // A musterd restart within 0.3 s while the round is settled: musterd
+  // re-adopts the round, and no worker starts or is fenced until well past
+  // the time an unrenewed lease would have fenced (0.7 lease = 3.5 s).
+  // Returns false (and a failure) when it did not.
   bool CleanMusterdRestart() {
-    if (!WaitUntil(
-            [&] {
-              Supervise();
-              return Settled();
-            },
-            absl::Seconds(60))) {
+    if (!AwaitSettled(absl::Seconds(60))) {
       ADD_FAILURE() << "the job did not settle (3 nodes, 6 workers) in 60 s";
       return false;
     }
-    absl::SleepFor(absl::Milliseconds(500));
     std::vector<std::string> ignored;
     const size_t starts_before = ReadWorkers(log_, &ignored).size();
+    const int fences_before = Fences();
+    const absl::Time killed = absl::Now();
     if (!RestartMusterd(absl::Seconds(Uniform(0.0, 0.3)))) {
       ADD_FAILURE() << "musterd did not start again";
       return false;
@@ -489,14 +532,18 @@ class Chaos {
     ++clean_restarts_;
     const bool adopted =
         musterd_->WaitForOutput("re-adopted", absl::Seconds(20));
+    absl::SleepFor(killed + absl::Seconds(5) - absl::Now());
     const size_t starts_after = ReadWorkers(log_, &ignored).size();
+    const int fences = Fences() - fences_before;
     Note(absl::StrCat("musterd restarted while settled: ",
                       adopted ? "re-adopted" : "NOT re-adopted", ", ",
-                      starts_after - starts_before, " workers started"));
+                      starts_after - starts_before, " workers started, ",
+                      fences, " fenced in 5 s"));
     EXPECT_TRUE(adopted) << musterd_->Output();
     EXPECT_EQ(starts_after, starts_before)
         << "a musterd restart shorter than the lease restarted workers";
-    return adopted && starts_after == starts_before;
+    EXPECT_EQ(fences, 0) << "an agent fenced after a short musterd restart";
+    return adopted && starts_after == starts_before && fences == 0;
   }
 
   void Run() {
@@ -531,12 +578,7 @@ class Chaos {
     Note("chaos over");
 
     // The end: every node back, the job settles at 3 nodes, then finishes.
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          Supervise();
-          return Settled();
-        },
-        absl::Seconds(60)))
+    ASSERT_TRUE(AwaitSettled(absl::Seconds(60)))
         << "the job did not settle after the chaos\n"
         << Diagnostics();
     std::ofstream(finish_) << "finish\n";
@@ -546,8 +588,6 @@ class Chaos {
       EXPECT_EQ(rc, 0) << "agent n" << n << ":\n"
                        << Tail(agents_[n]->Output(), 6000);
     }
-    // Agents we did not kill but that were replaced? None: a node is
-    // replaced only after its agent was killed. Every retired one was killed.
     musterd_->Signal(SIGTERM);
     musterd_->WaitOrKill(absl::Seconds(20));
 
@@ -569,8 +609,9 @@ class Chaos {
     std::cout << "chaos: seed " << seed_ << ": " << worker_kills_
               << " worker kills, " << agent_kills_ << " agent kills, "
               << musterd_kills_ << " musterd kills (" << clean_restarts_
-              << " while settled), " << rounds.size() << " rounds, "
-              << workers.size() << " worker starts, last round "
+              << " while settled), " << Fences() << " lease fences, "
+              << rounds.size() << " rounds, " << workers.size()
+              << " worker starts, last round "
               << (rounds.empty() ? 0 : *rounds.rbegin()) << std::endl;
   }
 
