@@ -267,6 +267,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     if (join.has_claim()) {
       // Rounds go on from the claimed one: store prefixes never repeat.
       job.round = std::max(job.round, join.claim().round().round());
+      if (created) {
+        // And restarts from the claimed round's count: the journal is written
+        // at most every 200 ms and may not have it yet.
+        job.restart_count = job.resumed_restart_count =
+            std::max(job.restart_count, join.claim().round().restart_count());
+      }
     }
     if (created && AdoptableClaim(join)) {
       StartAdoption(job, join);  // a restarted musterd: re-adopt the round

@@ -228,5 +228,19 @@ TEST_F(AdoptionTest, BetweenRoundsTheJournalKeepsTheRestartCount) {
   }
 }
 
+// The journal is written at most every 200 ms: when it lags behind the
+// claimed round (restart count 1), the claim's count is the floor.
+TEST_F(AdoptionTest, BetweenRoundsALaggingJournalDoesNotLowerTheRestartCount) {
+  RunOnFirstServer();
+  for (Agent& a : agents_) a.join.mutable_claim()->set_workers_running(false);
+  restarted_.ResumeJob("job", 1, 0);
+  for (Agent& a : agents_) Join(restarted_, a);
+  for (Agent& a : agents_) {
+    ASSERT_EQ(a.ch->last().kind_case(), Kind::kRoundReady);
+    EXPECT_EQ(a.ch->last().round_ready().round(), 3);
+    EXPECT_EQ(a.ch->last().round_ready().restart_count(), 1);
+  }
+}
+
 }  // namespace
 }  // namespace muster::rendezvous
