@@ -11,10 +11,12 @@
 //   - the round history the workers logged keeps the rules of the state
 //     machine (rendezvous/include/muster/rendezvous/coordinator.h), see
 //     CheckHistory;
-//   - a musterd restart while the round is settled (all members back, all
-//     workers running) restarts no worker: musterd re-adopts the round.
+//   - a musterd restart within 0.3 s while the round is settled (all members
+//     back, all workers running) restarts no worker and fences none for 5 s:
+//     musterd re-adopts the round.
 //
-// MUSTER_CHAOS_SEED reproduces a run (the seed is printed); the chaos lasts
+// MUSTER_CHAOS_SEED repeats a run's choices (the seed is printed; timings
+// differ from run to run); the chaos lasts
 // MUSTER_CHAOS_SECONDS (default 60; run the binary itself for longer, ctest
 // stops it at its TIMEOUT).
 #include <signal.h>
