@@ -165,6 +165,10 @@ int64_t Coordinator::ConnectedAgents() const {
   return impl_->ConnectedAgents();
 }
 int64_t Coordinator::JobCount() const { return impl_->JobCount(); }
+void Coordinator::ResumeJob(const std::string& job_id, int64_t round,
+                            int32_t restart_count) {
+  impl_->ResumeJob(job_id, round, restart_count);
+}
 
 void Coordinator::DrainOutbox() { impl_->Drain(); }
 

@@ -423,6 +423,8 @@ void Coordinator::Impl::AbandonAdoption(Job& job, const std::string& why) {
     job.SetStatus(node, NodeStatus::kWaiting);
     node.join_seq = job.next_join_seq++;
   }
+  // No restart comes back unused: the journal's count is the floor.
+  job.restart_count = std::max(job.restart_count, job.resumed_restart_count);
   // As after any lost member: the claimers that are back re-form at once
   // (with min_nodes), without last call.
   job.reforming = true;

@@ -149,6 +149,9 @@ struct Job {
   // RUNNING, the last one once ended. 0 before the first round opens.
   int64_t round = 0;
   int32_t restart_count = 0;
+  // The restart count the journal of a restarted musterd had for the job
+  // (ResumeJob): the least it goes on with when no round is re-adopted.
+  int32_t resumed_restart_count = 0;
   // OPEN: when the round gives up waiting for min_nodes, and when last call
   // ends it.
   absl::Time join_deadline = absl::InfiniteFuture();
@@ -276,6 +279,8 @@ class Coordinator::Impl {
       ABSL_LOCKS_EXCLUDED(mu_);
   int64_t ConnectedAgents() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t JobCount() const ABSL_LOCKS_EXCLUDED(mu_);
+  void ResumeJob(const std::string& job_id, int64_t round,
+                 int32_t restart_count) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // --- lookups and channel I/O
@@ -389,6 +394,9 @@ class Coordinator::Impl {
   mutable absl::Mutex mu_;
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ConnectionId, Connection> conns_ ABSL_GUARDED_BY(mu_);
+  // Jobs of a restarted musterd's journal not back yet: round, restarts.
+  std::map<std::string, std::pair<int64_t, int32_t>> resumed_
+      ABSL_GUARDED_BY(mu_);
   // Heartbeat deadlines of conns_ (lazy: a heartbeat does not touch it).
   DeadlineQueue<ConnectionId> heartbeats_ ABSL_GUARDED_BY(mu_);
   // When each connection of conns_ was last heard from. Heartbeats write it

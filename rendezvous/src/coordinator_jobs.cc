@@ -160,4 +160,12 @@ absl::Time Coordinator::Impl::Tick() {
   return next;
 }
 
+void Coordinator::Impl::ResumeJob(const std::string& job_id, int64_t round,
+                                  int32_t restart_count) {
+  absl::MutexLock lock(&mu_);
+  if (!job_id.empty() && !jobs_.contains(job_id))
+    resumed_[job_id] = {std::max<int64_t>(round, 0),
+                        std::max<int32_t>(restart_count, 0)};
+}
+
 }  // namespace muster::rendezvous

@@ -175,6 +175,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     job = Job{};
     job.id = join.job_id();
     job.round = last_round;
+    if (auto r = resumed_.find(join.job_id()); created && r != resumed_.end()) {
+      // A restarted musterd: rounds and restarts go on from its journal.
+      job.round = r->second.first;
+      job.restart_count = job.resumed_restart_count = r->second.second;
+      resumed_.erase(r);
+    }
     job.min_nodes = join.min_nodes();
     job.max_nodes = join.max_nodes();
     job.max_restarts = join.max_restarts();
@@ -194,10 +200,15 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   c.job_id = job.id;
   c.node_id = join.node_id();
   liveness_.Set(conn, now);
-  // Lease fencing: a silent node is not lost before its lease has passed. The
-  // Join is answered with its own LeaseRenewed (session_service.cc).
+  // Lease fencing: a silent node is not lost before its lease has passed. A
+  // Join with a lease_seq is answered with its own LeaseRenewed
+  // (session_service.cc). A rejoin after Restart carries none: it must not put
+  // the next renewal off, or rounds that re-form faster than lease/4 starve
+  // the lease and the agent fences workers that were fine (found by
+  // tests/e2e/chaos_e2e_test.cc).
   c.lease = lease;
-  lease_due_.Set(conn, now + lease / 4);
+  if (join.lease_seq() != 0 || !lease_due_.Get(conn).has_value())
+    lease_due_.Set(conn, now + lease / 4);
   lease_len_.Set(conn, absl::UnixEpoch() + lease);
   c.heartbeat_timeout = SilentLossTimeout(
       MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout),
@@ -235,6 +246,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     if (join.has_claim()) {
       // Rounds go on from the claimed one: store prefixes never repeat.
       job.round = std::max(job.round, join.claim().round().round());
+      if (created) {
+        // And restarts from the claimed round's count: the journal is written
+        // at most every 200 ms and may not have it yet.
+        job.restart_count = job.resumed_restart_count =
+            std::max(job.restart_count, join.claim().round().restart_count());
+      }
     }
     if (created && AdoptableClaim(join)) {
       StartAdoption(job, join);  // a restarted musterd: re-adopt the round

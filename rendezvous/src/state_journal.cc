@@ -75,6 +75,12 @@ absl::StatusOr<std::unique_ptr<StateJournal>> StateJournal::Open(
                      << job.value("round", 0) << " ("
                      << job.value("restart_count", 0)
                      << " restarts); its agents re-announce their round";
+    // An ended job's rerun starts its restarts afresh; its rounds go on.
+    const std::string state = job.value("state", "");
+    const bool ended = state == "SUCCEEDED" || state == "FAILED";
+    coordinator->ResumeJob(job.value("job_id", ""),
+                           job.value("round", int64_t{0}),
+                           ended ? 0 : job.value("restart_count", 0));
   }
   MUSTER_LOG(INFO) << "--state-dir=" << dir << ": resumed " << jobs << " jobs, "
                    << j->restored_namespaces_ << " Store namespaces (" << keys

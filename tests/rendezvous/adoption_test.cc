@@ -183,5 +183,43 @@ TEST_F(AdoptionTest, AJoinWithoutAClaimStartsAtRoundOne) {
   EXPECT_EQ(a.ch->last().round_ready().round(), 1);
 }
 
+// musterd dies between rounds (found by tests/e2e/chaos_e2e_test.cc): a
+// worker failure of round 2 used a second restart and the agents stopped
+// their workers, so their claims (round 2, restart count 1, nothing running)
+// only carry the round on. The restarted musterd's journal (ResumeJob) had
+// round 3 with 2 restarts: the next round goes on from there, not from 0.
+TEST_F(AdoptionTest, BetweenRoundsTheJournalKeepsTheRestartCount) {
+  RunOnFirstServer();
+  v1::WorkersFailed failed;
+  failed.set_round(2);
+  first_.OnWorkersFailed(agents_[1].conn, failed);
+  for (Agent& a : agents_) {
+    ASSERT_EQ(a.ch->last().kind_case(), Kind::kRestart);
+    a.join.mutable_claim()->set_workers_running(false);
+  }
+  restarted_.ResumeJob("job", 3, 2);
+  for (Agent& a : agents_) Join(restarted_, a);
+  for (Agent& a : agents_) {
+    ASSERT_EQ(a.ch->last().kind_case(), Kind::kRoundReady);
+    EXPECT_EQ(a.ch->last().round_ready().round(), 4);
+    EXPECT_EQ(a.ch->last().round_ready().restart_count(), 2)
+        << "the restarts used before the restart are not given back";
+  }
+}
+
+// The journal is written at most every 200 ms: when it lags behind the
+// claimed round (restart count 1), the claim's count is the floor.
+TEST_F(AdoptionTest, BetweenRoundsALaggingJournalDoesNotLowerTheRestartCount) {
+  RunOnFirstServer();
+  for (Agent& a : agents_) a.join.mutable_claim()->set_workers_running(false);
+  restarted_.ResumeJob("job", 1, 0);
+  for (Agent& a : agents_) Join(restarted_, a);
+  for (Agent& a : agents_) {
+    ASSERT_EQ(a.ch->last().kind_case(), Kind::kRoundReady);
+    EXPECT_EQ(a.ch->last().round_ready().round(), 3);
+    EXPECT_EQ(a.ch->last().round_ready().restart_count(), 1);
+  }
+}
+
 }  // namespace
 }  // namespace muster::rendezvous

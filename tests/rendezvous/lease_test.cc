@@ -110,6 +110,31 @@ TEST_F(LeaseTest, RenewalsComeAboutFourTimesPerLease) {
   EXPECT_FALSE(coord_.OnHeartbeat(999, hb));
 }
 
+// Rounds that re-form faster than lease/4 (a rejoin after each Restart,
+// without a lease_seq, on the same stream) do not put renewals off: the
+// heartbeats in between still renew about every lease/4. Before, every rejoin
+// moved the next renewal lease/4 away and the agent fenced (chaos test).
+TEST_F(LeaseTest, RejoinsWithoutASeqDoNotStarveTheLease) {
+  FormRound();
+  v1::Heartbeat hb;
+  absl::Time last_renewal = clock_.Now();
+  absl::Duration longest;
+  for (int i = 0; i < 48; ++i) {
+    clock_.Advance(absl::Milliseconds(250));
+    if (i % 2 == 1) {  // a rejoin every 500 ms (3 s lease: renewals at 750 ms)
+      ASSERT_TRUE(coord_.OnJoin(a_.conn, MakeJoin("a", 3000), a_.ch).ok());
+    } else {
+      hb.set_seq(i + 1);
+      if (coord_.OnHeartbeat(a_.conn, hb)) {
+        longest = std::max(longest, clock_.Now() - last_renewal);
+        last_renewal = clock_.Now();
+      }
+    }
+  }
+  longest = std::max(longest, clock_.Now() - last_renewal);
+  EXPECT_LE(longest, absl::Seconds(1)) << "the lease (3 s) was starved";
+}
+
 TEST_F(LeaseTest, ANodeDeclaredLostIsNotRenewed) {
   FormRound();
   clock_.Advance(absl::Seconds(4));

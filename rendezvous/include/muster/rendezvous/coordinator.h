@@ -225,6 +225,15 @@ class Coordinator {
   // shutdown, so a verdict already decided reaches every agent.
   void DrainOutbox();
 
+  // A restarted musterd's journal (--state-dir) names a job it ran, with its
+  // round and restart count. When the job's first agent comes back, the job
+  // goes on from them: its claim may be older (an agent between rounds claims
+  // the round it last ran), and a restart count from it would give back the
+  // restarts used since (found by tests/e2e/chaos_e2e_test.cc). A re-adopted
+  // round keeps its claimed restart count (its workers run with it).
+  void ResumeJob(const std::string& job_id, int64_t round,
+                 int32_t restart_count);
+
   // Jobs (all when job_id is empty), for `muster status`.
   v1::GetStatusResponse Status(absl::string_view job_id) const;
   // One page of them (GetStatus; the request is parsed by status_page.h):
