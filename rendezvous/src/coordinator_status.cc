@@ -96,9 +96,10 @@ v1::GetStatusResponse Coordinator::Impl::StatusPage(
   bool full = false;  // the page is closed; later visible jobs are "more"
   for (const auto& [id, job] : jobs_) {
     if (!query.job_id.empty() && id != query.job_id) continue;
+    // Counted after the filter: a caller learns nothing of the jobs it may
+    // not see, not even how many there are.
     if (!Listed(job) || (query.visible && !query.visible(id))) continue;
-    ++total;  // after the filter: a caller learns nothing of jobs it may not
-              // see
+    ++total;
     if (id <= query.after) continue;
     if (full) {
       if (out.next_page_token().empty()) {

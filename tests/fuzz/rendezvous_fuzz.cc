@@ -204,8 +204,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         v1::GetStatusRequest r;
         r.set_page_size(static_cast<int32_t>(in.Below(4)));
         if (in.Byte() % 2) r.set_page_token(in.Bytes(16));
-        if (in.Byte() % 2) r.set_page_token(StatusPageTokenAfter("job1"));
-        absl::StatusOr<StatusPageQuery> q = StatusPageQueryOf(r);
+        if (in.Byte() % 2)
+          r.set_page_token(rendezvous::StatusPageTokenAfter("job1"));
+        absl::StatusOr<rendezvous::StatusPageQuery> q =
+            rendezvous::StatusPageQueryOf(r);
         if (!q.ok()) break;
         v1::GetStatusResponse page = coord.StatusPage(*q);
         Check(page.jobs_size() <= q->page_size, "page within page_size");
