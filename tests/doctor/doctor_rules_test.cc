@@ -48,7 +48,9 @@ void ExpectDecisions(const FirewallRuleset& rules,
     SCOPED_TRACE(absl::StrCat("port ", c.port));
     const PortDecision d = DecidePort(rules, c.port);
     EXPECT_EQ(d.kind, c.kind);
-    if (!c.by.empty()) EXPECT_THAT(d.by, HasSubstr(c.by));
+    if (!c.by.empty()) {
+      EXPECT_THAT(d.by, HasSubstr(c.by));
+    }
   }
 }
 
