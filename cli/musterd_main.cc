@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
   app.add_option("--session-queues", session_queues,
                  "completion queues (a thread each) that carry the agents' "
                  "Session streams; more spread the per-event cost of many "
-                 "agents (0: the default, 4)")
+                 "agents (0: the default, one per core, 2 to 16)")
       ->check(CLI::Range(0, 256));
   app.add_option("--log-level", log_level,
                  "debug, info, warning or error (default: $MUSTER_LOG_LEVEL, "

@@ -101,7 +101,7 @@ class RendezvousServer::Impl {
       return absl::InvalidArgumentError(
           absl::StrCat("session_queues is ", options_.session_queues,
                        ": it must be 1 to 256 (0 for the default, ",
-                       SessionService::kDefaultQueues, ")"));
+                       SessionService::DefaultQueues(), " here)"));
     }
     if (!options_.state_dir.empty()) {  // musterd --state-dir (issue 11)
       absl::StatusOr<std::unique_ptr<StateJournal>> journal =
@@ -139,7 +139,7 @@ class RendezvousServer::Impl {
     builder.RegisterService(&session_service_);
     session_service_.AddCompletionQueues(
         builder, options_.session_queues > 0 ? options_.session_queues
-                                             : SessionService::kDefaultQueues);
+                                             : SessionService::DefaultQueues());
     builder.RegisterService(store_service_.service());
     std::vector<
         std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>

@@ -30,6 +30,11 @@ absl::Status SessionService::AuthorizedJoin(
 
 SessionService::~SessionService() { StopStreams(); }
 
+int SessionService::DefaultQueues() {
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2,
+                    16);
+}
+
 void SessionService::AddCompletionQueues(grpc::ServerBuilder& builder,
                                          int count) {
   for (int i = 0; i < std::max(count, 1); ++i) {

@@ -48,8 +48,12 @@ class SessionService final : public SessionServiceBase {
   // Stops the streams if StopStreams was not called.
   ~SessionService() override;
 
-  // The default number of Session completion queues (and threads).
-  static constexpr int kDefaultQueues = 4;
+  // The default number of Session completion queues (and threads): one per
+  // core, 2 to 16. On a 2-core machine with 10,000 agents 2 queues cost the
+  // least CPU per heartbeat (1 and 4 to 16 were measured): fewer make each
+  // completion scan longer, more make gRPC wake another thread for more of
+  // them (docs/performance.md).
+  static int DefaultQueues();
 
   // Adds `count` (>= 1) completion queues for Session streams to builder.
   // Before builder.BuildAndStart.

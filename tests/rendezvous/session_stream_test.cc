@@ -35,16 +35,13 @@ class Agent {
     PrepareContext(&context_, "", kDeadline);
     stream_ = stub_->Session(&context_);
     v1::AgentMessage join;
+    // A 10 s heartbeat timeout: these agents send no heartbeats of their own.
     *join.mutable_join() =
         muster::testing::MakeJoin({.job_id = job,
                                    .node_id = node,
-                                   .hostname = node + ".host",
                                    .advertised_addr = "127.0.0.1",
-                                   .local_world_size = 1,
                                    .min_nodes = nodes,
                                    .max_nodes = nodes,
-                                   .master_port = 29500,
-                                   .heartbeat_interval_ms = 1000,
                                    .heartbeat_timeout_ms = 10'000});
     joined_ = stream_->Write(join);
   }

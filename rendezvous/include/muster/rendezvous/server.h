@@ -45,9 +45,10 @@ struct ServerOptions {
   // resume them on start (rendezvous/src/state_journal.h). Empty: none.
   std::string state_dir = {};
   // How many completion queues (each drained by a thread of its own) carry
-  // the Session streams; 0: the default (4). More queues make each gRPC
-  // completion cheaper with many agents (Debian's gRPC checks each one
-  // against every operation pending on its queue) and cost a thread each.
+  // the Session streams; 0: the default (one per core, 2 to 16). More queues
+  // make each gRPC completion cheaper with many agents (Debian's gRPC checks
+  // each one against every operation pending on its queue), fewer save
+  // wake-ups of their threads.
   int session_queues = 0;
 };
 
