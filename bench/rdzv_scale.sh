@@ -6,6 +6,7 @@
 #
 #   bash bench/rdzv_scale.sh [N ...]          (default: 1000 3000 10000 30000 100000)
 #   MUSTERD=path/to/musterd bash bench/rdzv_scale.sh 1000   (another musterd, e.g. main's)
+#   MUSTERD_ARGS="--session-queues=8" (more musterd flags)
 #   HB_SECONDS=10 (heartbeat phase)  LABEL=name (file names)  MAX_FORM_S=60 (stop rule)
 #   HB_TIMEOUT_MS=10000 (the heartbeat timeout the simulated agents ask for; more where the load
 #   generator cannot keep its schedule, e.g. on a shared machine)
@@ -18,6 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 musterd=${MUSTERD:-build/bin/musterd}
+read -r -a musterd_args <<<"${MUSTERD_ARGS:-}"
 loadgen=${LOADGEN:-build/bin/muster-loadgen}
 label=${LABEL:-$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo run)}
 hb=${HB_SECONDS:-10}
@@ -52,7 +54,7 @@ for n in "${sizes[@]}"; do
     break
   fi
   rm -f "$log/port"
-  "$musterd" --listen=127.0.0.1:0 --port-file="$log/port" 2>"$log/musterd-$n.log" &
+  "$musterd" --listen=127.0.0.1:0 --port-file="$log/port" "${musterd_args[@]}" 2>"$log/musterd-$n.log" &
   pid=$!
   for _ in $(seq 100); do [[ -s $log/port ]] && break; sleep 0.1; done
   [[ -s $log/port ]] || { echo "musterd did not start: $(tail -3 "$log/musterd-$n.log")" >&2; kill $pid; exit 1; }

@@ -142,6 +142,12 @@ int main(int argc, char** argv) {
                  "hold; a write past a limit fails with RESOURCE_EXHAUSTED")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  int session_queues = 0;
+  app.add_option("--session-queues", session_queues,
+                 "completion queues (a thread each) that carry the agents' "
+                 "Session streams; more spread the per-event cost of many "
+                 "agents (0: the default, one per core, 2 to 16)")
+      ->check(CLI::Range(0, 256));
   app.add_option("--log-level", log_level,
                  "debug, info, warning or error (default: $MUSTER_LOG_LEVEL, "
                  "else info)")
@@ -213,6 +219,7 @@ int main(int argc, char** argv) {
     options.admin_token = *std::move(admin);
   }
   options.state_dir = state_dir;
+  options.session_queues = session_queues;
   if (!heartbeat_timeout.empty()) {
     // "2s", "500ms", "1m30s", or a plain number of seconds ("2", "0.5").
     absl::StatusOr<absl::Duration> d = muster::ParseDuration(heartbeat_timeout);

@@ -97,6 +97,12 @@ class RendezvousServer::Impl {
           "tick_interval is ", absl::FormatDuration(options_.tick_interval),
           ": it must be positive"));
     }
+    if (options_.session_queues < 0 || options_.session_queues > 256) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("session_queues is ", options_.session_queues,
+                       ": it must be 1 to 256 (0 for the default, ",
+                       SessionService::DefaultQueues(), " here)"));
+    }
     if (!options_.state_dir.empty()) {  // musterd --state-dir (issue 11)
       absl::StatusOr<std::unique_ptr<StateJournal>> journal =
           StateJournal::Open(options_.state_dir, &store_, &coordinator_,
@@ -131,6 +137,9 @@ class RendezvousServer::Impl {
     }
     builder.AddListeningPort(where->ToString(), credentials, &bound_port);
     builder.RegisterService(&session_service_);
+    session_service_.AddCompletionQueues(
+        builder, options_.session_queues > 0 ? options_.session_queues
+                                             : SessionService::DefaultQueues());
     builder.RegisterService(store_service_.service());
     std::vector<
         std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
@@ -140,8 +149,10 @@ class RendezvousServer::Impl {
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
     if (server == nullptr || bound_port == 0) {
       if (server != nullptr) server->Shutdown(absl::ToChronoTime(absl::Now()));
+      session_service_.StopStreams();
       return absl::UnavailableError(DescribeBindFailure(*where));
     }
+    session_service_.StartStreams();
     server_ = std::move(server);
     port_ = bound_port;
     address_ = HostPort{where->host, bound_port}.ToString();
@@ -202,6 +213,8 @@ class RendezvousServer::Impl {
     // Waits for every RPC to finish (streams flush and end, waits fail at
     // once), cancelling what is left at the deadline.
     if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(deadline));
+    // Every call is finished or cancelled now: the Session queues drain.
+    session_service_.StopStreams();
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;

@@ -1,13 +1,17 @@
-// The Rendezvous gRPC service: each Session stream is a ServerBidiReactor that
-// feeds the Coordinator and is the AgentChannel the Coordinator answers
-// through. Thin: proto in, Coordinator call, proto out. Built on the callback
-// API: no thread per stream.
+// The Rendezvous gRPC service: each Session stream is a SessionStream
+// (session_stream.h) on gRPC's async API, spread over several completion
+// queues with a thread each, that feeds the Coordinator and is the
+// AgentChannel the Coordinator answers through; GetStatus is on the callback
+// API. Thin: proto in, Coordinator call, proto out.
 #ifndef MUSTER_RENDEZVOUS_SRC_SESSION_SERVICE_H_
 #define MUSTER_RENDEZVOUS_SRC_SESSION_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -20,11 +24,18 @@
 
 namespace muster::rendezvous {
 
-class SessionChannel;
+class SessionStream;
+struct SessionQueue;
 
-// Thread-safe. Must outlive the grpc::Server it is registered with
-// (Server::Shutdown waits for every stream to be done).
-class SessionService final : public v1::Rendezvous::CallbackService {
+// Session on the async API, GetStatus on the callback API: gRPC registers
+// each method of a service by its own kind.
+using SessionServiceBase = v1::Rendezvous::WithAsyncMethod_Session<
+    v1::Rendezvous::WithCallbackMethod_GetStatus<v1::Rendezvous::Service>>;
+
+// Thread-safe. Must outlive the grpc::Server it is registered with. The order:
+// AddCompletionQueues, the server's BuildAndStart, StartStreams; at the end
+// the server's Shutdown, then StopStreams.
+class SessionService final : public SessionServiceBase {
  public:
   // coordinator must outlive the service; so must auth, which (when given)
   // decides each Join and GetStatus by the caller's authorization metadata
@@ -34,10 +45,27 @@ class SessionService final : public v1::Rendezvous::CallbackService {
   explicit SessionService(Coordinator* coordinator,
                           JobAuthRegistry* auth = nullptr,
                           RpcMetrics* metrics = nullptr);
+  // Stops the streams if StopStreams was not called.
   ~SessionService() override;
 
-  grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Session(
-      grpc::CallbackServerContext* context) override;
+  // The default number of Session completion queues (and threads): one per
+  // core, 2 to 16. On a 2-core machine with 10,000 agents 2 queues cost the
+  // least CPU per heartbeat (1 and 4 to 16 were measured): fewer make each
+  // completion scan longer, more make gRPC wake another thread for more of
+  // them (docs/performance.md).
+  static int DefaultQueues();
+
+  // Adds `count` (>= 1) completion queues for Session streams to builder.
+  // Before builder.BuildAndStart.
+  void AddCompletionQueues(grpc::ServerBuilder& builder, int count);
+  // After the server started: waits for Session calls on every queue, each
+  // drained by a thread of its own.
+  void StartStreams();
+  // After the server's Shutdown returned (every call finished or cancelled):
+  // no operation starts any more, the queues shut down and are drained, their
+  // threads joined, and every stream's gRPC objects freed. Idempotent.
+  void StopStreams();
+
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
                                       v1::GetStatusResponse* response) override;
@@ -50,13 +78,12 @@ class SessionService final : public v1::Rendezvous::CallbackService {
   int64_t OpenStreams() const;
 
  private:
-  class Reactor;
-  friend class Reactor;
+  friend class SessionStream;
 
-  // Registers a new stream's channel until Unregister (its OnDone). Returns
+  // Registers a new stream until Unregister (its end). Returns
   // false once CloseAll was called, with the status to end the stream with in
   // *refusal.
-  bool Register(ConnectionId id, std::shared_ptr<SessionChannel> channel,
+  bool Register(ConnectionId id, std::shared_ptr<SessionStream> stream,
                 absl::Status* refusal);
   void Unregister(ConnectionId id);
 
@@ -73,9 +100,13 @@ class SessionService final : public v1::Rendezvous::CallbackService {
   absl::Mutex join_mu_;
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<ConnectionId, std::shared_ptr<SessionChannel>> channels_
+  absl::flat_hash_map<ConnectionId, std::shared_ptr<SessionStream>> channels_
       ABSL_GUARDED_BY(mu_);
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK after CloseAll
+
+  // The Session queues; the vector is fixed once the server is built.
+  std::vector<std::unique_ptr<SessionQueue>> queues_;
+  bool streams_stopped_ = false;  // StopStreams only
 };
 
 }  // namespace muster::rendezvous

@@ -2,6 +2,9 @@
 muster_test(grpc_store_test SRCS grpc_store_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
 muster_test(rendezvous_server_test SRCS server_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
 muster_test(session_test SRCS session_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
+# Session streams on the async API over several completion queues.
+muster_test(session_stream_test SRCS session_stream_test.cc DEPS muster_testing_rendezvous
+            TIMEOUT 60)
 # The in-process rendezvous of a standalone job, with a real gRPC store client.
 muster_test(local_rendezvous_test SRCS local_rendezvous_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
 # The musterd binary: flags, --port-file, signals.

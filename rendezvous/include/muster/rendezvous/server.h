@@ -3,7 +3,9 @@
 // musterd and embedded by the agent in
 // --standalone, static and is_host modes.
 //
-// Built on gRPC's callback API: no thread per stream or per waiting Store call.
+// No thread per stream or per waiting Store call: Session streams run on
+// gRPC's async API over a few completion queues (a thread each), the rest on
+// its callback API.
 #ifndef MUSTER_RENDEZVOUS_SERVER_H_
 #define MUSTER_RENDEZVOUS_SERVER_H_
 
@@ -42,6 +44,12 @@ struct ServerOptions {
   // musterd --state-dir: journal jobs, rounds and Store keys there, and
   // resume them on start (rendezvous/src/state_journal.h). Empty: none.
   std::string state_dir = {};
+  // How many completion queues (each drained by a thread of its own) carry
+  // the Session streams; 0: the default (one per core, 2 to 16). More queues
+  // make each gRPC completion cheaper with many agents (Debian's gRPC checks
+  // each one against every operation pending on its queue), fewer save
+  // wake-ups of their threads.
+  int session_queues = 0;
 };
 
 // Thread-safe.
