@@ -52,7 +52,7 @@ add_subdirectory(proto)
 
 # --- common: the portable part. Left out: net.cc and probe.cc (BSD sockets, getifaddrs, poll),
 # http_server.cc (civetweb, not cross-built yet). Logging and the clock are in muster_platform. ---
-add_library(muster_common STATIC common/src/status.cc common/src/duration.cc)
+add_library(muster_common STATIC common/src/status.cc common/src/duration.cc common/src/ids.cc)
 target_include_directories(muster_common PUBLIC ${PROJECT_SOURCE_DIR}/common/include
   PRIVATE ${PROJECT_SOURCE_DIR})
 target_compile_options(muster_common PRIVATE ${MUSTER_WARNINGS})
@@ -68,6 +68,7 @@ muster_library(muster_rendezvous_core
        rendezvous/src/coordinator_failure.cc rendezvous/src/coordinator_jobs.cc
        rendezvous/src/coordinator_status.cc rendezvous/src/auth.cc
        rendezvous/src/outbox.cc rendezvous/src/round_peers.cc rendezvous/src/lease.cc
+       rendezvous/src/status_page.cc
   DEPS muster_common muster_proto absl::flat_hash_map absl::any_invocable absl::span
   PRIVATE_DEPS OpenSSL::Crypto ${MUSTER_WIN32_SYSTEM_LIBS})
 target_include_directories(muster_rendezvous_core PUBLIC ${PROJECT_SOURCE_DIR}/rendezvous/include)
