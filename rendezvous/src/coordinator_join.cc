@@ -202,7 +202,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   liveness_.Set(conn, now);
   // Lease fencing: a silent node is not lost before its lease has passed. A
   // Join with a lease_seq is answered with its own LeaseRenewed
-  // (session_service.cc). A rejoin after Restart carries none: it must not put
+  // (session_stream.cc). A rejoin after Restart carries none: it must not put
   // the next renewal off, or rounds that re-form faster than lease/4 starve
   // the lease and the agent fences workers that were fine (found by
   // tests/e2e/chaos_e2e_test.cc).

@@ -101,8 +101,8 @@ namespace muster::rendezvous {
 // process.
 using ConnectionId = uint64_t;
 
-// The way back to one agent. Implemented by the gRPC Session reactor (and by
-// fakes in tests).
+// The way back to one agent. Implemented by the gRPC Session stream
+// (SessionStream, rendezvous/src/session_stream.h) and by fakes in tests.
 class AgentChannel {
  public:
   virtual ~AgentChannel() = default;
