@@ -41,8 +41,11 @@ TEST(RunService, RunsTheBodyInTheConsoleWhenNoManagerStartedUs) {
 
 TEST(Service, InstallsStartsStopsAndUninstalls) {
   wintest::TempDir dir;
-  const std::string name = "muster-platform-test";
-  // Left over from an interrupted run (wine keeps its registry).
+  // A name of this run's own: wine keeps its registry, and a service of an
+  // earlier (interrupted, or concurrent in another build directory) run under
+  // the same name once made the second install answer OK and the start fail.
+  const std::string name =
+      absl::StrCat("muster-platform-test-", GetCurrentProcessId());
   (void)UninstallService(name);
   const std::string marker = dir / "marker.txt";
   ServiceInstall spec;
