@@ -256,7 +256,13 @@ class Coordinator::Impl {
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel)
       ABSL_LOCKS_EXCLUDED(mu_);
-  bool OnHeartbeat(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  bool OnHeartbeat(ConnectionId conn, bool wants_renewal)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The heartbeat budget's current suggestion, in ms (0: none): kept in step
+  // with conns_ by UpdateHeartbeatSuggestion, read without the lock.
+  int64_t SuggestedHeartbeatMs() const {
+    return suggested_heartbeat_ms_.load(std::memory_order_relaxed);
+  }
   void OnPreflightFailed(ConnectionId conn, const v1::PreflightFailed& failed)
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnWorkersFailed(ConnectionId conn, const v1::WorkersFailed& failed)
@@ -301,8 +307,9 @@ class Coordinator::Impl {
       absl::flat_hash_map<ConnectionId, Connection>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues msg for conn's agent in the outbox (written once the lock is
-  // released).
-  void Send(ConnectionId conn, const v1::ServerMessage& msg)
+  // released). Moved, not copied: a RoundReady of a large round lists a
+  // dozen peers, and each member gets its own.
+  void Send(ConnectionId conn, v1::ServerMessage msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(ConnectionId conn, std::shared_ptr<const v1::ServerMessage> msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -409,6 +416,10 @@ class Coordinator::Impl {
   // renews nothing.
   LivenessTable<ConnectionId> lease_due_;
   LivenessTable<ConnectionId> lease_len_;
+  // The heartbeat budget (heartbeat_budget.h) for conns_.size() agents;
+  // updated under mu_ when conns_ grows or shrinks.
+  std::atomic<int64_t> suggested_heartbeat_ms_{0};
+  void UpdateHeartbeatSuggestion() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  public:
   // Messages and closes for agents, appended under mu_ and written by
