@@ -18,7 +18,7 @@
 //   muster-loadgen --endpoint=127.0.0.1:29400 --agents=10000 [--jobs=1]
 //                  [--nproc=1] [--seconds=10] [--musterd-pid=PID]
 //                  [--heartbeat-ms=250] [--heartbeat-timeout-ms=10000]
-//                  [--fixed-heartbeat]
+//                  [--fixed-heartbeat] [--lease-ms=0]
 //
 // Each job has agents/jobs nodes and min = max = that size, so its round
 // closes the moment the last agent joins. Without --musterd-pid the server
@@ -80,7 +80,8 @@ constexpr int kQueues = 32;
 struct HeartbeatPolicy {
   absl::Duration interval = kHeartbeatInterval;
   bool follow = true;
-  absl::Duration lease = rendezvous::kDefaultLease;  // the Join asks for none
+  absl::Duration lease = rendezvous::kDefaultLease;
+  bool lease_set = false;  // else the Join asks for none: the server's default
 };
 
 // Counters the main thread waits on.
@@ -437,6 +438,8 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     j.set_last_call_timeout_ms(30'000);
     j.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval));
     j.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(heartbeat_timeout));
+    if (policy.lease_set)
+      j.set_lease_timeout_ms(absl::ToInt64Milliseconds(policy.lease));
     return j;
   };
   for (int i = 0; i < per_job * jobs; ++i) {
@@ -691,6 +694,12 @@ int main(int argc, char** argv) {
                "heartbeat every --heartbeat-ms, ignoring the interval musterd "
                "suggests (its heartbeat budget; an agent with "
                "keep_alive_interval set does the same)");
+  int lease_ms = 0;
+  app.add_option("--lease-ms", lease_ms,
+                 "lease each agent asks for (rdzv-conf lease_timeout), ms; 0: "
+                 "musterd's default (5 s). A longer lease lets the heartbeat "
+                 "budget slow heartbeats further (up to lease/4)")
+      ->check(CLI::Range(0, 60'000));
   CLI11_PARSE(app, argc, argv);
   // Debian's Abseil checks every lock for deadlocks (no NDEBUG): costly with
   // one mutex per simulated agent.
@@ -712,6 +721,10 @@ int main(int argc, char** argv) {
   muster::loadgen::HeartbeatPolicy policy;
   policy.interval = absl::Milliseconds(heartbeat_ms);
   policy.follow = !fixed_heartbeat;
+  if (lease_ms > 0) {
+    policy.lease = absl::Milliseconds(lease_ms);
+    policy.lease_set = true;
+  }
   return muster::loadgen::Run(endpoint, agents, jobs, nproc, seconds,
                               musterd_pid, policy,
                               absl::Milliseconds(heartbeat_timeout_ms));
