@@ -85,6 +85,7 @@ void Coordinator::Impl::EraseConnection(
   liveness_.Erase(it->first);
   lease_due_.Erase(it->first);
   lease_len_.Erase(it->first);
+  job_suggestion_.Erase(it->first);
   conns_.erase(it);
   UpdateHeartbeatSuggestion();
 }
@@ -171,6 +172,10 @@ v1::GetStatusResponse Coordinator::StatusPage(
 }
 absl::Duration Coordinator::SuggestedHeartbeatInterval() const {
   return absl::Milliseconds(impl_->SuggestedHeartbeatMs());
+}
+absl::Duration Coordinator::SuggestedHeartbeatInterval(
+    ConnectionId conn) const {
+  return absl::Milliseconds(impl_->SuggestedHeartbeatMsFor(conn));
 }
 int64_t Coordinator::ConnectedAgents() const {
   return impl_->ConnectedAgents();

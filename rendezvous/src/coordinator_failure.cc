@@ -493,7 +493,8 @@ void Coordinator::Impl::ExpireHeartbeats(absl::Time now) {
       const int64_t interval_ms =
           absl::ToInt64Milliseconds(FollowedHeartbeatInterval(
               absl::Milliseconds(c->second.heartbeat_interval_ms),
-              c->second.lease, absl::Milliseconds(SuggestedHeartbeatMs())));
+              c->second.lease,
+              absl::Milliseconds(SuggestedHeartbeatMsFor(id))));
       const int64_t missed =
           absl::ToInt64Milliseconds(c->second.heartbeat_timeout) / interval_ms;
       absl::StrAppend(&why, ", ", missed, " heartbeats missed");

@@ -379,7 +379,7 @@ void SessionStream::SendLeaseRenewed(int64_t seq) {
   v1::LeaseRenewed* renewed = msg->mutable_lease_renewed();
   renewed->set_seq(seq);
   renewed->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(
-      service_->coordinator_->SuggestedHeartbeatInterval()));
+      service_->coordinator_->SuggestedHeartbeatInterval(id_)));
   SendShared(std::move(msg));
 }
 

@@ -105,21 +105,32 @@ TEST_F(HeartbeatBudgetTest, WaitingAndRoundReadyCarryTheCurrentSuggestion) {
   std::vector<std::shared_ptr<FakeChannel>> ch;
   for (int i = 0; i < 30; ++i)
     ch.push_back(Join(i + 1, absl::StrCat("n", i), 30));
-  // The first joiner heard Waiting when it was alone: the default.
+  // The first joiner, alone, already hears the job's size (30 nodes: 3 s at
+  // 10 a second), not 250 ms: a large round does not form at 4 beats a second.
   ASSERT_EQ(ch[0]->messages().front().kind_case(), Kind::kWaiting);
-  EXPECT_EQ(ch[0]->messages().front().waiting().heartbeat_interval_ms(), 250);
-  // The 25th heard it with 25 connected: 2.5 s at 10 a second.
-  ASSERT_EQ(ch[24]->messages().front().kind_case(), Kind::kWaiting);
-  EXPECT_EQ(ch[24]->messages().front().waiting().heartbeat_interval_ms(), 2500);
-  // Everyone's RoundReady: 30 agents, 3 s.
+  EXPECT_EQ(ch[0]->messages().front().waiting().heartbeat_interval_ms(), 3000);
+  // Everyone's RoundReady: 30 agents, 3 s; LeaseRenewed says the same.
   for (int i = 0; i < 30; ++i) {
     ASSERT_EQ(ch[i]->last().kind_case(), Kind::kRoundReady) << i;
     EXPECT_EQ(ch[i]->last().round_ready().heartbeat_interval_ms(), 3000) << i;
   }
   EXPECT_EQ(coord_.SuggestedHeartbeatInterval(), absl::Seconds(3));
-  // Agents leave: the suggestion (LeaseRenewed's) follows them down.
+  EXPECT_EQ(coord_.SuggestedHeartbeatInterval(1), absl::Seconds(3));
+  // Another job's agent counts too: 31 connected, 3.1 s for everyone.
+  auto other = std::make_shared<FakeChannel>();
+  v1::Join small = MakeJoin("x", 1);
+  small.set_job_id("small");
+  ASSERT_TRUE(coord_.OnJoin(100, small, other).ok());
+  EXPECT_EQ(other->last().round_ready().heartbeat_interval_ms(), 3100);
+  EXPECT_EQ(coord_.SuggestedHeartbeatInterval(1), absl::Milliseconds(3100));
+  // Agents leave: the server-wide figure follows them down; the big job's
+  // agents keep their job's size, the small job's agent gets the default.
   for (int i = 0; i < 28; ++i) coord_.OnDisconnect(i + 1);
-  EXPECT_EQ(coord_.SuggestedHeartbeatInterval(), absl::Milliseconds(250));
+  EXPECT_EQ(coord_.SuggestedHeartbeatInterval(), absl::Milliseconds(300));
+  EXPECT_EQ(coord_.SuggestedHeartbeatInterval(29), absl::Seconds(3));
+  coord_.OnDisconnect(29);
+  coord_.OnDisconnect(30);
+  EXPECT_EQ(coord_.SuggestedHeartbeatInterval(100), absl::Milliseconds(250));
 }
 
 TEST_F(HeartbeatBudgetTest, NoBudgetSuggestsNothing) {

@@ -204,9 +204,12 @@ class Coordinator {
   // last renewal is about lease/4 old (lease fencing, rendezvous/src/lease.h).
   // O(1), without the Coordinator's lock.
   bool OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat);
-  // The heartbeat interval the server suggests now (heartbeat_budget.h), for
-  // LeaseRenewed; zero when it suggests none. Lock-free.
+  // The heartbeat interval the server suggests now (heartbeat_budget.h) for
+  // the agents connected, and for conn's agent (whose job's size counts too,
+  // as in its Waiting and RoundReady), for LeaseRenewed; zero when it
+  // suggests none. Lock-free.
   absl::Duration SuggestedHeartbeatInterval() const;
+  absl::Duration SuggestedHeartbeatInterval(ConnectionId conn) const;
   // An agent's preflight found a peer it cannot reach: the job fails at once
   // (no restart mends a firewall), naming both nodes, the port and the cause.
   // Ignored when stale.
