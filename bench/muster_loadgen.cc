@@ -6,7 +6,9 @@
 //   round_formed_s     first Join sent -> last RoundReady received
 //   ready_p50_ms/p99   each agent's Join -> its RoundReady
 //   server_cpu_s       CPU seconds musterd used (/proc/PID/stat) over
-//                      --seconds of heartbeats at the agent's default interval
+//                      --seconds of heartbeats at the interval the server
+//                      suggests (its heartbeat budget, as an agent follows
+//                      it), or at --heartbeat-ms with --fixed-heartbeat
 //   musterd_rss_mib    musterd's resident memory after the heartbeat phase
 //   node_loss_*        one agent's stream closed -> every other agent of its
 //                      job got Restart, and the next RoundReady (a replacement
@@ -16,6 +18,7 @@
 //   muster-loadgen --endpoint=127.0.0.1:29400 --agents=10000 [--jobs=1]
 //                  [--nproc=1] [--seconds=10] [--musterd-pid=PID]
 //                  [--heartbeat-ms=250] [--heartbeat-timeout-ms=10000]
+//                  [--fixed-heartbeat] [--lease-ms=0]
 //
 // Each job has agents/jobs nodes and min = max = that size, so its round
 // closes the moment the last agent joins. Without --musterd-pid the server
@@ -41,6 +44,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "muster/rendezvous/defaults.h"
+#include "muster/rendezvous/heartbeat_budget.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 
 namespace muster::loadgen {
@@ -68,6 +73,17 @@ constexpr int kChannels = 16;
 // not be driven. Here each queue holds agents/kQueues streams.
 constexpr int kQueues = 32;
 
+// How the simulated agents heartbeat: like the agent, every `interval`, or
+// what the server's heartbeat budget makes of it (follow); each heartbeat and
+// the Join carry a lease seq, as the agent's do, so musterd renews leases as
+// it would for real agents.
+struct HeartbeatPolicy {
+  absl::Duration interval = kHeartbeatInterval;
+  bool follow = true;
+  absl::Duration lease = rendezvous::kDefaultLease;
+  bool lease_set = false;  // else the Join asks for none: the server's default
+};
+
 // Counters the main thread waits on.
 struct Progress {
   absl::Mutex mu;
@@ -87,8 +103,13 @@ class SimAgent {
   enum Op : uintptr_t { kStarted = 0, kRead = 1, kWritten = 2, kFinished = 3 };
 
   SimAgent(int index, v1::Join join, Progress* progress,
-           grpc::CompletionQueue* cq)
-      : index_(index), join_(std::move(join)), progress_(progress), cq_(cq) {}
+           grpc::CompletionQueue* cq, const HeartbeatPolicy* policy)
+      : index_(index),
+        join_(std::move(join)),
+        progress_(progress),
+        cq_(cq),
+        policy_(policy),
+        interval_us_(absl::ToInt64Microseconds(policy->interval)) {}
 
   // Dispatches a completion-queue event to its agent.
   static void Dispatch(void* tag, bool ok) {
@@ -107,14 +128,26 @@ class SimAgent {
     stream_->StartCall(Tag(kStarted));
   }
 
-  // Returns whether a heartbeat was written (or queued).
-  bool Heartbeat() {
+  // Writes (or queues) a heartbeat if one is due at `now` on this agent's
+  // schedule; returns whether it did.
+  bool HeartbeatIfDue(absl::Time now) {
     absl::MutexLock lock(&mu_);
     if (stream_ == nullptr || closing_) return false;
+    const absl::Duration interval = this->interval();
+    if (next_heartbeat_ == absl::InfinitePast()) next_heartbeat_ = now;
+    if (now < next_heartbeat_) return false;
+    // On schedule, not from now (the caller's visits jitter); a generator
+    // that fell far behind starts afresh instead of bursting.
+    next_heartbeat_ = std::max(next_heartbeat_ + interval, now - interval);
     v1::AgentMessage msg;
     msg.mutable_heartbeat()->set_round(round_);
+    msg.mutable_heartbeat()->set_seq(++seq_);
     WriteLocked(std::move(msg));
     return true;
+  }
+
+  absl::Duration interval() const {
+    return absl::Microseconds(interval_us_.load(std::memory_order_relaxed));
   }
 
   void Succeed() {
@@ -193,6 +226,7 @@ class SimAgent {
     }
     const absl::Time now = absl::Now();
     bool rejoin = false;
+    FollowHeartbeatBudget();
     switch (in_.kind_case()) {
       case v1::ServerMessage::kRoundReady: {
         int slot;
@@ -245,9 +279,25 @@ class SimAgent {
     }
   }
 
-  v1::AgentMessage JoinMessage() const {
+  // As the agent's client does (rendezvous/src/client.cc).
+  void FollowHeartbeatBudget() {
+    if (!policy_->follow) return;
+    int64_t ms = 0;
+    if (in_.has_waiting()) ms = in_.waiting().heartbeat_interval_ms();
+    if (in_.has_round_ready()) ms = in_.round_ready().heartbeat_interval_ms();
+    if (in_.has_lease_renewed())
+      ms = in_.lease_renewed().heartbeat_interval_ms();
+    if (ms <= 0) return;
+    interval_us_.store(
+        absl::ToInt64Microseconds(rendezvous::FollowedHeartbeatInterval(
+            policy_->interval, policy_->lease, absl::Milliseconds(ms))),
+        std::memory_order_relaxed);
+  }
+
+  v1::AgentMessage JoinMessage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     v1::AgentMessage msg;
     *msg.mutable_join() = join_;
+    msg.mutable_join()->set_lease_seq(++seq_);
     return msg;
   }
 
@@ -276,6 +326,8 @@ class SimAgent {
   const v1::Join join_;
   Progress* const progress_;
   grpc::CompletionQueue* const cq_;
+  const HeartbeatPolicy* const policy_;
+  std::atomic<int64_t> interval_us_;  // written by the read path
   grpc::ClientContext context_;
   v1::ServerMessage in_;  // owned by the read path
   grpc::Status status_;   // written by Finish
@@ -287,6 +339,8 @@ class SimAgent {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // the reads are over
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
   int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t seq_ ABSL_GUARDED_BY(mu_) = 0;  // lease seq of Joins and heartbeats
+  absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int readies_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time join_sent_ ABSL_GUARDED_BY(mu_);
   absl::Time ready_at_[3] ABSL_GUARDED_BY(mu_);
@@ -339,8 +393,9 @@ bool WaitFor(Progress& progress, absl::Duration timeout, Pred done) {
 }
 
 int Run(const std::string& endpoint, int agents, int jobs, int nproc,
-        double seconds, int musterd_pid, absl::Duration heartbeat_interval,
+        double seconds, int musterd_pid, const HeartbeatPolicy& policy,
         absl::Duration heartbeat_timeout) {
+  const absl::Duration heartbeat_interval = policy.interval;
   const int per_job = agents / jobs;
   const std::string run = absl::StrCat("loadgen-", getpid());
   std::vector<std::unique_ptr<v1::Rendezvous::Stub>> stubs;
@@ -383,16 +438,20 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     j.set_last_call_timeout_ms(30'000);
     j.set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval));
     j.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(heartbeat_timeout));
+    if (policy.lease_set)
+      j.set_lease_timeout_ms(absl::ToInt64Milliseconds(policy.lease));
     return j;
   };
   for (int i = 0; i < per_job * jobs; ++i) {
-    sims.push_back(
-        std::make_unique<SimAgent>(i, make_join(i % jobs, absl::StrCat("n", i)),
-                                   &progress, queues[i % kQueues].get()));
+    sims.push_back(std::make_unique<SimAgent>(
+        i, make_join(i % jobs, absl::StrCat("n", i)), &progress,
+        queues[i % kQueues].get(), &policy));
   }
   const int total = static_cast<int>(sims.size());
 
-  // Heartbeats: every agent each interval, spread over 25 slots.
+  // Heartbeats: each agent is visited every --heartbeat-ms (its slot of 25)
+  // and beats when its own schedule (the server's interval when following)
+  // says so.
   std::atomic<bool> stop_heartbeats{false};
   std::atomic<int> started{0};
   // Heartbeats handed to gRPC: when the load generator falls behind its
@@ -412,8 +471,10 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
       if (-ahead > max_lag) max_lag = -ahead;
       absl::SleepFor(ahead);
       const int n = started.load();
+      const absl::Time now = absl::Now();
       int64_t sent = 0;
-      for (int i = slot; i < n; i += kSlots) sent += sims[i]->Heartbeat();
+      for (int i = slot; i < n; i += kSlots)
+        sent += sims[i]->HeartbeatIfDue(now);
       heartbeats_sent.fetch_add(sent, std::memory_order_relaxed);
       slot = (slot + 1) % kSlots;
     }
@@ -449,9 +510,11 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
   const double cpu_formed =
       musterd_pid > 0 ? ProcessCpuSeconds(musterd_pid) : 0.0;
   std::printf(
-      "agents=%d jobs=%d nproc=%d channels=%d queues=%d heartbeat_ms=%lld\n",
+      "agents=%d jobs=%d nproc=%d channels=%d queues=%d heartbeat_ms=%lld "
+      "follow_server_interval=%d\n",
       total, jobs, nproc, kChannels, kQueues,
-      static_cast<long long>(absl::ToInt64Milliseconds(heartbeat_interval)));
+      static_cast<long long>(absl::ToInt64Milliseconds(heartbeat_interval)),
+      policy.follow ? 1 : 0);
   int64_t ready1;
   {
     absl::MutexLock lock(&progress.mu);
@@ -478,8 +541,17 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     absl::SleepFor(absl::Seconds(seconds));
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - h0);
     const double beats = static_cast<double>(heartbeats_sent.load() - b0);
-    const double full_rate =
-        total * 1000.0 / absl::ToDoubleMilliseconds(heartbeat_interval);
+    // The schedule: each agent's interval (the server's, when following).
+    double full_rate = 0;
+    std::vector<double> interval_ms;
+    for (int i = 0; i < total; ++i) {
+      interval_ms.push_back(absl::ToDoubleMilliseconds(sims[i]->interval()));
+      full_rate += 1000.0 / interval_ms.back();
+    }
+    std::printf(
+        "heartbeat_interval_ms_min=%.0f\nheartbeat_interval_ms_max=%.0f\n",
+        *std::min_element(interval_ms.begin(), interval_ms.end()),
+        *std::max_element(interval_ms.begin(), interval_ms.end()));
     std::printf("heartbeats_per_s=%.0f\nheartbeats_per_s_scheduled=%.0f\n",
                 beats / elapsed, full_rate);
     if (musterd_pid > 0) {
@@ -513,7 +585,7 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
       job0_survivors += (i != victim && sims[i]->job_id() == job0);
     sims.push_back(std::make_unique<SimAgent>(
         total, make_join(0, absl::StrCat("n", victim, "-replacement")),
-        &progress, queues[total % kQueues].get()));
+        &progress, queues[total % kQueues].get(), &policy));
     const absl::Time k0 = absl::Now();
     sims[victim]->Kill();
     sims[total]->Start(stubs[0].get());
@@ -617,6 +689,17 @@ int main(int argc, char** argv) {
                  "heartbeat timeout each agent asks for, ms (default 10000; "
                  "more where this process cannot keep its schedule)")
       ->check(CLI::Range(100, 3'600'000));
+  bool fixed_heartbeat = false;
+  app.add_flag("--fixed-heartbeat", fixed_heartbeat,
+               "heartbeat every --heartbeat-ms, ignoring the interval musterd "
+               "suggests (its heartbeat budget; an agent with "
+               "keep_alive_interval set does the same)");
+  int lease_ms = 0;
+  app.add_option("--lease-ms", lease_ms,
+                 "lease each agent asks for (rdzv-conf lease_timeout), ms; 0: "
+                 "musterd's default (5 s). A longer lease lets the heartbeat "
+                 "budget slow heartbeats further (up to lease/4)")
+      ->check(CLI::Range(0, 60'000));
   CLI11_PARSE(app, argc, argv);
   // Debian's Abseil checks every lock for deadlocks (no NDEBUG): costly with
   // one mutex per simulated agent.
@@ -635,7 +718,14 @@ int main(int argc, char** argv) {
                  musterd_pid);
     return 2;
   }
+  muster::loadgen::HeartbeatPolicy policy;
+  policy.interval = absl::Milliseconds(heartbeat_ms);
+  policy.follow = !fixed_heartbeat;
+  if (lease_ms > 0) {
+    policy.lease = absl::Milliseconds(lease_ms);
+    policy.lease_set = true;
+  }
   return muster::loadgen::Run(endpoint, agents, jobs, nproc, seconds,
-                              musterd_pid, absl::Milliseconds(heartbeat_ms),
+                              musterd_pid, policy,
                               absl::Milliseconds(heartbeat_timeout_ms));
 }

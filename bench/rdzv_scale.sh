@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Rendezvous at scale: one musterd, one job of N simulated agents (muster-loadgen), for N in a
 # sweep. Per size: time to form the round, p50/p99 RoundReady latency, musterd's CPU seconds per
-# second while N agents heartbeat at the default 250 ms, its memory, and a node loss (Restart
-# to every survivor, then the next RoundReady).
+# second while N agents heartbeat (at the interval musterd suggests, its heartbeat budget, as the
+# agent follows it; LOADGEN_ARGS=--fixed-heartbeat for the agent's default 250 ms throughout), its
+# memory, and a node loss (Restart to every survivor, then the next RoundReady).
 #
 #   bash bench/rdzv_scale.sh [N ...]          (default: 1000 3000 10000 30000 100000)
 #   MUSTERD=path/to/musterd bash bench/rdzv_scale.sh 1000   (another musterd, e.g. main's)
 #   MUSTERD_ARGS="--session-queues=8" (more musterd flags)
+#   LOADGEN_ARGS="--fixed-heartbeat" (more load generator flags)
 #   HB_SECONDS=10 (heartbeat phase)  LABEL=name (file names)  MAX_FORM_S=60 (stop rule)
 #   HB_TIMEOUT_MS=10000 (the heartbeat timeout the simulated agents ask for; more where the load
 #   generator cannot keep its schedule, e.g. on a shared machine)
@@ -20,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 musterd=${MUSTERD:-build/bin/musterd}
 read -r -a musterd_args <<<"${MUSTERD_ARGS:-}"
+read -r -a loadgen_args <<<"${LOADGEN_ARGS:-}"
 loadgen=${LOADGEN:-build/bin/muster-loadgen}
 label=${LABEL:-$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo run)}
 hb=${HB_SECONDS:-10}
@@ -35,7 +38,7 @@ mkdir -p "$res"
 tsv=$res/rdzv-scale-$label.tsv
 md=$res/rdzv-scale-$label.md
 log=$(mktemp -d)
-echo -e "agents\tformed_s\tp50_ms\tp99_ms\tcpu_per_s\trss_mib\tloss_restart_s\tloss_ready_s\tform_cpu_s\thb_per_s\thb_sched\tus_per_hb\tcpu_full" >"$tsv"
+echo -e "agents\tformed_s\tp50_ms\tp99_ms\tcpu_per_s\trss_mib\tloss_restart_s\tloss_ready_s\tform_cpu_s\thb_per_s\thb_sched\tus_per_hb\tcpu_full\thb_ms" >"$tsv"
 stop_reason=""
 
 # A key=value of the load generator's output, or "-" (empty fields would collapse in `read`).
@@ -62,7 +65,7 @@ for n in "${sizes[@]}"; do
   echo "== $n agents (musterd pid $pid, port $port)" >&2
   rc=0
   timeout $((180 + n / 200)) "$loadgen" --endpoint="127.0.0.1:$port" --agents="$n" --seconds="$hb" \
-    --musterd-pid="$pid" --heartbeat-timeout-ms="$hb_timeout_ms" >"$log/loadgen-$n.txt" 2>"$log/loadgen-$n.err" || rc=$?
+    --musterd-pid="$pid" --heartbeat-timeout-ms="$hb_timeout_ms" "${loadgen_args[@]}" >"$log/loadgen-$n.txt" 2>"$log/loadgen-$n.err" || rc=$?
   mrc=0
   kill -0 "$pid" 2>/dev/null || mrc="gone before the end"
   kill "$pid" 2>/dev/null || true
@@ -75,7 +78,11 @@ for n in "${sizes[@]}"; do
   f=$log/loadgen-$n.txt
   formed=$(value round_formed_s "$f")
   grep -q "round_formed_s=.*not formed" "$f" && formed=-
-  echo -e "$n\t$formed\t$(value ready_p50_ms "$f")\t$(value ready_p99_ms "$f")\t$(value server_cpu_per_s "$f")\t$(value musterd_rss_mib "$f")\t$(value node_loss_restart_s "$f")\t$(value node_loss_ready_s "$f")\t$(value server_cpu_form_s "$f")\t$(value heartbeats_per_s "$f")\t$(value heartbeats_per_s_scheduled "$f")\t$(value server_cpu_us_per_heartbeat "$f")\t$(value server_cpu_per_s_full_rate "$f")" >>"$tsv"
+  # The heartbeat intervals the agents used (one figure when all used the same).
+  hb_ms=$(value heartbeat_interval_ms_min "$f")
+  hb_max=$(value heartbeat_interval_ms_max "$f")
+  [[ $hb_ms == "$hb_max" ]] || hb_ms="$hb_ms-$hb_max"
+  echo -e "$n\t$formed\t$(value ready_p50_ms "$f")\t$(value ready_p99_ms "$f")\t$(value server_cpu_per_s "$f")\t$(value musterd_rss_mib "$f")\t$(value node_loss_restart_s "$f")\t$(value node_loss_ready_s "$f")\t$(value server_cpu_form_s "$f")\t$(value heartbeats_per_s "$f")\t$(value heartbeats_per_s_scheduled "$f")\t$(value server_cpu_us_per_heartbeat "$f")\t$(value server_cpu_per_s_full_rate "$f")\t$hb_ms" >>"$tsv"
   if ((rc != 0)) || grep -q "not formed\|not re-formed" "$f"; then
     stop_reason="stopped after $n agents: the load generator failed (exit $rc; see $res/rdzv-scale-$label-$n.txt)"
     break
@@ -87,10 +94,10 @@ for n in "${sizes[@]}"; do
 done
 
 {
-  echo "| agents | round formed | RoundReady p50 | p99 | musterd CPU while heartbeating | heartbeats/s sent (scheduled) | musterd CPU per heartbeat | at the full schedule | musterd RSS | node loss: all Restart | node loss: re-formed | musterd CPU to form |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-  tail -n +2 "$tsv" | while IFS=$'\t' read -r n f p50 p99 cpu rss lr lf fc hb hs us full; do
-    echo "| $n | $f s | $p50 ms | $p99 ms | $cpu CPU-s/s | $hb ($hs) | $us µs | $full CPU-s/s | $rss MiB | $lr s | $lf s | $fc s |" | sed 's/| - [a-zA-Zµ/-]*/| -/g'
+  echo "| agents | round formed | RoundReady p50 | p99 | heartbeat interval | musterd CPU while heartbeating | heartbeats/s sent (scheduled) | musterd CPU per heartbeat | at the full schedule | musterd RSS | node loss: all Restart | node loss: re-formed | musterd CPU to form |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  tail -n +2 "$tsv" | while IFS=$'\t' read -r n f p50 p99 cpu rss lr lf fc hb hs us full hbms; do
+    echo "| $n | $f s | $p50 ms | $p99 ms | $hbms ms | $cpu CPU-s/s | $hb ($hs) | $us µs | $full CPU-s/s | $rss MiB | $lr s | $lf s | $fc s |" | sed 's/| - [a-zA-Zµ/-]*/| -/g'
   done
   [[ -z $stop_reason ]] || echo -e "\n$stop_reason"
 } >"$md"

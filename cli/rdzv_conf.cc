@@ -168,6 +168,7 @@ absl::Status RdzvConf::ApplyTo(agent::AgentConfig* config) const {
   for (const auto& [given, field] : durations) {
     if (given.has_value()) field = *given;
   }
+  if (keep_alive_interval.has_value()) config->heartbeat_interval_fixed = true;
   if (keep_alive_max_attempt.has_value()) {
     config->heartbeat_max_missed = *keep_alive_max_attempt;
   }

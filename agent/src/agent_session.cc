@@ -18,6 +18,8 @@ rendezvous::GrpcClientOptions ElasticAgent::Impl::ClientOptions(
   options.endpoint = endpoint_;
   options.connect_timeout = connect_timeout;
   options.heartbeat_interval = config_.heartbeat_interval;
+  options.follow_server_heartbeat_interval = !config_.heartbeat_interval_fixed;
+  options.lease = config_.lease_timeout;
   options.security = security_;
   LeaseFence* fence = fence_.get();
   options.lease_seq = [fence] { return fence->NextSeq(); };

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
+#include "muster/rendezvous/heartbeat_budget.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
@@ -45,7 +46,8 @@ constexpr absl::Duration kCloseWait = absl::Seconds(1);
 class GrpcRendezvousClient final : public RendezvousClient {
  public:
   explicit GrpcRendezvousClient(GrpcClientOptions options)
-      : options_(std::move(options)) {}
+      : options_(std::move(options)),
+        interval_us_(absl::ToInt64Microseconds(options_.heartbeat_interval)) {}
 
   ~GrpcRendezvousClient() override { Close(""); }
 
@@ -229,6 +231,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
   void ReadLoop() {
     v1::ServerMessage msg;
     while (stream_->Read(&msg)) {
+      FollowHeartbeatBudget(msg);
       if (msg.has_lease_renewed()) {  // lease fencing: not for Next
         if (options_.on_lease_renewed)
           options_.on_lease_renewed(msg.lease_renewed().seq());
@@ -270,12 +273,43 @@ class GrpcRendezvousClient final : public RendezvousClient {
     }
   }
 
+  // The heartbeat budget: the server's suggested interval, when this agent
+  // follows it. Only from the reader thread.
+  void FollowHeartbeatBudget(const v1::ServerMessage& msg) {
+    if (!options_.follow_server_heartbeat_interval) return;
+    int64_t suggested_ms = 0;
+    switch (msg.kind_case()) {
+      case v1::ServerMessage::kWaiting:
+        suggested_ms = msg.waiting().heartbeat_interval_ms();
+        break;
+      case v1::ServerMessage::kRoundReady:
+        suggested_ms = msg.round_ready().heartbeat_interval_ms();
+        break;
+      case v1::ServerMessage::kLeaseRenewed:
+        suggested_ms = msg.lease_renewed().heartbeat_interval_ms();
+        break;
+      default:
+        return;
+    }
+    if (suggested_ms <= 0) return;  // an older server: keep the interval
+    const absl::Duration interval =
+        FollowedHeartbeatInterval(options_.heartbeat_interval, options_.lease,
+                                  absl::Milliseconds(suggested_ms));
+    const int64_t us = absl::ToInt64Microseconds(interval);
+    if (interval_us_.exchange(us) != us) {
+      MUSTER_LOG(DEBUG) << "heartbeat interval now "
+                        << absl::FormatDuration(interval)
+                        << " (the server's heartbeat budget suggests "
+                        << suggested_ms << "ms)";
+    }
+  }
+
   void HeartbeatLoop() {
     absl::MutexLock lock(&mu_);
     while (!stop_heartbeat_) {
       if (mu_.AwaitWithTimeout(
               absl::Condition(this, &GrpcRendezvousClient::StopHeartbeat),
-              options_.heartbeat_interval)) {
+              absl::Microseconds(interval_us_.load()))) {
         break;
       }
       v1::AgentMessage msg;
@@ -300,6 +334,9 @@ class GrpcRendezvousClient final : public RendezvousClient {
   std::thread reader_;
   std::thread heartbeat_;
   std::atomic<int64_t> round_{0};
+  // The heartbeat interval in use, us (options_.heartbeat_interval, or what
+  // the heartbeat budget made of it).
+  std::atomic<int64_t> interval_us_;
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kNew;

@@ -85,11 +85,21 @@ void Coordinator::Impl::EraseConnection(
   liveness_.Erase(it->first);
   lease_due_.Erase(it->first);
   lease_len_.Erase(it->first);
+  job_suggestion_.Erase(it->first);
   conns_.erase(it);
+  UpdateHeartbeatSuggestion();
 }
 
-void Coordinator::Impl::Send(ConnectionId conn, const v1::ServerMessage& msg) {
-  Send(conn, std::make_shared<const v1::ServerMessage>(msg));
+void Coordinator::Impl::UpdateHeartbeatSuggestion() {
+  suggested_heartbeat_ms_.store(
+      absl::ToInt64Milliseconds(rendezvous::SuggestedHeartbeatInterval(
+          static_cast<int64_t>(conns_.size()),
+          options_.heartbeat_budget_per_second)),
+      std::memory_order_relaxed);
+}
+
+void Coordinator::Impl::Send(ConnectionId conn, v1::ServerMessage msg) {
+  Send(conn, std::make_shared<const v1::ServerMessage>(std::move(msg)));
 }
 
 void Coordinator::Impl::Send(ConnectionId conn,
@@ -122,8 +132,7 @@ bool Coordinator::OnHeartbeat(ConnectionId conn,
   // The round it names is informational: any message proves liveness. A
   // heartbeat queues nothing (the adapter writes LeaseRenewed itself), so
   // there is nothing to flush.
-  (void)heartbeat;
-  return impl_->OnHeartbeat(conn);
+  return impl_->OnHeartbeat(conn, heartbeat.seq() != 0);
 }
 void Coordinator::OnPreflightFailed(ConnectionId conn,
                                     const v1::PreflightFailed& failed) {
@@ -160,6 +169,13 @@ v1::GetStatusResponse Coordinator::Status(absl::string_view job_id) const {
 v1::GetStatusResponse Coordinator::StatusPage(
     const StatusPageQuery& query) const {
   return impl_->StatusPage(query);
+}
+absl::Duration Coordinator::SuggestedHeartbeatInterval() const {
+  return absl::Milliseconds(impl_->SuggestedHeartbeatMs());
+}
+absl::Duration Coordinator::SuggestedHeartbeatInterval(
+    ConnectionId conn) const {
+  return absl::Milliseconds(impl_->SuggestedHeartbeatMsFor(conn));
 }
 int64_t Coordinator::ConnectedAgents() const {
   return impl_->ConnectedAgents();

@@ -437,17 +437,21 @@ void Coordinator::Impl::AbandonAdoption(Job& job, const std::string& why) {
 
 // No lock of ours: a heartbeat moves its time in liveness_ (and its lease),
 // so it never waits for a round forming or a Tick (liveness_table.h).
-bool Coordinator::Impl::OnHeartbeat(ConnectionId conn) {
+bool Coordinator::Impl::OnHeartbeat(ConnectionId conn, bool wants_renewal) {
   Touch(conn);
-  // Lease fencing: renew every lease/4 while the node is counted alive. One
-  // stream's events come one at a time, so its entries do not race with
+  // An agent that sent no seq (an older one, a load generator) gets no
+  // LeaseRenewed: it would not read it, and each one is a write.
+  if (!wants_renewal) return false;
+  // Lease fencing: renew about every lease/4 while the node is counted alive.
+  // One stream's events come one at a time, so its entries do not race with
   // themselves.
   const absl::Time now = clock_->Now();
   const std::optional<absl::Time> due = lease_due_.Get(conn);
   if (!due.has_value() || now < *due) return false;
   const std::optional<absl::Time> lease = lease_len_.Get(conn);
   if (!lease.has_value()) return false;
-  return lease_due_.Touch(conn, now + (*lease - absl::UnixEpoch()) / 4);
+  return lease_due_.Touch(
+      conn, NextLeaseRenewal(*due, now, *lease - absl::UnixEpoch()));
 }
 
 std::optional<absl::Time> Coordinator::Impl::HeartbeatDeadline(
@@ -484,13 +488,19 @@ void Coordinator::Impl::ExpireHeartbeats(absl::Time now) {
         DescribeNode(node->join.hostname(), node->join.node_id()), " for ",
         timeout, " (heartbeat_timeout, or the lease when longer)");
     if (c->second.heartbeat_interval_ms > 0) {
+      // The interval the agent used: its own, or what it made of the heartbeat
+      // budget's suggestion (an agent that follows it).
+      const int64_t interval_ms =
+          absl::ToInt64Milliseconds(FollowedHeartbeatInterval(
+              absl::Milliseconds(c->second.heartbeat_interval_ms),
+              c->second.lease,
+              absl::Milliseconds(SuggestedHeartbeatMsFor(id))));
       const int64_t missed =
-          absl::ToInt64Milliseconds(c->second.heartbeat_timeout) /
-          c->second.heartbeat_interval_ms;
+          absl::ToInt64Milliseconds(c->second.heartbeat_timeout) / interval_ms;
       absl::StrAppend(&why, ", ", missed, " heartbeats missed");
       absl::StrAppend(&detail, ": ", missed,
-                      " heartbeats missed at an interval of ",
-                      c->second.heartbeat_interval_ms, "ms");
+                      " heartbeats missed at an interval of ", interval_ms,
+                      "ms");
     } else {
       absl::StrAppend(&detail, ": heartbeats missed");
     }

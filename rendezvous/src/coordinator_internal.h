@@ -256,7 +256,31 @@ class Coordinator::Impl {
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel)
       ABSL_LOCKS_EXCLUDED(mu_);
-  bool OnHeartbeat(ConnectionId conn) ABSL_LOCKS_EXCLUDED(mu_);
+  bool OnHeartbeat(ConnectionId conn, bool wants_renewal)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The heartbeat budget's current suggestion, in ms (0: none), for the
+  // agents connected (kept in step with conns_ by UpdateHeartbeatSuggestion),
+  // read without the lock.
+  int64_t SuggestedHeartbeatMs() const {
+    return suggested_heartbeat_ms_.load(std::memory_order_relaxed);
+  }
+  // For an agent of a job of up to max_nodes: the job's size counts before
+  // its agents have all connected, so that the first agents of a large round
+  // do not beat at 250 ms while it forms.
+  int64_t SuggestedHeartbeatMs(int64_t max_nodes) const {
+    return std::max(
+        SuggestedHeartbeatMs(),
+        absl::ToInt64Milliseconds(rendezvous::SuggestedHeartbeatInterval(
+            max_nodes, options_.heartbeat_budget_per_second)));
+  }
+  // The same for conn's agent (its job's size as of its Join), lock-free.
+  int64_t SuggestedHeartbeatMsFor(ConnectionId conn) const {
+    const std::optional<absl::Time> job = job_suggestion_.Get(conn);
+    return std::max(SuggestedHeartbeatMs(),
+                    job.has_value()
+                        ? absl::ToInt64Milliseconds(*job - absl::UnixEpoch())
+                        : int64_t{0});
+  }
   void OnPreflightFailed(ConnectionId conn, const v1::PreflightFailed& failed)
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnWorkersFailed(ConnectionId conn, const v1::WorkersFailed& failed)
@@ -301,8 +325,9 @@ class Coordinator::Impl {
       absl::flat_hash_map<ConnectionId, Connection>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues msg for conn's agent in the outbox (written once the lock is
-  // released).
-  void Send(ConnectionId conn, const v1::ServerMessage& msg)
+  // released). Moved, not copied: a RoundReady of a large round lists a
+  // dozen peers, and each member gets its own.
+  void Send(ConnectionId conn, v1::ServerMessage msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(ConnectionId conn, std::shared_ptr<const v1::ServerMessage> msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -409,6 +434,13 @@ class Coordinator::Impl {
   // renews nothing.
   LivenessTable<ConnectionId> lease_due_;
   LivenessTable<ConnectionId> lease_len_;
+  // The heartbeat budget (heartbeat_budget.h) for conns_.size() agents;
+  // updated under mu_ when conns_ grows or shrinks.
+  std::atomic<int64_t> suggested_heartbeat_ms_{0};
+  // Each connection's job-size suggestion (UnixEpoch() + the interval), set
+  // by its Join, for LeaseRenewed without the lock.
+  LivenessTable<ConnectionId> job_suggestion_;
+  void UpdateHeartbeatSuggestion() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  public:
   // Messages and closes for agents, appended under mu_ and written by

@@ -196,6 +196,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
 
   // Register (or refresh) the connection; a Join counts as a heartbeat.
   Connection& c = conns_[conn];
+  UpdateHeartbeatSuggestion();
   c.channel = std::move(channel);
   c.job_id = job.id;
   c.node_id = join.node_id();
@@ -208,8 +209,14 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   // tests/e2e/chaos_e2e_test.cc).
   c.lease = lease;
   if (join.lease_seq() != 0 || !lease_due_.Get(conn).has_value())
-    lease_due_.Set(conn, now + lease / 4);
+    lease_due_.Set(conn, FirstLeaseRenewal(now, lease));
   lease_len_.Set(conn, absl::UnixEpoch() + lease);
+  // The heartbeat budget counts the job's size (its share, not the
+  // server-wide figure of the moment, which LeaseRenewed adds when it goes).
+  job_suggestion_.Set(
+      conn, absl::UnixEpoch() +
+                rendezvous::SuggestedHeartbeatInterval(
+                    join.max_nodes(), options_.heartbeat_budget_per_second));
   c.heartbeat_timeout = SilentLossTimeout(
       MillisOr(join.heartbeat_timeout_ms(), options_.default_heartbeat_timeout),
       lease);

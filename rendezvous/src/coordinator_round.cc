@@ -33,6 +33,7 @@ std::shared_ptr<const v1::ServerMessage> Coordinator::Impl::WaitingMessage(
   w->set_joined(job.WaitingCount());
   w->set_min_nodes(job.min_nodes);
   w->set_max_nodes(job.max_nodes);
+  w->set_heartbeat_interval_ms(SuggestedHeartbeatMs(job.max_nodes));
   return msg;
 }
 
@@ -99,6 +100,7 @@ v1::ServerMessage Coordinator::Impl::RoundReadyFor(const Job& job,
   r->set_store_prefix(StorePrefix(job.id, job.round));
   r->set_restart_count(job.restart_count);
   r->set_max_restarts(job.max_restarts);
+  r->set_heartbeat_interval_ms(SuggestedHeartbeatMs(job.max_nodes));
   return msg;
 }
 

@@ -41,11 +41,19 @@ inline absl::Duration SilentLossTimeout(absl::Duration heartbeat_timeout,
   return std::max(heartbeat_timeout, lease);
 }
 
-// Whether a heartbeat at `now` is answered with LeaseRenewed, the last answer
-// on this stream having gone at `last_ack`: about four renewals per lease.
-inline bool LeaseAckDue(absl::Time now, absl::Time last_ack,
-                        absl::Duration lease) {
-  return now - last_ack >= lease / 4;
+// Renewals: four per lease, each on the first heartbeat (with a seq) at or
+// after its due time. The first is due lease/4 after the Join, less lease/32
+// of slack; each next one lease/4 after the last one's due time, on that
+// schedule rather than from the heartbeat that took it, so that an agent
+// heartbeating exactly every lease/4 (the longest interval the heartbeat
+// budget lets it follow) is renewed on each heartbeat despite jitter. After a
+// late heartbeat (past lease/8) the next renewal is at least lease/8 away.
+inline absl::Time FirstLeaseRenewal(absl::Time now, absl::Duration lease) {
+  return now + lease / 4 - lease / 32;
+}
+inline absl::Time NextLeaseRenewal(absl::Time due, absl::Time now,
+                                   absl::Duration lease) {
+  return std::max(due + lease / 4, now + lease / 8);
 }
 
 }  // namespace muster::rendezvous

@@ -371,10 +371,15 @@ bool SessionStream::Handle(const v1::AgentMessage& msg) {
   return true;
 }
 
-// Lease fencing (lease.h): a small message, about four per lease per agent.
+// Lease fencing (lease.h): a small message, about four per lease per agent,
+// and only to agents that send a seq. It carries the heartbeat budget's
+// current interval, so a running round follows the server's load.
 void SessionStream::SendLeaseRenewed(int64_t seq) {
   auto msg = std::make_shared<v1::ServerMessage>();
-  msg->mutable_lease_renewed()->set_seq(seq);
+  v1::LeaseRenewed* renewed = msg->mutable_lease_renewed();
+  renewed->set_seq(seq);
+  renewed->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(
+      service_->coordinator_->SuggestedHeartbeatInterval(id_)));
   SendShared(std::move(msg));
 }
 

@@ -71,18 +71,26 @@ TEST(LeaseFenceTest, OldSequenceNumbersAreForgotten) {
 
 // The fencing argument, checked on random timelines: one-way delays up to
 // 1.5 s (far beyond a healthy network: the agent may well fence for nothing),
-// renewals rationed by the server's own rule (LeaseAckDue), the server's
+// renewals rationed by the server's own rule (NextLeaseRenewal), the server's
 // loss of the node once a SilentLossTimeout passes without a receipt (after
 // which it renews nothing), and the agent's heartbeats stopping at a random
 // time (the cut). Workers start only under a lease that is not about to end.
 // Whenever the server loses the node, the agent has killed
-// its workers (fence + grace) no later.
+// its workers (fence + grace) no later. Heartbeats at the default 250 ms and
+// at lease/4, the longest the heartbeat budget lets an agent follow.
 TEST(LeaseFenceTest, TheAgentKillsItsWorkersBeforeTheServerLosesTheNode) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> delay_ms(0, 1500);
   int fenced_before_loss = 0;
-  for (int lease_s : {1, 2, 5}) {
-    const absl::Duration lease = absl::Seconds(lease_s);
+  struct Case {
+    int lease_s;
+    bool budget;  // heartbeats every lease/4, not 250 ms
+  };
+  for (Case c : {Case{1, false}, Case{2, false}, Case{5, false}, Case{2, true},
+                 Case{5, true}}) {
+    const absl::Duration lease = absl::Seconds(c.lease_s);
+    const absl::Duration interval =
+        c.budget ? lease / 4 : absl::Milliseconds(250);
     const absl::Duration silent =
         rendezvous::SilentLossTimeout(absl::Seconds(1), lease);
     for (int trial = 0; trial < 200; ++trial) {
@@ -97,7 +105,7 @@ TEST(LeaseFenceTest, TheAgentKillsItsWorkersBeforeTheServerLosesTheNode) {
       };
       std::vector<Beat> inflight;
       absl::Time last_receipt = start;  // the Join
-      absl::Time last_ack = start - absl::Hours(1);
+      absl::Time renewal_due = start;
       absl::Time lost_at = absl::InfiniteFuture();
       absl::Time kill_at = absl::InfiniteFuture();
       absl::Time next_send = start;
@@ -114,15 +122,16 @@ TEST(LeaseFenceTest, TheAgentKillsItsWorkersBeforeTheServerLosesTheNode) {
                                   now + absl::Milliseconds(delay_ms(rng)),
                                   absl::InfiniteFuture()});
           ++sent;
-          next_send = now + absl::Milliseconds(250);
+          next_send = now + interval;
         }
         for (Beat& b : inflight) {
           if (b.receipt != absl::InfinitePast() && b.receipt <= now) {
             // A lost node's late heartbeats renew nothing.
             if (lost_at == absl::InfiniteFuture()) {
               last_receipt = std::max(last_receipt, b.receipt);
-              if (rendezvous::LeaseAckDue(b.receipt, last_ack, lease)) {
-                last_ack = b.receipt;
+              if (b.receipt >= renewal_due) {
+                renewal_due =
+                    rendezvous::NextLeaseRenewal(renewal_due, b.receipt, lease);
                 b.ack_arrival = b.receipt + absl::Milliseconds(delay_ms(rng));
               }
             }
@@ -144,7 +153,8 @@ TEST(LeaseFenceTest, TheAgentKillsItsWorkersBeforeTheServerLosesTheNode) {
       if (!ran) continue;  // no timely renewal ever came: nothing ran
       // 10 ms: the step of this simulation.
       EXPECT_LE(kill_at, lost_at + absl::Milliseconds(10))
-          << "lease " << lease << " trial " << trial;
+          << "lease " << lease << " interval " << interval << " trial "
+          << trial;
       fenced_before_loss += kill_at <= lost_at + absl::Milliseconds(10);
     }
   }

@@ -768,10 +768,15 @@ TEST(LaunchFlagsTest, RdzvConf) {
   EXPECT_EQ(cfg.read_timeout, absl::Seconds(7));
   EXPECT_EQ(cfg.connect_timeout, absl::Milliseconds(1500));
   EXPECT_EQ(cfg.heartbeat_interval, absl::Seconds(5));
+  EXPECT_TRUE(cfg.heartbeat_interval_fixed)
+      << "a keep_alive_interval the user set is not the server's to change";
   EXPECT_EQ(cfg.heartbeat_max_missed, 3);
   EXPECT_FALSE(cfg.embed_if_local);
   EXPECT_EQ(ParseOk({"--rdzv-conf=join_timeout=30,", "x"}).config.join_timeout,
             absl::Seconds(30));
+  EXPECT_FALSE(ParseOk({"--rdzv-conf=join_timeout=30,", "x"})
+                   .config.heartbeat_interval_fixed)
+      << "without keep_alive_interval the agent follows musterd's budget";
   EXPECT_EQ(ParseOk({"--rdzv-conf=reconnect_timeout=2.5", "x"})
                 .config.reconnect_timeout,
             absl::Milliseconds(2500));

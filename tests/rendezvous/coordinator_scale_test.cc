@@ -171,7 +171,19 @@ TEST_F(CoordinatorScaleTest, TenThousandAgentsFormOneRoundWithLinearMessages) {
     }
     ASSERT_LE(r.peers_size(), 4 + kPeerSample);
     peer_entries += r.peers_size();
+    // The heartbeat budget: 10,000 agents at 8,000 heartbeats a second.
+    ASSERT_EQ(r.heartbeat_interval_ms(), 1250);
   }
+  // What an agent makes of it: 1.25 s with the default 5 s lease (8,000
+  // heartbeats a second in all, not 40,000); these agents' 1 s lease keeps
+  // them at 250 ms (4 heartbeats per lease).
+  const absl::Duration suggested = absl::Milliseconds(1250);
+  EXPECT_EQ(FollowedHeartbeatInterval(absl::Milliseconds(250), kDefaultLease,
+                                      suggested),
+            absl::Milliseconds(1250));
+  EXPECT_EQ(FollowedHeartbeatInterval(absl::Milliseconds(250), absl::Seconds(1),
+                                      suggested),
+            absl::Milliseconds(250));
   // The rank offsets are prefix sums over the whole group even though each
   // agent sees only a few peers: the last agent's offset + its size = world.
   const v1::RoundReady last =

@@ -9,3 +9,6 @@ muster_test(coordinator_scale_test SRCS coordinator_scale_test.cc DEPS muster_re
 muster_test(lease_test SRCS lease_test.cc DEPS muster_rendezvous_core TIMEOUT 30)
 # Re-adoption of a running round by a restarted musterd (issue 11 item 4).
 muster_test(adoption_test SRCS adoption_test.cc DEPS muster_rendezvous_core TIMEOUT 30)
+# The heartbeat budget (issue 15): the interval musterd suggests, the one agents follow, renewals.
+muster_test(heartbeat_budget_test SRCS heartbeat_budget_test.cc
+            DEPS muster_rendezvous_core muster_testing_join TIMEOUT 30)

@@ -13,3 +13,6 @@ add_dependencies(musterd_test musterd)
 # musterd --state-dir: the journal survives a restart; bad directories are refused (issue 11).
 muster_test(state_journal_test SRCS state_journal_test.cc DEPS muster_rendezvous muster_testing
             TIMEOUT 60)
+# The heartbeat budget over gRPC: the client follows musterd's interval; musterd suggests it.
+muster_test(heartbeat_follow_test SRCS heartbeat_follow_test.cc DEPS muster_testing_rendezvous
+            TIMEOUT 60)

@@ -69,6 +69,11 @@ struct AgentConfig {
   absl::Duration read_timeout = absl::Seconds(60);
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
+  // Set when the user gave keep_alive_interval: the agent then keeps
+  // heartbeat_interval. Otherwise it follows the interval musterd suggests
+  // (its heartbeat budget, muster/rendezvous/heartbeat_budget.h), never
+  // shorter than heartbeat_interval nor longer than lease_timeout/4.
+  bool heartbeat_interval_fixed = false;
   int heartbeat_max_missed = 4;  // keep_alive_max_attempt
   // rdzv-conf lease_timeout (1 s .. 60 s, at least 4 heartbeats): the agent
   // stops its workers when musterd has not renewed its lease for about 0.7 of

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "muster/rendezvous/defaults.h"
 #include "muster/rendezvous/security.h"
 #include "muster/v1/rendezvous.pb.h"
 
@@ -51,8 +52,15 @@ struct GrpcClientOptions {
   std::string endpoint;
   // How long Start waits for the server to answer.
   absl::Duration connect_timeout = absl::Seconds(10);
-  // Heartbeats are sent this often while the stream is open.
+  // Heartbeats are sent this often while the stream is open, or less often
+  // when following the server's heartbeat budget (below).
   absl::Duration heartbeat_interval = absl::Milliseconds(250);
+  // The heartbeat budget (muster/rendezvous/heartbeat_budget.h): when set,
+  // the interval becomes FollowedHeartbeatInterval(heartbeat_interval, lease,
+  // the interval the server last suggested in Waiting, RoundReady or
+  // LeaseRenewed). The agent sets it unless the user set keep_alive_interval.
+  bool follow_server_heartbeat_interval = false;
+  absl::Duration lease = kDefaultLease;
   // TLS and the job token (sent on every call). Default: plaintext, none.
   ClientSecurity security = {};
   // Lease fencing (agent/src/lease_fence.h), both optional. lease_seq gives

@@ -93,6 +93,7 @@
 #include "muster/common/logging.h"
 #include "muster/platform/clock.h"
 #include "muster/rendezvous/defaults.h"
+#include "muster/rendezvous/heartbeat_budget.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::rendezvous {
@@ -144,6 +145,11 @@ struct CoordinatorOptions {
   // the interval grows by 100 us per agent (30,000: 3 s), so that the updates
   // cost at most about 10,000 messages a second.
   absl::Duration waiting_update_interval = absl::Seconds(1);
+  // The heartbeat budget (muster/rendezvous/heartbeat_budget.h): Waiting,
+  // RoundReady and LeaseRenewed suggest each agent a heartbeat interval that
+  // keeps all connected agents' heartbeats near this many a second (the
+  // default interval up to 2,000 agents). 0: suggest none.
+  int64_t heartbeat_budget_per_second = kDefaultHeartbeatBudgetPerSecond;
   // How long an ended job stays visible to GetStatus after its last agent
   // disconnected.
   absl::Duration finished_job_retention = absl::Minutes(10);
@@ -194,10 +200,16 @@ class Coordinator {
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel);
   // Returns whether the adapter should answer LeaseRenewed{heartbeat.seq} now:
-  // the stream's node is still counted alive and its last renewal is about
-  // lease/4 old (lease fencing, rendezvous/src/lease.h). O(1), under a shared
-  // lock.
+  // the heartbeat has a seq, the stream's node is still counted alive and its
+  // last renewal is about lease/4 old (lease fencing, rendezvous/src/lease.h).
+  // O(1), without the Coordinator's lock.
   bool OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat);
+  // The heartbeat interval the server suggests now (heartbeat_budget.h) for
+  // the agents connected, and for conn's agent (whose job's size counts too,
+  // as in its Waiting and RoundReady), for LeaseRenewed; zero when it
+  // suggests none. Lock-free.
+  absl::Duration SuggestedHeartbeatInterval() const;
+  absl::Duration SuggestedHeartbeatInterval(ConnectionId conn) const;
   // An agent's preflight found a peer it cannot reach: the job fails at once
   // (no restart mends a firewall), naming both nodes, the port and the cause.
   // Ignored when stale.
