@@ -58,6 +58,8 @@ if(OPENSSL_FOUND AND gRPC_FOUND)
   find_package(CLI11 CONFIG REQUIRED)
   add_subdirectory(common)
   add_subdirectory(rendezvous)
+  # musterd.exe (and muster.exe once the agent and doctor modules build for Windows).
+  add_subdirectory(cli)
 endif()
 
 # --- tests (under wine) ----------------------------------------------------------------------
@@ -90,6 +92,11 @@ if(MUSTER_BUILD_TESTS)
     foreach(t duration ids)
       muster_test(${t}_test SRCS tests/common/${t}_test.cc DEPS muster_common TIMEOUT 60)
     endforeach()
+  endif()
+  # musterd.exe: its host logic on the platform fakes.
+  if(TARGET musterd)
+    muster_test(musterd_host_test SRCS tests/cli/musterd_host_test.cc
+                DEPS muster_musterd_host muster_platform_fake TIMEOUT 120)
   endif()
   # The platform layer's windows/ side, on wine: processes in job objects (with a helper .exe
   # that echoes its argv, spawns a grandchild, crashes, ...), files, env, stop requests, the SCM.
