@@ -93,10 +93,22 @@ if(MUSTER_BUILD_TESTS)
       muster_test(${t}_test SRCS tests/common/${t}_test.cc DEPS muster_common TIMEOUT 60)
     endforeach()
   endif()
-  # musterd.exe: its host logic on the platform fakes.
+  # musterd.exe: its host logic on the platform fakes, its version, and a real job of Linux
+  # agents against it under wine, in the console and as a service (tests/windows/*.sh runs
+  # natively: add_test(COMMAND bash) gets no emulator).
   if(TARGET musterd)
     muster_test(musterd_host_test SRCS tests/cli/musterd_host_test.cc
                 DEPS muster_musterd_host muster_platform_fake TIMEOUT 120)
+    add_test(NAME musterd_exe_version COMMAND musterd --version)
+    set_tests_properties(musterd_exe_version PROPERTIES TIMEOUT 120
+      PASS_REGULAR_EXPRESSION "^musterd ${PROJECT_VERSION} \\(protocol muster.v1, gRPC ")
+    set(MUSTER_LINUX_BUILD_DIR ${PROJECT_SOURCE_DIR}/build CACHE PATH
+      "A Linux build of muster whose bin/muster the interop tests run as agents")
+    add_test(NAME musterd_linux_agents_test
+      COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/musterd_linux_agents_test.sh
+              $<TARGET_FILE:musterd> ${MUSTER_LINUX_BUILD_DIR} ${MUSTER_WINE64})
+    set_tests_properties(musterd_linux_agents_test PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
+      LABELS "e2e;interop")
   endif()
   # The platform layer's windows/ side, on wine: processes in job objects (with a helper .exe
   # that echoes its argv, spawns a grandchild, crashes, ...), files, env, stop requests, the SCM.
