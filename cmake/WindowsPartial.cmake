@@ -92,6 +92,10 @@ if(MUSTER_BUILD_TESTS)
     foreach(t duration ids)
       muster_test(${t}_test SRCS tests/common/${t}_test.cc DEPS muster_common TIMEOUT 60)
     endforeach()
+    # The Windows Net on loopback: interfaces, the TCP table, binds, connects, resolution,
+    # and the probe over it.
+    muster_test(win_net_test SRCS tests/windows/win_net_test.cc DEPS muster_common ws2_32
+                TIMEOUT 120)
   endif()
   # musterd.exe: its host logic on the platform fakes, its version, and a real job of Linux
   # agents against it under wine, in the console and as a service (tests/windows/*.sh runs
