@@ -1,8 +1,16 @@
 #include "cli/musterd_host.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "muster/common/logging.h"
+#include "muster/platform/env.h"
 #include "muster/platform/signals.h"
 
 namespace muster::cli {
@@ -48,6 +56,95 @@ int WaitForStop(platform::StopRequestSource& stops,
     if (sig != platform::kSignalHangup) return sig;
     on_hangup();
   }
+}
+
+namespace {
+
+// `arg` is `--name` or `--name=...`.
+bool IsFlag(const std::string& arg, absl::string_view name) {
+  return arg == name || absl::StartsWith(arg, absl::StrCat(name, "="));
+}
+
+}  // namespace
+
+std::vector<std::string> ServiceArguments(const std::vector<std::string>& args,
+                                          const std::string& service_name) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (IsFlag(a, "--install-service") || IsFlag(a, "--uninstall-service")) {
+      continue;
+    }
+    if (a == "--service-name") {
+      ++i;  // its value is the next argument
+      continue;
+    }
+    if (IsFlag(a, "--service-name")) continue;
+    out.push_back(a);
+  }
+  out.push_back(absl::StrCat("--service-name=", service_name));
+  return out;
+}
+
+std::string ServiceNameFromArgs(const std::vector<std::string>& args) {
+  std::string name = "musterd";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--service-name" && i + 1 < args.size()) {
+      name = args[++i];
+    } else if (absl::StartsWith(args[i], "--service-name=")) {
+      name = args[i].substr(std::string("--service-name=").size());
+    }
+  }
+  return name;
+}
+
+std::vector<std::string> RelativePathFlags(
+    const std::vector<std::string>& args,
+    const std::function<bool(const std::string&)>& is_absolute) {
+  static constexpr absl::string_view kPathFlags[] = {
+      "--config",   "--port-file", "--state-dir",     "--log-file",
+      "--tls-cert", "--tls-key",   "--tls-client-ca", "--admin-token-file"};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    for (absl::string_view flag : kPathFlags) {
+      std::string value;
+      if (args[i] == flag && i + 1 < args.size()) {
+        value = args[i + 1];
+      } else if (absl::StartsWith(args[i], absl::StrCat(flag, "="))) {
+        value = args[i].substr(flag.size() + 1);
+      } else {
+        continue;
+      }
+      if (!value.empty() && !is_absolute(value)) {
+        out.push_back(absl::StrCat(flag, "=", value));
+      }
+    }
+  }
+  return out;
+}
+
+absl::Status LogToFile(const std::string& path) {
+  auto file =
+      std::make_shared<std::ofstream>(path, std::ios::app | std::ios::binary);
+  if (!*file) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log-file=", path,
+                     ": cannot open it for appending: ", std::strerror(errno),
+                     "; give a file in a directory musterd may write"));
+  }
+  // The logger calls the sink under its own lock, one line at a time.
+  SetLogSink([file](LogLevel level, const std::string& body) {
+    static constexpr absl::string_view kLevels[] = {"DEBUG", "INFO", "WARNING",
+                                                    "ERROR"};
+    const std::string line = absl::StrCat(
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E3S%Ez", absl::Now(),
+                         absl::LocalTimeZone()),
+        " ", kLevels[static_cast<int>(level)], " [musterd] ", body, "\n");
+    platform::WriteToStderr(line);
+    *file << line;
+    file->flush();
+  });
+  return absl::OkStatus();
 }
 
 }  // namespace muster::cli

@@ -7,7 +7,9 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "muster/platform/service_host.h"
@@ -53,6 +55,31 @@ class ServiceNotifier {
 // files) and the wait goes on.
 int WaitForStop(platform::StopRequestSource& stops,
                 const std::function<void()>& on_hangup);
+
+// The arguments a Windows service runs musterd with, from the command line
+// that installs it (`args`: musterd's arguments, without the program name):
+// --install-service and --uninstall-service dropped, --service-name given as
+// `--service-name=NAME` (the service reports under its own name), every other
+// argument as it was, in order. Pure.
+std::vector<std::string> ServiceArguments(const std::vector<std::string>& args,
+                                          const std::string& service_name);
+
+// The value of the last --service-name among `args` ("--service-name=NAME"
+// or "--service-name NAME"); "musterd" when none. Pure.
+std::string ServiceNameFromArgs(const std::vector<std::string>& args);
+
+// The path flags among `args` (--config, --port-file, --state-dir,
+// --log-file, --tls-*, --admin-token-file) whose value is a relative path,
+// as "--flag=value": a service starts in %SystemRoot%\system32, where they
+// would point elsewhere. `is_absolute` decides for this OS. Pure.
+std::vector<std::string> RelativePathFlags(
+    const std::vector<std::string>& args,
+    const std::function<bool(const std::string&)>& is_absolute);
+
+// Sends every log line to the end of `path` as well as stderr (a service has
+// no console): opened now, appended line by line, flushed after each line.
+// Errors: INVALID_ARGUMENT naming the path when it cannot be opened.
+absl::Status LogToFile(const std::string& path);
 
 }  // namespace muster::cli
 

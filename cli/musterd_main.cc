@@ -22,9 +22,16 @@
 // WatchdogSec= while the rendezvous state answers, and STOPPING=1 on
 // SIGTERM/SIGINT. Without $NOTIFY_SOCKET none of that happens.
 //
+// On Windows (docs/windows.md) it runs as a service when the service control
+// manager starts it: SERVICE_RUNNING once it listens, and the manager's
+// STOP/SHUTDOWN drain it as SIGTERM does. `musterd --install-service
+// [--service-name=musterd] [musterd flags...]` registers it with those flags,
+// `--uninstall-service [--service-name=...]` removes it (on Linux both say to
+// use the systemd unit in deploy/systemd).
+//
 // Exit codes: 0 after SIGTERM/SIGINT and a clean shutdown; 1 when it cannot
-// serve (the port is taken, the address is not on this host); 2 for bad flags
-// or a bad config file.
+// serve (the port is taken, the address is not on this host) or a service
+// cannot be installed or removed; 2 for bad flags or a bad config file.
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
@@ -32,11 +39,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -80,9 +89,48 @@ absl::Status WritePortFile(const std::string& path, int port) {
   return muster::platform::WriteFileAtomically(path, absl::StrCat(port, "\n"));
 }
 
-}  // namespace
+// --install-service: registers this executable with `args` (the command line
+// less the install flag) as the service `name`, started at boot.
+int InstallService(const std::string& name,
+                   const std::vector<std::string>& args) {
+  const std::vector<std::string> relative =
+      muster::cli::RelativePathFlags(args, [](const std::string& p) {
+        return std::filesystem::path(p).is_absolute();
+      });
+  if (!relative.empty()) {
+    std::cerr << "musterd: --install-service: " << relative.front()
+              << " is a relative path, and a service starts in another "
+                 "directory (%SystemRoot%\\system32); give absolute paths\n";
+    return kExitUsage;
+  }
+  muster::platform::ServiceInstall spec;
+  spec.name = name;
+  spec.display_name = absl::StrCat("muster rendezvous server (", name, ")");
+  spec.description =
+      "musterd: the rendezvous server and key-value store of muster jobs";
+  spec.args = muster::cli::ServiceArguments(args, name);
+  if (absl::Status s = muster::platform::InstallService(spec); !s.ok()) {
+    std::cerr << "musterd: " << s.message() << "\n";
+    return kExitCannotServe;
+  }
+  std::cout << "musterd: installed the service '" << name
+            << "' (starts at boot); start it now with `sc start " << name
+            << "` or `net start " << name
+            << "`, and open its port in the firewall (docs/windows.md)\n";
+  return 0;
+}
 
-int main(int argc, char** argv) {
+int UninstallService(const std::string& name) {
+  if (absl::Status s = muster::platform::UninstallService(name); !s.ok()) {
+    std::cerr << "musterd: " << s.message() << "\n";
+    return kExitCannotServe;
+  }
+  std::cout << "musterd: removed the service '" << name << "'\n";
+  return 0;
+}
+
+// musterd itself: flags, then serving until a stop request.
+int MusterdMain(int argc, char** argv) {
   muster::SetLogTag("musterd");
 
   CLI::App app{
@@ -169,6 +217,23 @@ int main(int argc, char** argv) {
                  "a token that may see every job's status (muster status "
                  "--token-file)")
       ->type_name("FILE");
+  std::string log_file;
+  app.add_option("--log-file", log_file,
+                 "append the log to FILE as well as stderr (a Windows service "
+                 "has no console)")
+      ->type_name("FILE");
+  bool install_service = false;
+  bool uninstall_service = false;
+  std::string service_name = "musterd";
+  app.add_flag("--install-service", install_service,
+               "register musterd, with the other flags given, as the Windows "
+               "service --service-name (started at boot), then exit");
+  app.add_flag("--uninstall-service", uninstall_service,
+               "stop and remove the Windows service --service-name, then exit");
+  app.add_option("--service-name", service_name,
+                 "the Windows service's name (with --install-service, "
+                 "--uninstall-service, and when the service manager runs it)")
+      ->capture_default_str();
   app.set_version_flag("--version", absl::StrCat("musterd ", kVersion,
                                                  " (protocol muster.v1, gRPC ",
                                                  grpc::Version(), ")"));
@@ -177,6 +242,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);  // prints help, the version, or the error
     return code == 0 ? 0 : kExitUsage;
+  }
+
+  if (install_service && uninstall_service) {
+    std::cerr << "musterd: --install-service and --uninstall-service exclude "
+                 "each other; give one\n";
+    return kExitUsage;
+  }
+  if (install_service) {
+    return InstallService(service_name,
+                          std::vector<std::string>(argv + 1, argv + argc));
+  }
+  if (uninstall_service) return UninstallService(service_name);
+  if (!log_file.empty()) {
+    if (absl::Status s = muster::cli::LogToFile(log_file); !s.ok()) {
+      std::cerr << "musterd: " << s.message() << "\n";
+      return kExitUsage;
+    }
   }
 
   if (!log_level.empty()) {
@@ -244,7 +326,9 @@ int main(int argc, char** argv) {
     MUSTER_LOG(ERROR) << server.status().message();
     muster::platform::ServiceHost::Default()->SetStatus(
         absl::StrCat("cannot serve: ", server.status().message()));
-    return server.status().code() == absl::StatusCode::kInvalidArgument
+    // UNIMPLEMENTED: a feature this build lacks (--http-listen on Windows).
+    return server.status().code() == absl::StatusCode::kInvalidArgument ||
+                   server.status().code() == absl::StatusCode::kUnimplemented
                ? kExitUsage
                : kExitCannotServe;
   }
@@ -310,4 +394,16 @@ int main(int argc, char** argv) {
   (*server)->Shutdown(kShutdownGrace);
   MUSTER_LOG(INFO) << "musterd stopped";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Under the Windows service control manager musterd runs as the service
+  // named by its --service-name (the install puts it there); everywhere else
+  // MusterdMain just runs.
+  return muster::platform::RunService(
+      muster::cli::ServiceNameFromArgs(
+          std::vector<std::string>(argv + 1, argv + argc)),
+      [argc, argv] { return MusterdMain(argc, argv); });
 }

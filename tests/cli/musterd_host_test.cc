@@ -3,11 +3,16 @@
 #include "cli/musterd_host.h"
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "muster/common/logging.h"
 #include "muster/platform/signals.h"
 #include "platform/fake/fake_service_host.h"
 #include "platform/fake/fake_stop_requests.h"
@@ -84,6 +89,64 @@ TEST(WaitForStopTest, HangupsRunTheReloadAndTheFirstOtherSignalEndsTheWait) {
   // The next request is left for the next wait.
   EXPECT_EQ(WaitForStop(stops, [&] { ++reloads; }), platform::kSignalInterrupt);
   EXPECT_EQ(reloads, 2);
+}
+
+using ::testing::ElementsAre;
+
+TEST(ServiceArgumentsTest, DropsTheInstallFlagsAndNamesTheServiceLast) {
+  EXPECT_THAT(
+      ServiceArguments({"--listen=0.0.0.0:29500", "--install-service",
+                        "--service-name", "rdzv", "--state-dir=C:/m", "-v"},
+                       "rdzv"),
+      ElementsAre("--listen=0.0.0.0:29500", "--state-dir=C:/m", "-v",
+                  "--service-name=rdzv"));
+  EXPECT_THAT(ServiceArguments({"--install-service=true", "--service-name=old",
+                                "--uninstall-service"},
+                               "musterd"),
+              ElementsAre("--service-name=musterd"));
+}
+
+TEST(ServiceArgumentsTest, ServiceNameFromArgsTakesTheLastOne) {
+  EXPECT_EQ(ServiceNameFromArgs({}), "musterd");
+  EXPECT_EQ(ServiceNameFromArgs({"--listen=x:1", "--service-name=a"}), "a");
+  EXPECT_EQ(ServiceNameFromArgs({"--service-name=a", "--service-name", "b"}),
+            "b");
+  // A dangling flag without its value leaves the default.
+  EXPECT_EQ(ServiceNameFromArgs({"--service-name"}), "musterd");
+}
+
+TEST(ServiceArgumentsTest, RelativePathFlagsAreNamed) {
+  auto absolute = [](const std::string& p) {
+    return !p.empty() && (p[0] == '/' || (p.size() > 2 && p[1] == ':'));
+  };
+  EXPECT_THAT(
+      RelativePathFlags({"--port-file=port.txt", "--state-dir", "C:/state",
+                         "--tls-cert", "cert.pem", "--listen=0.0.0.0:1",
+                         "--log-file=/var/log/m", "--config=musterd.conf"},
+                        absolute),
+      ElementsAre("--port-file=port.txt", "--tls-cert=cert.pem",
+                  "--config=musterd.conf"));
+  EXPECT_THAT(RelativePathFlags({"--admin-token-file=/etc/t"}, absolute),
+              ElementsAre());
+}
+
+TEST(LogToFileTest, AppendsEveryLineAndRefusesADirectory) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/musterd_host_test.log";
+  std::filesystem::remove(path);
+  ASSERT_TRUE(LogToFile(path).ok());
+  MUSTER_LOG(INFO) << "first line";
+  MUSTER_LOG(WARNING) << "second line";
+  SetLogSink(nullptr);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), ::testing::HasSubstr("INFO [musterd] first line\n"));
+  EXPECT_THAT(text.str(),
+              ::testing::HasSubstr("WARNING [musterd] second line\n"));
+  const absl::Status bad = LogToFile(dir);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), ::testing::HasSubstr("--log-file="));
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -149,6 +151,50 @@ TEST(MusterdTest, BadFlagsExitTwoWithAMessage) {
     EXPECT_EQ(d.WaitOrKill(kDeadline), 2);
     EXPECT_THAT(d.Output(), HasSubstr("99999"));
   }
+}
+
+// Windows services are installed by musterd.exe itself; on Linux the flags
+// say where the systemd unit is, and exit 1 without serving.
+TEST(MusterdTest, ServiceFlagsOnLinuxPointAtSystemd) {
+  {
+    Subprocess d(
+        {BinPath("musterd"), "--install-service", "--listen=127.0.0.1:0"});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 1);
+    EXPECT_THAT(d.Output(), HasSubstr("deploy/"));
+  }
+  {
+    Subprocess d(
+        {BinPath("musterd"), "--uninstall-service", "--service-name=rdzv"});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 1);
+    EXPECT_THAT(d.Output(), HasSubstr("systemctl disable --now rdzv"));
+  }
+  {
+    Subprocess d(
+        {BinPath("musterd"), "--install-service", "--uninstall-service"});
+    EXPECT_EQ(d.WaitOrKill(kDeadline), 2);
+    EXPECT_THAT(d.Output(), HasSubstr("exclude each other"));
+  }
+}
+
+// --log-file: every line goes to the file as well; a path that cannot be
+// opened is refused before serving.
+TEST(MusterdTest, LogFileGetsTheLogAndABadOneExitsTwo) {
+  const std::string dir = MakeTempDir("musterd-log");
+  {
+    Musterd d({"--log-file=" + dir + "/musterd.log"});
+    ASSERT_GT(d.port(), 0) << d.proc().Output();
+    d.proc().Signal(SIGTERM);
+    EXPECT_EQ(d.proc().WaitOrKill(kDeadline), 0) << d.proc().Output();
+  }
+  std::ifstream in(dir + "/musterd.log");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("musterd listening on 127.0.0.1:"));
+  EXPECT_THAT(text.str(), HasSubstr("musterd stopped"));
+  Subprocess bad({BinPath("musterd"), "--listen=127.0.0.1:0",
+                  "--log-file=" + dir + "/no/such/dir/musterd.log"});
+  EXPECT_EQ(bad.WaitOrKill(kDeadline), 2);
+  EXPECT_THAT(bad.Output(), HasSubstr("--log-file="));
 }
 
 // Issue 11: --port-file replaces only an absent path or a regular file. A
