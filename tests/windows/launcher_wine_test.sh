@@ -150,6 +150,10 @@ hang_case() { # NAME SIGNAL EXPECTED_RC
   LAUNCHER_PID=""
   [[ -z "$want" || "$rc" == "$want" ]] || fail "$name: muster.exe exited $rc, expected $want"
   beats_stopped 30 "$beat" || fail "$name: a worker still runs 30 s after the launcher ended"
+  # Wine shows a Windows process's command line in ps: no win_worker with this run's files.
+  local left
+  left=$(pgrep -af -- "$(basename "$WORK")\\\\$name-beat") &&
+    fail "$name: processes left: $left"
 }
 hang_case killed KILL ""
 echo "5. launcher killed (SIGKILL): both workers are gone (kill-on-close job objects)"
