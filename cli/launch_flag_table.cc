@@ -415,8 +415,9 @@ std::vector<LaunchFlag> MakeTable() {
 {.name = "python", .value_name = "PATH", .group = kGroupProgram,
  .fills = "LaunchSettings::python", .stage = FlagStage::kProgram,
  .help = "The Python interpreter of the workers (a .py PROGRAM, -m, "
-         "--run-path). Default: PYTHON_EXEC, else python3 from PATH, resolved "
-         "once at start (a pyenv shim becomes the interpreter it runs).",
+         "--run-path). Default: PYTHON_EXEC, else python3 from PATH (python "
+         "on Windows), resolved once at start (a pyenv shim becomes the "
+         "interpreter it runs).",
  .apply = MUSTER_APPLY {
    s->python = g;  // checked with the program (cli/launch_resolve.cc)
    return absl::OkStatus();

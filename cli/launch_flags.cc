@@ -365,8 +365,13 @@ absl::Status CheckProgram(const AgentConfig& config, const Env& env) {
         absl::StrCat("no training program given: ", kLaunchUsage));
   }
   const std::string& exe = config.program.front();
-  if (exe.find('/') != std::string::npos) {
-    const os::PathKind kind = os::StatPath(exe);
+  if (os::HasDirectory(exe)) {
+    os::PathKind kind = os::StatPath(exe);
+    if (kind == os::PathKind::kMissing &&
+        platform::FindExecutable(exe, "").ok()) {
+      kind =
+          os::PathKind::kExecutableFile;  // Windows: dir/train is dir/train.exe
+    }
     if (kind == os::PathKind::kMissing) {
       return absl::InvalidArgumentError(absl::StrCat(exe, ": no such file"));
     }

@@ -1,7 +1,6 @@
 // The launcher's questions to the operating system, in one place. Nothing else
 // in cli/launch_* includes an OS header or calls the OS: cli/posix/launch_os.cc
-// answers these on Linux (issue 13: the platform layer takes them over, and a
-// windows/ twin answers them there).
+// answers these on Linux, cli/windows/launch_os.cc on Windows.
 //
 // All functions are thread-safe, never fail (an unreadable answer is "none")
 // and block only on a few file-system look-ups.
@@ -29,9 +28,22 @@ enum class PathKind {
 // What `path` is, following symbolic links.
 PathKind StatPath(const std::string& path);
 
+// Whether `program` names a file by its path rather than a name to look up
+// in PATH: it has a '/' (on Windows also a '\\' or a drive's ':').
+bool HasDirectory(const std::string& program);
+
+#ifdef _WIN32
 // The search path when the environment has no PATH (PATH resolution itself is
-// platform::FindExecutable, muster/platform/env.h).
+// platform::FindExecutable, muster/platform/env.h); on Windows the system
+// directories, which FindExecutable always searches.
+inline constexpr char kDefaultSearchPath[] = "";
+// The Python interpreter PROGRAM.py runs with unless --python or PYTHON_EXEC
+// say otherwise: python.exe (Windows' installers put no python3.exe in PATH).
+inline constexpr char kDefaultPython[] = "python";
+#else
 inline constexpr char kDefaultSearchPath[] = "/usr/local/bin:/usr/bin:/bin";
+inline constexpr char kDefaultPython[] = "python3";
+#endif
 
 // The number of the signal called `name` without its SIG prefix, in upper case
 // ("TERM", "USR1"); nullopt for a name this table does not know.

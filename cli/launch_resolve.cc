@@ -333,8 +333,8 @@ absl::Status ResolveProgram(const std::vector<std::string>& prog,
   // means here, resolved once at start-up: see ResolvePythonInterpreter).
   auto py = env.find("PYTHON_EXEC");
   const bool python_exec_set = py != env.end() && !py->second.empty();
-  std::string python = "python3";
-  c.python_source = "python3 from PATH";
+  std::string python = os::kDefaultPython;
+  c.python_source = absl::StrCat(os::kDefaultPython, " from PATH");
   if (s->python.has_value()) {
     const Given& g = *s->python;
     if (absl::StripAsciiWhitespace(g.value).empty()) {

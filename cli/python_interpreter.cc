@@ -1,5 +1,6 @@
 #include "cli/python_interpreter.h"
 
+#include <filesystem>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -42,7 +43,7 @@ absl::StatusOr<std::string> ResolvePython(
   }
   const std::string& out = result->output;
   std::string path(absl::StripAsciiWhitespace(out));
-  if (path.empty() || path[0] != '/') {
+  if (path.empty() || !std::filesystem::path(path).is_absolute()) {
     return absl::FailedPreconditionError(absl::StrCat(
         python, " did not name its executable (sys.executable is empty)"));
   }

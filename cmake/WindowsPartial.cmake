@@ -58,7 +58,10 @@ if(OPENSSL_FOUND AND gRPC_FOUND)
   find_package(CLI11 CONFIG REQUIRED)
   add_subdirectory(common)
   add_subdirectory(rendezvous)
-  # musterd.exe (and muster.exe once the agent and doctor modules build for Windows).
+  # muster.exe: the agent, doctor (its portable checks; the Windows collector is partial) and
+  # the launcher's command line (cli/windows/launch_os.cc).
+  add_subdirectory(agent)
+  add_subdirectory(doctor)
   add_subdirectory(cli)
 endif()
 
@@ -113,6 +116,20 @@ if(MUSTER_BUILD_TESTS)
               $<TARGET_FILE:musterd> ${MUSTER_LINUX_BUILD_DIR} ${MUSTER_WINE64})
     set_tests_properties(musterd_linux_agents_test PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
       LABELS "e2e;interop")
+  endif()
+  # muster.exe under wine: its Windows answers (launch_os) and a real launch of Windows workers
+  # (win_worker.exe): the env contract, failures named, a restart, no worker outliving the
+  # launcher (tests/windows/launcher_wine_test.sh runs natively: add_test(COMMAND bash) gets no
+  # emulator).
+  if(TARGET muster)
+    muster_test(win_launch_test SRCS tests/windows/win_launch_test.cc DEPS muster_cli TIMEOUT 120)
+    add_dependencies(win_launch_test win_test_helper)
+    add_executable(win_worker tests/windows/win_worker.cc)
+    target_compile_options(win_worker PRIVATE ${MUSTER_WARNINGS})
+    add_test(NAME launcher_wine_test
+      COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/launcher_wine_test.sh
+              $<TARGET_FILE:muster> $<TARGET_FILE:win_worker> ${MUSTER_WINE64})
+    set_tests_properties(launcher_wine_test PROPERTIES TIMEOUT 900 LABELS e2e)
   endif()
   # The platform layer's windows/ side, on wine: processes in job objects (with a helper .exe
   # that echoes its argv, spawns a grandchild, crashes, ...), files, env, stop requests, the SCM.

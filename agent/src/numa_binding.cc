@@ -130,10 +130,16 @@ absl::StatusOr<std::vector<std::vector<int>>> ComputeNumaBinding(
   if (mode.empty()) return std::vector<std::vector<int>>{};
   const std::string flag = absl::StrCat("--numa-binding=", mode);
   if (t.node_cpus.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        flag,
-        ": this machine shows no NUMA nodes "
-        "(/sys/devices/system/node); workers run without binding"));
+#ifdef _WIN32
+    // The topology comes from Linux's /sys; Windows' (GetNumaNode*,
+    // processor groups) is not read yet.
+    constexpr char kNoNodes[] = "NUMA binding is not implemented on Windows";
+#else
+    constexpr char kNoNodes[] =
+        "this machine shows no NUMA nodes (/sys/devices/system/node)";
+#endif
+    return absl::FailedPreconditionError(
+        absl::StrCat(flag, ": ", kNoNodes, "; workers run without binding"));
   }
   if (t.gpu_nodes.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(

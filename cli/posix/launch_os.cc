@@ -30,6 +30,10 @@ PathKind StatPath(const std::string& path) {
                                          : PathKind::kPlainFile;
 }
 
+bool HasDirectory(const std::string& program) {
+  return program.find('/') != std::string::npos;
+}
+
 std::optional<int> SignalNumber(absl::string_view name) {
   static const std::pair<const char*, int> kNames[] = {
       {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT},

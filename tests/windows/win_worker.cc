@@ -1,0 +1,161 @@
+// win_worker: the stand-in training program of the Windows launcher tests
+// (tests/windows/launcher_wine_test.sh runs `muster.exe ... win_worker.exe`
+// under wine). Every flag is optional; in this order it:
+//   1. prints `env NAME=VALUE` for each variable of the worker environment
+//      contract (`<unset>` when absent), when --print-env;
+//   2. with --beat-file=PATH, writes an increasing counter to PATH<RANK>
+//      every 100 ms from a thread, until it ends (a test that kills the
+//      launcher sees the counter stop when the worker is gone);
+//   3. sleeps --sleep=SECONDS, or with --hang until killed (the stop event,
+//      MUSTER_STOP_EVENT, is ignored: the launcher must terminate it);
+//   4. fails when its global rank is --fail-rank (every rank when not given)
+//      and TORCHELASTIC_RESTART_COUNT is --fail-restart-count (any when not
+//      given): exits with --exit-code=N, or with --crash writes through a
+//      null pointer (STATUS_ACCESS_VIOLATION);
+//   5. otherwise prints "win_worker rank R done" and exits 0.
+#include <windows.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace {
+
+const char* const kEnvNames[] = {
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "OMP_NUM_THREADS",
+    "MUSTER_STORE_ENDPOINT",
+    "MUSTER_STORE_PREFIX",
+    "MUSTER_RUN_ID",
+    "MUSTER_ROUND",
+    "MUSTER_STOP_EVENT",
+};
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "<unset>" : v;
+}
+
+long EnvLong(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? fallback : std::strtol(v, nullptr, 10);
+}
+
+bool Flag(std::string_view arg, std::string_view name, std::string* value) {
+  if (arg.substr(0, name.size()) != name) return false;
+  if (arg.size() == name.size()) {
+    value->clear();
+    return true;
+  }
+  if (arg[name.size()] != '=') return false;
+  *value = std::string(arg.substr(name.size() + 1));
+  return true;
+}
+
+LONG WINAPI EndWithCode(EXCEPTION_POINTERS*) {
+  // As Windows itself ends a process with an unhandled exception (and
+  // without wine's debugger): the exception code becomes the exit code.
+  return EXCEPTION_EXECUTE_HANDLER;
+}
+
+std::atomic<bool> g_stop_beats{false};
+
+void Beat(const std::string& path) {
+  for (long n = 1; !g_stop_beats.load(); ++n) {
+    {
+      std::ofstream out(path, std::ios::trunc);
+      out << n << "\n";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool print_env = false, hang = false, crash = false;
+  double sleep_s = 0;
+  int exit_code = 0;
+  long fail_rank = -1, fail_restart = -1;
+  std::string beat_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string v;
+    if (Flag(argv[i], "--print-env", &v)) {
+      print_env = true;
+    } else if (Flag(argv[i], "--hang", &v)) {
+      hang = true;
+    } else if (Flag(argv[i], "--crash", &v)) {
+      crash = true;
+    } else if (Flag(argv[i], "--sleep", &v)) {
+      sleep_s = std::atof(v.c_str());
+    } else if (Flag(argv[i], "--exit-code", &v)) {
+      exit_code = std::atoi(v.c_str());
+    } else if (Flag(argv[i], "--fail-rank", &v)) {
+      fail_rank = std::atol(v.c_str());
+    } else if (Flag(argv[i], "--fail-restart-count", &v)) {
+      fail_restart = std::atol(v.c_str());
+    } else if (Flag(argv[i], "--beat-file", &v)) {
+      beat_file = v;
+    } else {
+      std::fprintf(stderr, "win_worker: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  const long rank = EnvLong("RANK", -1);
+  if (print_env) {
+    for (const char* name : kEnvNames) {
+      std::printf("env %s=%s\n", name, Env(name).c_str());
+    }
+    std::fflush(stdout);
+  }
+  std::thread beats;
+  if (!beat_file.empty()) {
+    beats = std::thread(Beat, beat_file + std::to_string(rank));
+  }
+  if (hang) {
+    std::printf("win_worker rank %ld hanging\n", rank);
+    std::fflush(stdout);
+    Sleep(INFINITE);
+  }
+  if (sleep_s > 0) Sleep(static_cast<DWORD>(sleep_s * 1000));
+  g_stop_beats = true;
+  if (beats.joinable()) beats.join();
+  const bool should_fail =
+      (exit_code != 0 || crash) && (fail_rank < 0 || fail_rank == rank) &&
+      (fail_restart < 0 ||
+       fail_restart == EnvLong("TORCHELASTIC_RESTART_COUNT", -1));
+  if (should_fail) {
+    std::fprintf(stderr, "win_worker rank %ld failing\n", rank);
+    std::fflush(stderr);
+    if (crash) {
+      SetUnhandledExceptionFilter(EndWithCode);
+      SetErrorMode(SEM_FAILCRITICALERRORS | SEM_NOGPFAULTERRORBOX);
+      volatile int* null = nullptr;
+      *null = 1;
+    }
+    return exit_code;
+  }
+  std::printf("win_worker rank %ld done\n", rank);
+  return 0;
+}
