@@ -13,7 +13,10 @@
 //    MUSTER_FILE_STORE_LOCK_TIMEOUT with an error naming that process.
 //  * tcp://127.0.0.1:PORT and env:// (MASTER_ADDR/MASTER_PORT): rank 0
 //    serves the store; both ranks finish a barrier.
+// clang-format off
+#include <winsock2.h>
 #include <windows.h>
+// clang-format on
 
 #include <filesystem>
 #include <map>
@@ -213,6 +216,58 @@ TEST(WinComm, ALockedStoreFileNamesTheProcessHoldingTheLock) {
   EXPECT_THAT(out, HasSubstr("was not released within 2s"));
   (*file)->Unlock();
   EXPECT_TRUE((*file)->LockHolders().empty());
+}
+
+// An ephemeral port on 127.0.0.1 that was free a moment ago.
+int FreePort() {
+  WSADATA data;
+  WSAStartup(MAKEWORD(2, 2), &data);
+  SOCKET s = socket(AF_INET, SOCK_STREAM, IPPROTO_TCP);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int len = sizeof(addr);
+  bind(s, reinterpret_cast<sockaddr*>(&addr), len);
+  getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+  closesocket(s);
+  return ntohs(addr.sin_port);
+}
+
+TEST(WinComm, TcpInitTwoRanksFinishAnAllReduceAndABarrier) {
+  TempDir dir;
+  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
+  auto group = Start({Rank(dir, 0, 2, init, {"--mode=check"}),
+                      Rank(dir, 1, 2, init, {"--mode=check"})});
+  ASSERT_NE(group, nullptr);
+  GroupStatus st = WaitAll(*group, 2, kRunTimeout);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ExitCode(st, r), 0) << Output(dir, r);
+    EXPECT_THAT(Output(dir, r),
+                HasSubstr(absl::StrCat("rank ", r, "/2: all collectives OK")));
+  }
+}
+
+TEST(WinComm, EnvInitWithMasterAddrAndPort) {
+  TempDir dir;
+  const std::string port = absl::StrCat(FreePort());
+  std::vector<ProcessSpec> specs;
+  for (int r = 0; r < 2; ++r) {
+    ProcessSpec spec = Rank(dir, r, 2, "env://", {"--mode=init"},
+                            {{"MASTER_ADDR", "127.0.0.1"},
+                             {"MASTER_PORT", port},
+                             {"WORLD_SIZE", "2"},
+                             {"RANK", absl::StrCat(r)}});
+    // Rank and size from the environment, as under a launcher.
+    spec.argv.erase(spec.argv.begin() + 2, spec.argv.begin() + 4);
+    specs.push_back(spec);
+  }
+  auto group = Start(specs);
+  ASSERT_NE(group, nullptr);
+  GroupStatus st = WaitAll(*group, 2, kRunTimeout);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ExitCode(st, r), 0) << Output(dir, r);
+    EXPECT_THAT(Output(dir, r), HasSubstr(absl::StrCat("rank ", r, "/2: up")));
+  }
 }
 
 TEST(WinComm, FileUriNeedsAnAbsoluteWindowsPath) {
