@@ -50,28 +50,14 @@ if(gRPC_FOUND)
 endif()
 add_subdirectory(proto)
 
-# --- common: the portable part. Left out: net.cc and probe.cc (BSD sockets, getifaddrs, poll),
-# http_server.cc (civetweb, not cross-built yet). Logging and the clock are in muster_platform. ---
-add_library(muster_common STATIC common/src/status.cc common/src/duration.cc common/src/ids.cc)
-target_include_directories(muster_common PUBLIC ${PROJECT_SOURCE_DIR}/common/include
-  PRIVATE ${PROJECT_SOURCE_DIR})
-target_compile_options(muster_common PRIVATE ${MUSTER_WARNINGS})
-target_link_libraries(muster_common PUBLIC muster_platform absl::status absl::statusor
-  absl::strings absl::time absl::synchronization Threads::Threads)
-
-# --- rendezvous core: the state machine, rank rules, key-value store, auth (no gRPC, no OS). ---
-if(OPENSSL_FOUND)
-muster_library(muster_rendezvous_core
-  SRCS rendezvous/src/kv_store.cc rendezvous/src/in_memory_store.cc
-       rendezvous/src/rank_assignment.cc rendezvous/src/coordinator.cc
-       rendezvous/src/coordinator_join.cc rendezvous/src/coordinator_round.cc
-       rendezvous/src/coordinator_failure.cc rendezvous/src/coordinator_jobs.cc
-       rendezvous/src/coordinator_status.cc rendezvous/src/auth.cc
-       rendezvous/src/outbox.cc rendezvous/src/round_peers.cc rendezvous/src/lease.cc
-       rendezvous/src/status_page.cc
-  DEPS muster_common muster_proto absl::flat_hash_map absl::any_invocable absl::span
-  PRIVATE_DEPS OpenSSL::Crypto ${MUSTER_WIN32_SYSTEM_LIBS})
-target_include_directories(muster_rendezvous_core PUBLIC ${PROJECT_SOURCE_DIR}/rendezvous/include)
+# --- common (no HTTP endpoint: civetweb is not cross-built; HttpServer::Start says so) and the
+# rendezvous module (core, gRPC services, server, clients): their own CMakeLists pick the
+# windows/ sources. ----------------------------------------------------------------------------
+if(OPENSSL_FOUND AND gRPC_FOUND)
+  find_package(nlohmann_json CONFIG REQUIRED)
+  find_package(CLI11 CONFIG REQUIRED)
+  add_subdirectory(common)
+  add_subdirectory(rendezvous)
 endif()
 
 # --- libmuster_comm on Gloo's libuv transport (its windows/ folders; tcp:// and env:// need
@@ -84,16 +70,31 @@ endif()
 if(MUSTER_BUILD_TESTS)
   enable_testing()
   find_package(GTest CONFIG REQUIRED)
-  # The rendezvous core's own tests, unchanged: pure logic on fake channels and a FakeClock.
-  if(TARGET muster_rendezvous_core)
-    # The Join builder of the Coordinator's tests (protos only).
+  # The rendezvous module's own tests, unchanged: the core's pure logic on fake channels and a
+  # FakeClock, and the gRPC layer with a real RendezvousServer on 127.0.0.1 under wine.
+  if(TARGET muster_rendezvous)
     add_library(muster_testing_join STATIC tests/testing/join.cc)
     target_include_directories(muster_testing_join PUBLIC ${PROJECT_SOURCE_DIR})
     target_link_libraries(muster_testing_join PUBLIC muster_proto)
     foreach(t kv_store rank_assignment coordinator coordinator_preflight auth coordinator_session
-              coordinator_scale lease adoption)
+              coordinator_scale lease adoption status_page)
       muster_test(${t}_test SRCS tests/rendezvous/${t}_test.cc
                   DEPS muster_rendezvous_core muster_testing_join TIMEOUT 180)
+    endforeach()
+    # tests/testing's portable helpers (no subprocess, no POSIX sockets).
+    add_library(muster_testing_rendezvous STATIC tests/testing/rendezvous.cc
+      tests/testing/wait.cc tests/testing/ports.cc)
+    target_include_directories(muster_testing_rendezvous PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(muster_testing_rendezvous PUBLIC muster_rendezvous muster_testing_join
+      GTest::gtest)
+    foreach(t session session_stream grpc_store local_rendezvous)
+      muster_test(${t}_test SRCS tests/rendezvous/${t}_test.cc
+                  DEPS muster_testing_rendezvous TIMEOUT 180)
+    endforeach()
+    muster_test(rendezvous_server_test SRCS tests/rendezvous/server_test.cc
+                DEPS muster_testing_rendezvous TIMEOUT 180)
+    foreach(t duration ids)
+      muster_test(${t}_test SRCS tests/common/${t}_test.cc DEPS muster_common TIMEOUT 60)
     endforeach()
   endif()
   # The platform layer's windows/ side, on wine: processes in job objects (with a helper .exe

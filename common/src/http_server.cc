@@ -112,19 +112,4 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
-std::string PrometheusLabel(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace muster

@@ -29,8 +29,10 @@ std::string ErrnoName(int err) {
       return "ENETUNREACH";
     case ENETDOWN:
       return "ENETDOWN";
+#ifdef EHOSTDOWN  // not on Windows
     case EHOSTDOWN:
       return "EHOSTDOWN";
+#endif
     case EACCES:
       return "EACCES";
     case EPERM:
@@ -41,8 +43,10 @@ std::string ErrnoName(int err) {
       return "EADDRNOTAVAIL";
     case EINVAL:
       return "EINVAL";
+#ifdef ENONET  // not on Windows
     case ENONET:
       return "ENONET";
+#endif
     case EPROTO:
       return "EPROTO";
     default:
@@ -185,8 +189,10 @@ void Classify(int err, AddressResult* r) {
     case ENETUNREACH:
     case EHOSTUNREACH:
     case ENETDOWN:
+#ifdef EHOSTDOWN  // these two are Linux's (not on Windows)
     case EHOSTDOWN:
     case ENONET:
+#endif
       r->outcome = ProbeOutcome::kUnreachable;
       r->detail += icmp.local ? "; raised by this host's network stack"
                               : "; from this host's routing table, no ICMP";

@@ -3,7 +3,6 @@
 // outcome is portable and lives in common/src/probe.cc.
 #include <arpa/inet.h>
 #include <linux/errqueue.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -15,67 +14,15 @@
 #include <fstream>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "platform/posix/net_posix.h"
 
 namespace muster::platform::posix {
 namespace {
-
-std::string GaiText(int rc) {
-  switch (rc) {
-    case EAI_NONAME:
-      return "EAI_NONAME: no such name";
-    case EAI_AGAIN:
-      return "EAI_AGAIN: the name server did not answer (temporary failure)";
-    case EAI_FAIL:
-      return "EAI_FAIL: the name server failed";
-#ifdef EAI_NODATA
-    case EAI_NODATA:
-      return "EAI_NODATA: the name has no address";
-#endif
-    case EAI_FAMILY:
-      return "EAI_FAMILY: no address of a usable family";
-    default:
-      return gai_strerror(rc);
-  }
-}
-
-std::vector<std::string> FromAddrinfo(const addrinfo* res) {
-  std::vector<std::string> out;
-  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
-    std::string text = SockaddrToString(a->ai_addr);
-    if (std::find(out.begin(), out.end(), text) == out.end()) {
-      out.push_back(std::move(text));
-    }
-  }
-  return out;
-}
-
-Resolution Answer(int rc, std::vector<std::string> addresses) {
-  Resolution r;
-  r.ok = rc == 0;
-  if (rc != 0) {
-    r.error = GaiText(rc);
-    r.message = gai_strerror(rc);
-  }
-  r.addresses = std::move(addresses);
-  return r;
-}
-
-struct DnsAnswer {
-  absl::Mutex mu;
-  bool done ABSL_GUARDED_BY(mu) = false;
-  int rc ABSL_GUARDED_BY(mu) = 0;
-  std::vector<std::string> addresses ABSL_GUARDED_BY(mu);
-};
 
 struct IcmpError {
   bool present = false;
@@ -146,42 +93,7 @@ std::string ArpState(const std::string& address) {
 }  // namespace
 
 Resolution Resolve(const std::string& host, absl::Duration timeout) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) == 0) {
-    std::vector<std::string> out = FromAddrinfo(res);
-    freeaddrinfo(res);
-    return Answer(0, std::move(out));
-  }
-  // A name: looked up on a detached thread so that a slow resolver cannot
-  // hold the caller past `timeout`.
-  auto answer = std::make_shared<DnsAnswer>();
-  std::thread([answer, host] {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-    std::vector<std::string> addresses;
-    if (rc == 0) {
-      addresses = FromAddrinfo(res);
-      freeaddrinfo(res);
-    }
-    absl::MutexLock lock(&answer->mu);
-    answer->rc = rc;
-    answer->addresses = std::move(addresses);
-    answer->done = true;
-  }).detach();
-  absl::MutexLock lock(&answer->mu);
-  if (!answer->mu.AwaitWithTimeout(absl::Condition(&answer->done), timeout)) {
-    Resolution r = Answer(EAI_AGAIN, {});
-    r.timed_out = true;
-    return r;
-  }
-  return Answer(answer->rc, answer->addresses);
+  return net_internal::ResolveHost(host, timeout);
 }
 
 ConnectAttempt Connect(const std::string& address, int port,

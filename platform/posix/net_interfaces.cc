@@ -1,4 +1,4 @@
-// Interfaces, host name, routes and address text on Linux.
+// Interfaces, host name and routes on Linux (address text: src/net_common.cc).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -11,25 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "muster/platform/net.h"
 #include "platform/posix/net_posix.h"
 
 namespace muster::platform {
-
-std::optional<IpBytes> ParseIpAddress(absl::string_view text) {
-  const std::string s(text);
-  IpBytes b;
-  if (inet_pton(AF_INET, s.c_str(), b.bytes.data()) == 1) {
-    b.family = IpFamily::kIpv4;
-    return b;
-  }
-  if (inet_pton(AF_INET6, s.c_str(), b.bytes.data()) == 1) {
-    b.family = IpFamily::kIpv6;
-    return b;
-  }
-  return std::nullopt;
-}
 
 std::optional<int> TcpServicePort(absl::string_view name) {
   // getservbyname_r: getservbyname's static buffer is not thread-safe.
@@ -42,10 +27,6 @@ std::optional<int> TcpServicePort(absl::string_view name) {
     return std::nullopt;
   }
   return static_cast<int>(ntohs(static_cast<uint16_t>(result->s_port)));
-}
-
-bool IsLoopbackAddress(absl::string_view text) {
-  return absl::StartsWith(text, "127.") || text == "::1";
 }
 
 namespace posix {
@@ -72,38 +53,6 @@ int PrefixLength(const sockaddr* mask) {
 }
 
 }  // namespace
-
-std::string SockaddrToString(const sockaddr* sa) {
-  char buf[INET6_ADDRSTRLEN] = {0};
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf,
-              sizeof(buf));
-  } else if (sa->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr,
-              buf, sizeof(buf));
-  }
-  return buf;
-}
-
-bool ToSockaddr(const std::string& address, int port, sockaddr_storage* ss,
-                socklen_t* len) {
-  *ss = sockaddr_storage{};
-  auto* in = reinterpret_cast<sockaddr_in*>(ss);
-  auto* in6 = reinterpret_cast<sockaddr_in6*>(ss);
-  if (inet_pton(AF_INET, address.c_str(), &in->sin_addr) == 1) {
-    in->sin_family = AF_INET;
-    in->sin_port = htons(static_cast<uint16_t>(port));
-    *len = sizeof(sockaddr_in);
-    return true;
-  }
-  if (inet_pton(AF_INET6, address.c_str(), &in6->sin6_addr) == 1) {
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(static_cast<uint16_t>(port));
-    *len = sizeof(sockaddr_in6);
-    return true;
-  }
-  return false;
-}
 
 std::vector<InterfaceAddress> Interfaces() {
   std::vector<InterfaceAddress> out;

@@ -12,14 +12,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "muster/platform/net.h"
+#include "platform/src/net_common.h"
 
 namespace muster::platform::posix {
 
-// The numeric text of an IPv4 or IPv6 socket address; "" for others.
-std::string SockaddrToString(const sockaddr* sa);
-// Fills `ss` from numeric `address` and `port`; false when not numeric.
-bool ToSockaddr(const std::string& address, int port, sockaddr_storage* ss,
-                socklen_t* len);
+// Socket address text (platform/src/net_common.cc, shared with Windows).
+using net_internal::SockaddrToString;
+using net_internal::ToSockaddr;
 
 std::vector<InterfaceAddress> Interfaces();
 std::string Hostname();

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -24,7 +25,7 @@
 #include "muster/common/logging.h"
 #include "muster/platform/env.h"
 #include "muster/platform/files.h"
-#include "rendezvous/src/posix/tcp_connect.h"
+#include "rendezvous/src/tcp_connect.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -331,15 +332,14 @@ absl::StatusOr<std::unique_ptr<ServerTlsCredentials>>
 ServerTlsCredentials::Create(ServerTls tls) {
   absl::Status valid = ValidateServerTls(tls);
   if (!valid.ok()) return valid;
-  // systemd's RuntimeDirectory=, else TMPDIR, else /tmp.
-  std::string base = platform::GetEnv("RUNTIME_DIRECTORY").value_or("");
-  if (base.empty()) base = platform::GetEnv("TMPDIR").value_or("");
-  if (base.empty()) base = "/tmp";
+  // systemd's RuntimeDirectory=, else the temporary directory (TMPDIR, else
+  // /tmp; on Windows %TEMP%).
+  const std::string base = platform::GetEnv("RUNTIME_DIRECTORY").value_or("");
   absl::StatusOr<std::string> tls_dir =
       platform::MakeTempDirectory("musterd-tls-", base);
   if (!tls_dir.ok()) {
     return absl::InternalError(absl::StrCat(
-        "cannot make a private directory for the TLS files under ", base, ": ",
+        "cannot make a private directory for the TLS files: ",
         tls_dir.status().message(), " (set TMPDIR to a writable directory)"));
   }
   std::unique_ptr<ServerTlsCredentials> out(
@@ -376,9 +376,10 @@ ServerTlsCredentials::ServerTlsCredentials(ServerTls tls, std::string dir)
     : tls_(std::move(tls)), dir_(std::move(dir)) {}
 
 ServerTlsCredentials::~ServerTlsCredentials() {
+  std::error_code ignored;
   for (const char* f : {"/key.pem", "/cert.pem", "/ca.pem"})
-    unlink((dir_ + f).c_str());
-  rmdir(dir_.c_str());
+    std::filesystem::remove(dir_ + f, ignored);
+  std::filesystem::remove(dir_, ignored);
 }
 
 absl::Status ServerTlsCredentials::CopyFiles() {

@@ -1,7 +1,6 @@
 #include "muster/rendezvous/local_rendezvous.h"
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/server_posix.h>
 
 #include <deque>
 #include <optional>
@@ -16,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "muster/common/logging.h"
 #include "muster/platform/clock.h"
-#include "rendezvous/src/posix/loopback_listener.h"
+#include "rendezvous/src/local_store_server.h"
 #include "rendezvous/src/session_inbox.h"
 #include "rendezvous/src/store_service.h"
 #include "rendezvous/src/tick_loop.h"
@@ -87,13 +86,19 @@ class LocalRendezvous::Impl {
     if (options_.tick_interval <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("tick_interval must be positive");
     }
-    auto listener = LoopbackListener::Open();
-    if (!listener.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat(listener.status().message(), " (the workers' store)"));
+    auto store_server =
+        LocalStoreServer::Start([this](grpc::ServerBuilder& builder) {
+          // As RendezvousServer: clients ping every 10 s.
+          builder.AddChannelArgument(
+              GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
+          builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+          builder.RegisterService(store_service_.service());
+        });
+    if (!store_server.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          store_server.status().message(), " (the workers' store)"));
     }
-    listener_ = *std::move(listener);
-    accept_thread_ = std::thread([this] { AcceptLoop(); });
+    store_server_ = *std::move(store_server);
     tick_thread_ = std::thread([this] { TickLoop(); });
     return absl::OkStatus();
   }
@@ -102,13 +107,10 @@ class LocalRendezvous::Impl {
   std::unique_ptr<RendezvousClient> NewClient();
 
   std::string store_endpoint() const {
-    return absl::StrCat("127.0.0.1:", listener_->port());
+    return absl::StrCat("127.0.0.1:", store_server_->port());
   }
 
-  bool store_started() const {
-    absl::MutexLock lock(&mu_);
-    return server_ != nullptr;
-  }
+  bool store_started() const { return store_server_->started(); }
 
   void Shutdown(absl::Duration grace) {
     std::vector<std::shared_ptr<LocalChannel>> channels;
@@ -123,11 +125,8 @@ class LocalRendezvous::Impl {
         absl::UnavailableError("the in-process rendezvous is shutting down");
     for (auto& channel : channels) channel->End(going);
     store_service_.Shutdown(going);
-    if (listener_ != nullptr) listener_->Wake();
-    if (accept_thread_.joinable()) accept_thread_.join();
     if (tick_thread_.joinable()) tick_thread_.join();
-    // No thread starts a server any more: server_ is read without the lock.
-    if (server_ != nullptr) server_->Shutdown(absl::ToChronoTime(deadline));
+    if (store_server_ != nullptr) store_server_->Shutdown(deadline);
   }
 
   Coordinator& coordinator() { return coordinator_; }
@@ -163,40 +162,6 @@ class LocalRendezvous::Impl {
     return options;
   }
 
-  // Hands every connection to the Store service, starting it on the first.
-  void AcceptLoop() {
-    while (true) {
-      const int fd = listener_->Accept();
-      if (fd < 0) return;
-      grpc::Server* server = EnsureServer();
-      if (server == nullptr) {
-        LoopbackListener::CloseConnection(fd);
-        continue;
-      }
-      grpc::AddInsecureChannelFromFd(server, fd);
-    }
-  }
-
-  grpc::Server* EnsureServer() {
-    absl::MutexLock lock(&mu_);
-    if (server_ != nullptr || stopping_) return server_.get();
-    const absl::Time start = absl::Now();
-    grpc::ServerBuilder builder;
-    // As RendezvousServer: clients ping every 10 s.
-    builder.AddChannelArgument(
-        GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-    builder.RegisterService(store_service_.service());
-    server_ = builder.BuildAndStart();
-    if (server_ == nullptr) {
-      MUSTER_LOG(ERROR) << "the workers' store service could not start";
-      return nullptr;
-    }
-    MUSTER_LOG(DEBUG) << "a worker connected: the store service started in "
-                      << absl::FormatDuration(absl::Now() - start);
-    return server_.get();
-  }
-
   void TickLoop() {
     RunCoordinatorTicks(coordinator_, mu_, stopping_, options_.tick_interval);
   }
@@ -206,14 +171,12 @@ class LocalRendezvous::Impl {
   Coordinator coordinator_;
   StoreService store_service_;
   // Where the workers' Store connections come in; set by Start.
-  std::unique_ptr<LoopbackListener> listener_;
-  std::thread accept_thread_;
+  std::unique_ptr<LocalStoreServer> store_server_;
   std::thread tick_thread_;
   absl::Mutex events_mu_;
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::unique_ptr<grpc::Server> server_;  // Set under mu_, once.
   std::vector<std::shared_ptr<LocalChannel>> channels_ ABSL_GUARDED_BY(mu_);
   ConnectionId next_connection_ ABSL_GUARDED_BY(mu_) = 1;
 };

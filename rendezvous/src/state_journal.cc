@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "muster/common/logging.h"
 #include "nlohmann/json.hpp"
-#include "rendezvous/src/posix/state_file.h"
+#include "rendezvous/src/state_file.h"
 
 namespace muster::rendezvous {
 namespace {

@@ -68,7 +68,12 @@ TEST(LocalRendezvousTest, ARoundFormsAndTheStoreStartsOnlyWhenAWorkerConnects) {
   EXPECT_EQ(round.ready.world_size(), 4);
   EXPECT_EQ(round.ready.group_world_size(), 1);
   const std::string prefix = round.ready.store_prefix();
+#ifdef _WIN32
+  // gRPC takes no accepted sockets on Windows: its server listens at once.
+  EXPECT_TRUE(local->store_started());
+#else
   EXPECT_FALSE(local->store_started());
+#endif
 
   // No heartbeat for far longer than the Join's heartbeat timeout: the agent
   // is in this process, so it is not lost.

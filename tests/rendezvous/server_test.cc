@@ -4,6 +4,9 @@
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
+#ifdef _WIN32
+#include <windows.h>
+#endif
 
 #include <memory>
 #include <string>
@@ -33,6 +36,17 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
 
+// Whether the OS names the process that holds a socket. Not under wine, where
+// every socket is wineserver's (GetExtendedTcpTable's owner is then 0).
+bool SocketOwnersVisible() {
+#ifdef _WIN32
+  return GetProcAddress(GetModuleHandleA("ntdll.dll"), "wine_get_version") ==
+         nullptr;
+#else
+  return true;
+#endif
+}
+
 TEST(RendezvousServerTest, PortZeroPicksAPort) {
   auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
@@ -52,7 +66,9 @@ TEST(RendezvousServerTest, SecondServerOnTheSamePortFailsNamingPortAndHolder) {
     EXPECT_THAT(second.status().message(),
                 HasSubstr(absl::StrCat(first->port())));
     EXPECT_THAT(second.status().message(),
-                HasSubstr(absl::StrCat("pid ", getpid())));
+                HasSubstr(SocketOwnersVisible()
+                              ? absl::StrCat("pid ", getpid())
+                              : std::string("the port is in use by")));
   }
 }
 

@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/rendezvous/server.h"
-#include "rendezvous/src/posix/state_file.h"
+#include "rendezvous/src/state_file.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster::rendezvous {

@@ -1,4 +1,4 @@
-#include "rendezvous/src/posix/state_file.h"
+#include "rendezvous/src/state_file.h"
 
 #include <errno.h>
 #include <fcntl.h>

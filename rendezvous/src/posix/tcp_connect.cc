@@ -1,4 +1,4 @@
-#include "rendezvous/src/posix/tcp_connect.h"
+#include "rendezvous/src/tcp_connect.h"
 
 #include <errno.h>
 #include <fcntl.h>

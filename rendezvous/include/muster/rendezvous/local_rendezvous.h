@@ -56,7 +56,8 @@ class LocalRendezvous {
 
   // "127.0.0.1:PORT": where the workers find the Store service.
   std::string store_endpoint() const;
-  // Whether a worker has connected (and so the Store service runs).
+  // Whether the Store service runs: on Linux once a worker has connected (it
+  // starts on the first connection), on Windows from the start.
   bool store_started() const;
 
   // Ends the sessions (UNAVAILABLE), fails pending Store waits, stops the

@@ -1,8 +1,9 @@
 // A blocking TCP connection with a deadline, for the TLS probe of
 // grpc_security.cc (an OpenSSL handshake needs a plain socket). The socket
-// calls live here (posix/); a Windows one follows.
-#ifndef MUSTER_RENDEZVOUS_SRC_POSIX_TCP_CONNECT_H_
-#define MUSTER_RENDEZVOUS_SRC_POSIX_TCP_CONNECT_H_
+// calls live in posix/tcp_connect.cc and windows/tcp_connect_windows.cc (a
+// SOCKET handle as an int, as OpenSSL's SSL_set_fd takes it there).
+#ifndef MUSTER_RENDEZVOUS_SRC_TCP_CONNECT_H_
+#define MUSTER_RENDEZVOUS_SRC_TCP_CONNECT_H_
 
 #include <string>
 
@@ -20,4 +21,4 @@ void CloseSocket(int fd);
 
 }  // namespace muster::rendezvous
 
-#endif  // MUSTER_RENDEZVOUS_SRC_POSIX_TCP_CONNECT_H_
+#endif  // MUSTER_RENDEZVOUS_SRC_TCP_CONNECT_H_

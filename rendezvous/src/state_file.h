@@ -2,8 +2,10 @@
 // replaced atomically (a temporary file, fsync, rename, fsync of the
 // directory), so a kill -9 at any moment leaves the old file or the new one.
 // Nothing here follows a symbolic link or writes over a device or a FIFO.
-#ifndef MUSTER_RENDEZVOUS_SRC_POSIX_STATE_FILE_H_
-#define MUSTER_RENDEZVOUS_SRC_POSIX_STATE_FILE_H_
+// posix/state_file.cc; windows/state_file_windows.cc (no modes there: the
+// directory's inherited ACL applies, and no directory fsync).
+#ifndef MUSTER_RENDEZVOUS_SRC_STATE_FILE_H_
+#define MUSTER_RENDEZVOUS_SRC_STATE_FILE_H_
 
 #include <string>
 
@@ -30,4 +32,4 @@ absl::Status WriteStateFile(const std::string& dir, const std::string& name,
 
 }  // namespace muster::rendezvous
 
-#endif  // MUSTER_RENDEZVOUS_SRC_POSIX_STATE_FILE_H_
+#endif  // MUSTER_RENDEZVOUS_SRC_STATE_FILE_H_
