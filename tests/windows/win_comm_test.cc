@@ -233,7 +233,7 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-TEST(WinComm, TcpInitTwoRanksFinishAnAllReduceAndABarrier) {
+TEST(WinComm, TcpInitEveryCollectiveOnTwoRanks) {
   TempDir dir;
   const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
   auto group = Start({Rank(dir, 0, 2, init, {"--mode=check"}),

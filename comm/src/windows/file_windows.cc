@@ -19,10 +19,10 @@
 //  * A lock held by a live process that hangs would block the store forever:
 //    Lock gives up after MUSTER_FILE_STORE_LOCK_TIMEOUT seconds (default 60)
 //    with an error naming the holders.
-//  * A deleted file's name stays until its last handle closes ("delete
-//    pending": opening it then fails with ERROR_ACCESS_DENIED), unless the
-//    deletion asks for POSIX semantics: Remove asks for them and falls back
-//    to DeleteFileW; Open retries access-denied for 2 s.
+//  * A deleted file's name may stay until its last handle closes ("delete
+//    pending": opening it then fails with ERROR_ACCESS_DENIED; Windows 10
+//    1903 and later delete with POSIX semantics on NTFS, the name goes at
+//    once): Open retries access-denied for 2 s.
 // clang-format off
 #include <windows.h>
 #include <tlhelp32.h>  // After windows.h, whose types it uses.
@@ -133,7 +133,9 @@ absl::StatusOr<std::unique_ptr<LockedFile>> LockedFile::Open(
   const absl::Time give_up = absl::Now() + absl::Seconds(2);
   while (true) {
     HANDLE h =
-        CreateFileW(wide.c_str(), GENERIC_READ | GENERIC_WRITE | DELETE,
+        // No DELETE access: others (a text editor, `type`) could then open
+        // the file only with FILE_SHARE_DELETE, which most programs omit.
+        CreateFileW(wide.c_str(), GENERIC_READ | GENERIC_WRITE,
                     FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
                     nullptr, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, nullptr);
     if (h != INVALID_HANDLE_VALUE) {
@@ -252,17 +254,10 @@ absl::Status LockedFile::WriteAll(absl::string_view text) {
 }
 
 void LockedFile::Remove() {
-  // POSIX semantics: the name goes now, not when the last handle closes
-  // (Windows 10 1709 and later, on NTFS).
-  FILE_DISPOSITION_INFO_EX info{};
-  info.Flags =
-      FILE_DISPOSITION_FLAG_DELETE | FILE_DISPOSITION_FLAG_POSIX_SEMANTICS;
-  // FileDispositionInfoEx (21), which MinGW's enum lacks.
-  const auto kDispositionInfoEx = static_cast<FILE_INFO_BY_HANDLE_CLASS>(21);
-  if (!SetFileInformationByHandle(H(handle_), kDispositionInfoEx, &info,
-                                  sizeof(info))) {
-    DeleteFileW(Widen(path_).c_str());
-  }
+  // Every rank opens the file with FILE_SHARE_DELETE, so this succeeds while
+  // they have it open. Since Windows 10 1903 (NTFS) the name goes at once;
+  // before, it stays until the last handle closes (see Open).
+  DeleteFileW(Widen(path_).c_str());
 }
 
 std::vector<std::string> LockedFile::LockHolders() const {
