@@ -3,16 +3,19 @@
 // ProcessLauncher (job objects). Gloo runs on its libuv transport there.
 //
 //  * file:///C:/... init: every collective x dtype x op against the
-//    reference on 2 ranks, and the store file is gone afterwards.
+//    reference on 2 ranks (AllReduce in shared memory, the rest on Gloo's
+//    libuv mesh), and the store file is gone afterwards.
 //  * a rank that dies (TerminateProcess) in the middle of an AllReduce, on
-//    the direct mesh (4 KB) and on Gloo's mesh (4 MB): the survivor's error
-//    names "peer rank 1" within 10 s (the worker checks) and it exits 0.
+//    the direct mesh (4 KB), on Gloo's mesh (4 MB) and in shared memory: the
+//    survivor's error names "peer rank 1" within 10 s (the worker checks)
+//    and it exits 0.
 //  * a store file left by a killed run is cleared with a warning that names
 //    the dead rank and its pid; the new run finishes.
 //  * a store file whose lock another process holds: init fails after
 //    MUSTER_FILE_STORE_LOCK_TIMEOUT with an error naming that process.
-//  * tcp://127.0.0.1:PORT and env:// (MASTER_ADDR/MASTER_PORT): rank 0
-//    serves the store; both ranks finish a barrier.
+//  * tcp://127.0.0.1:PORT (every collective, MUSTER_SHM=0: AllReduce on the
+//    direct mesh and Gloo's libuv mesh) and env:// (MASTER_ADDR/MASTER_PORT):
+//    rank 0 serves the store.
 // clang-format off
 #include <winsock2.h>
 #include <windows.h>
@@ -138,14 +141,18 @@ TEST(WinComm, FileInitEveryCollectiveOnTwoRanks) {
 }
 
 // The victim (rank 1) terminates itself 300 ms into a loop of AllReduces.
-void ExpectKilledPeerNamed(int count) {
+// `shm`: through the ranks' shared segment (the default on one host), else
+// (MUSTER_SHM=0) on the direct mesh (small) or Gloo's libuv mesh (large).
+void ExpectKilledPeerNamed(int count, bool shm) {
   TempDir dir;
   const std::string store = dir / "store";
   const std::vector<std::string> args = {"--mode=kill", "--victim=1",
                                          absl::StrCat("--count=", count),
                                          "--timeout=60"};
-  auto group = Start({Rank(dir, 0, 2, FileUri(store), args),
-                      Rank(dir, 1, 2, FileUri(store), args)});
+  std::map<std::string, std::string> env;
+  if (!shm) env["MUSTER_SHM"] = "0";
+  auto group = Start({Rank(dir, 0, 2, FileUri(store), args, env),
+                      Rank(dir, 1, 2, FileUri(store), args, env)});
   ASSERT_NE(group, nullptr);
   GroupStatus st = WaitAll(*group, 2, kRunTimeout);
   const std::string survivor = Output(dir, 0);
@@ -157,10 +164,16 @@ void ExpectKilledPeerNamed(int count) {
 }
 
 TEST(WinComm, AKilledRankIsNamedOnTheDirectMesh) {
-  ExpectKilledPeerNamed(1024);
+  ExpectKilledPeerNamed(1024, /*shm=*/false);
 }
 
-TEST(WinComm, AKilledRankIsNamedOnGloosMesh) { ExpectKilledPeerNamed(1 << 20); }
+TEST(WinComm, AKilledRankIsNamedOnGloosLibuvMesh) {
+  ExpectKilledPeerNamed(1 << 20, /*shm=*/false);
+}
+
+TEST(WinComm, AKilledRankIsNamedInSharedMemory) {
+  ExpectKilledPeerNamed(1 << 20, /*shm=*/true);
+}
 
 TEST(WinComm, AStaleStoreFileFromAKilledRunIsNamedAndCleared) {
   TempDir dir;
@@ -236,8 +249,11 @@ int FreePort() {
 TEST(WinComm, TcpInitEveryCollectiveOnTwoRanks) {
   TempDir dir;
   const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
-  auto group = Start({Rank(dir, 0, 2, init, {"--mode=check"}),
-                      Rank(dir, 1, 2, init, {"--mode=check"})});
+  // Without the shared segment: every AllReduce on the direct mesh or
+  // Gloo's libuv mesh (the file:// test above runs them in shared memory).
+  const std::map<std::string, std::string> env = {{"MUSTER_SHM", "0"}};
+  auto group = Start({Rank(dir, 0, 2, init, {"--mode=check"}, env),
+                      Rank(dir, 1, 2, init, {"--mode=check"}, env)});
   ASSERT_NE(group, nullptr);
   GroupStatus st = WaitAll(*group, 2, kRunTimeout);
   for (int r = 0; r < 2; ++r) {
