@@ -125,18 +125,27 @@ bool Exists(const std::string& path) {
          INVALID_FILE_ATTRIBUTES;
 }
 
-TEST(WinComm, FileInitEveryCollectiveOnTwoRanks) {
+// Two ranks of `mode` with `init`: both exit 0 and print `line` ("rank
+// R/2" + line).
+void ExpectTwoRanksPass(const std::string& init, const std::string& mode,
+                        const std::string& line,
+                        const std::map<std::string, std::string>& env = {}) {
   TempDir dir;
-  const std::string store = dir / "store";
-  auto group = Start({Rank(dir, 0, 2, FileUri(store), {"--mode=check"}),
-                      Rank(dir, 1, 2, FileUri(store), {"--mode=check"})});
+  auto group = Start({Rank(dir, 0, 2, init, {"--mode=" + mode}, env),
+                      Rank(dir, 1, 2, init, {"--mode=" + mode}, env)});
   ASSERT_NE(group, nullptr);
   GroupStatus st = WaitAll(*group, 2, kRunTimeout);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(ExitCode(st, r), 0) << Output(dir, r);
     EXPECT_THAT(Output(dir, r),
-                HasSubstr(absl::StrCat("rank ", r, "/2: all collectives OK")));
+                HasSubstr(absl::StrCat("rank ", r, "/2", line)));
   }
+}
+
+TEST(WinComm, FileInitEveryCollectiveOnTwoRanks) {
+  TempDir dir;
+  const std::string store = dir / "store";
+  ExpectTwoRanksPass(FileUri(store), "check", ": all collectives OK");
   EXPECT_FALSE(Exists(store)) << "the last rank removes the store file";
 }
 
@@ -247,20 +256,10 @@ int FreePort() {
 }
 
 TEST(WinComm, TcpInitEveryCollectiveOnTwoRanks) {
-  TempDir dir;
-  const std::string init = absl::StrCat("tcp://127.0.0.1:", FreePort());
   // Without the shared segment: every AllReduce on the direct mesh or
   // Gloo's libuv mesh (the file:// test above runs them in shared memory).
-  const std::map<std::string, std::string> env = {{"MUSTER_SHM", "0"}};
-  auto group = Start({Rank(dir, 0, 2, init, {"--mode=check"}, env),
-                      Rank(dir, 1, 2, init, {"--mode=check"}, env)});
-  ASSERT_NE(group, nullptr);
-  GroupStatus st = WaitAll(*group, 2, kRunTimeout);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(ExitCode(st, r), 0) << Output(dir, r);
-    EXPECT_THAT(Output(dir, r),
-                HasSubstr(absl::StrCat("rank ", r, "/2: all collectives OK")));
-  }
+  ExpectTwoRanksPass(absl::StrCat("tcp://127.0.0.1:", FreePort()), "check",
+                     ": all collectives OK", {{"MUSTER_SHM", "0"}});
 }
 
 TEST(WinComm, EnvInitWithMasterAddrAndPort) {
