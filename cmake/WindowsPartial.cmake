@@ -65,6 +65,12 @@ if(OPENSSL_FOUND AND gRPC_FOUND)
   add_subdirectory(cli)
 endif()
 
+# --- libmuster_comm on Gloo's libuv transport (its windows/ folders; tcp:// and env:// need
+# muster_rendezvous, the gRPC store). ---------------------------------------------------------
+if(Gloo_FOUND AND TARGET muster_rendezvous)
+  add_subdirectory(comm)
+endif()
+
 # --- tests (under wine) ----------------------------------------------------------------------
 if(MUSTER_BUILD_TESTS)
   enable_testing()
@@ -151,6 +157,17 @@ if(MUSTER_BUILD_TESTS)
     # gloo::transport::uv::attr leaves its sockaddr fields uninitialized; copying it (CreateDevice
     # takes it by value) trips GCC's maybe-uninitialized.
     target_compile_options(gloo_uv_test PRIVATE -Wno-maybe-uninitialized)
+  endif()
+  if(TARGET muster_comm)
+    # libmuster_comm: tests/comm's worker, ported, run as 2-rank processes under wine
+    # (file://, tcp://, env://; every collective; a killed rank; stale and locked store files).
+    add_executable(comm_worker tests/comm/comm_worker.cc tests/comm/collective_checks.cc)
+    target_compile_options(comm_worker PRIVATE ${MUSTER_WARNINGS})
+    target_include_directories(comm_worker PRIVATE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(comm_worker PRIVATE muster_comm)
+    muster_test(win_comm_test SRCS tests/windows/win_comm_test.cc
+                DEPS muster_comm muster_platform TIMEOUT 600)
+    add_dependencies(win_comm_test comm_worker)
   endif()
   # wine: no debug chatter in the test logs.
   get_property(muster_windows_tests DIRECTORY PROPERTY TESTS)

@@ -4,7 +4,9 @@
 #include <utility>
 #include <vector>
 
+#include "comm/gloo/gloo_device.h"
 #include "gloo/common/error.h"
+#include "gloo/transport/pair.h"
 
 namespace muster::comm::internal {
 
@@ -135,6 +137,15 @@ void AbortableTransport::Abort() {
     probe->waitRecv(nullptr, std::chrono::milliseconds(1));
   } catch (const ::gloo::Exception&) {
     // Expected: "Timed out waiting 1ms for recv operation to complete".
+  }
+  if (GlooHasBoundBuffers()) return;
+  // Gloo's libuv transport (Windows) has no such path: a timed-out wait
+  // fails only itself. Its waiters are awake already (above); closing every
+  // pair stops the traffic and makes each peer read EOF.
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    std::unique_ptr<::gloo::transport::Pair>& pair = inner_->getPair(r);
+    if (pair != nullptr) pair->close();
   }
 }
 

@@ -25,6 +25,12 @@
 // wakes the bound buffers, closes the sockets and tells the peers. Nothing is
 // found by scanning, and a buffer created after (1) throws on first use.
 //
+// On Gloo's libuv transport (Windows, gloo_device.h) a timed-out wait fails
+// only itself and a pair that reads EOF wakes none of its waiters, so (1) and
+// (2) are what stop the waiters there, and (3) closes every pair instead
+// (Pair::close: the peers read EOF). A dead peer is found by the peer
+// monitor on both transports, never by Gloo.
+//
 // Thread-safe. Install it right after connectFullMesh (Install).
 #ifndef MUSTER_COMM_GLOO_ABORTABLE_TRANSPORT_H_
 #define MUSTER_COMM_GLOO_ABORTABLE_TRANSPORT_H_

@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "comm/gloo/abortable_transport.h"
 #include "comm/gloo/broken_pipe.h"
+#include "comm/gloo/gloo_device.h"
 #include "comm/gloo/gloo_status.h"
 #include "comm/gloo/reduce.h"
 #include "comm/src/direct_allreduce.h"
@@ -45,8 +46,6 @@
 #include "gloo/scatter.h"
 #include "gloo/transport/buffer.h"
 #include "gloo/transport/pair.h"
-#include "gloo/transport/tcp/address.h"
-#include "gloo/transport/tcp/device.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "muster/common/logging.h"
@@ -188,8 +187,7 @@ std::vector<std::string> ReadPeerNames(rendezvous::Store& store,
     }
     std::vector<char> all(value->begin(), value->end());
     (void)CallGloo(GlooStage::kConnect, "parsing a peer address", {}, [&] {
-      names[r] =
-          ::gloo::transport::tcp::Address(context.extractAddress(all, r)).str();
+      names[r] = GlooAddressName(context.extractAddress(all, r));
     });
   }
   return names;
@@ -294,6 +292,7 @@ absl::StatusOr<GlooMesh> ConnectMesh(
   mesh.transport =
       std::make_shared<AbortableTransport>(mesh.context->transport());
   mesh.context->set_transport(mesh.transport);
+  if (!GlooHasBoundBuffers()) return mesh;  // Nothing to size (gloo_device.h).
   MUSTER_RETURN_IF_ERROR(CallGloo(
       GlooStage::kConnect, absl::StrCat(who, ": sizing its send buffers"),
       mesh.peer_names, [&] { PinSendBuffers(*mesh.context, pin_bytes); }));
@@ -610,6 +609,16 @@ class GlooBackend final : public Backend {
     if (algorithm == AllReduceAlgorithm::kBcube && !power_of_two) {
       algorithm = AllReduceAlgorithm::kBcubeUnbound;
     }
+    // Without bound buffers (Gloo's libuv transport, Windows) only the
+    // option-based algorithms run: the ring for the ring family, bcube for
+    // the recursive ones.
+    if (!GlooHasBoundBuffers()) {
+      algorithm = algorithm == AllReduceAlgorithm::kRing ||
+                          algorithm == AllReduceAlgorithm::kRingChunked ||
+                          algorithm == AllReduceAlgorithm::kRingUnbound
+                      ? AllReduceAlgorithm::kRingUnbound
+                      : AllReduceAlgorithm::kBcubeUnbound;
+    }
     if (algorithm == AllReduceAlgorithm::kRingUnbound ||
         algorithm == AllReduceAlgorithm::kBcubeUnbound) {
       MUSTER_ASSIGN_OR_RETURN(ReduceFn fn, ReduceFunction(dtype, op));
@@ -912,20 +921,16 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
   const std::string who =
       absl::StrCat("rank ", config.rank, "/", config.world_size);
   IgnoreBrokenPipeUnlessHandled();
-  ::gloo::transport::tcp::attr attr;
-  std::string where;
-  if (!config.iface.empty()) {
-    attr.iface = config.iface;
-    where = absl::StrCat("interface ", config.iface, " (", config.bind_ip, ")");
-  } else {
-    attr.hostname = config.hostname;
-    where = absl::StrCat("address ", config.hostname);
-  }
+  const std::string where =
+      config.iface.empty()
+          ? absl::StrCat("address ", config.hostname)
+          : absl::StrCat("interface ", config.iface, " (", config.bind_ip, ")");
   std::shared_ptr<::gloo::transport::Device> device;
   MUSTER_RETURN_IF_ERROR(
       CallGloo(GlooStage::kDevice,
-               absl::StrCat(who, ": creating Gloo's TCP device on ", where), {},
-               [&] { device = ::gloo::transport::tcp::CreateDevice(attr); }));
+               absl::StrCat(who, ": creating Gloo's ", GlooTransportName(),
+                            " device on ", where),
+               {}, [&] { device = NewGlooDevice(config); }));
   MUSTER_LOG(DEBUG) << who << ": Gloo binds " << where << " ("
                     << config.bind_reason << "): " << device->str();
 

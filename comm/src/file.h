@@ -65,6 +65,12 @@ class LockedFile {
   const intptr_t handle_;  // A file descriptor; a HANDLE on Windows.
 };
 
+// The path a file:// URI's address (what follows "file://") names, in this
+// OS's form, or "" when it is not an absolute path: "/tmp/store" on POSIX; on
+// Windows "/C:/tmp/store" (file:///C:/tmp/store, PyTorch's spelling) and
+// "C:/tmp/store" both name C:/tmp/store.
+std::string AbsolutePathFromUri(absl::string_view address);
+
 // A regular file mapped read-write and shared: writes to data() reach every
 // process that maps or reads the file, without a system call. Not
 // thread-safe (the memory is, by design, shared).

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/src/environment.h"
+#include "comm/src/file.h"
 #include "comm/store/file_store.h"
 #include "comm/store/store_factory.h"
 #include "muster/common/status.h"
@@ -18,17 +19,18 @@ class FileStoreFactory final : public StoreFactory {
   std::string usage() const override { return "file:///PATH"; }
 
   absl::StatusOr<JobStore> Open(const StoreRequest& request) const override {
-    if (request.address.empty() || request.address[0] != '/') {
+    const std::string path = AbsolutePathFromUri(request.address);
+    if (path.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("init method file://", request.address,
-                       ": expected file:///ABSOLUTE/PATH (three slashes)"));
+                       ": expected file:///ABSOLUTE/PATH (three slashes; "
+                       "file:///C:/DIR/FILE on Windows)"));
     }
     JobStore job;
     job.rank = request.rank;
     job.world_size = request.world_size;
     MUSTER_RETURN_IF_ERROR(ResolveRankAndSize(job.rank, job.world_size));
-    MUSTER_ASSIGN_OR_RETURN(job.store,
-                            FileStore::Open(request.address, job.rank));
+    MUSTER_ASSIGN_OR_RETURN(job.store, FileStore::Open(path, job.rank));
     job.all_local = true;  // A store file is one machine's.
     return job;
   }

@@ -10,15 +10,19 @@
 //           collectives OK" and exits 0, or the first mismatch and exits 1.
 //   kill    every rank loops on an AllReduce of --count floats (default 2^20:
 //           4 MB, Gloo's mesh; 1024: 4 KB, the direct mesh); rank K (--victim)
-//           SIGKILLs itself 300 ms into the loop, in the middle of one. The
-//           others print "rank R/N: AllReduce failed after T ms: STATUS" and
-//           exit 0 when the error names "peer rank K" (else 1). SIGTERM is
-//           blocked so that a launcher stopping the group cannot cut the report
-//           short.
+//           SIGKILLs itself (Windows: TerminateProcess) 300 ms into the loop,
+//           in the middle of one. The others print "rank R/N: AllReduce failed
+//           after T ms: STATUS" and exit 0 when the error names "peer rank K"
+//           (else 1). SIGTERM is blocked so that a launcher stopping the group
+//           cannot cut the report short.
 //   init    only initialize, barrier and shut down (prints "rank R/N: up").
 // Exit 2: initialization failed (the status is printed).
+#ifdef _WIN32
+#include <windows.h>
+#else
 #include <signal.h>
 #include <unistd.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -110,7 +114,12 @@ int Kill(Communicator& comm, const std::string& who, int victim, int count) {
     std::thread([] {
       absl::SleepFor(absl::Milliseconds(300));
       std::cout << "victim: SIGKILL now" << std::endl;
+#ifdef _WIN32
+      // What Windows' kill is: no clean-up, the OS closes the sockets.
+      TerminateProcess(GetCurrentProcess(), 9);
+#else
       kill(getpid(), SIGKILL);
+#endif
     }).detach();
   }
   const absl::Time loop_start = absl::Now();
@@ -135,12 +144,14 @@ int Kill(Communicator& comm, const std::string& who, int victim, int count) {
 int main(int argc, char** argv) {
   Flags flags;
   if (!Parse(argc, argv, &flags)) return 2;
+#ifndef _WIN32
   if (flags.mode == "kill") {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
   }
+#endif
   muster::comm::CommOptions options;
   options.timeout = absl::Seconds(flags.timeout_s);
   auto comm =

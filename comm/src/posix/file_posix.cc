@@ -39,6 +39,10 @@ std::string CommandName(int64_t pid) {
 
 }  // namespace
 
+std::string AbsolutePathFromUri(absl::string_view address) {
+  return !address.empty() && address[0] == '/' ? std::string(address) : "";
+}
+
 absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Create(
     const std::string& path, absl::string_view contents,
     absl::string_view what) {
