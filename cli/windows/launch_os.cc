@@ -9,21 +9,10 @@
 
 #include "absl/strings/ascii.h"
 #include "muster/platform/signals.h"
+#include "platform/windows/win_util.h"
 
 namespace muster::cli::os {
 namespace {
-
-std::wstring Widen(const std::string& s) {
-  if (s.empty()) return std::wstring();
-  const int n = MultiByteToWideChar(CP_UTF8, 0, s.data(),
-                                    static_cast<int>(s.size()), nullptr, 0);
-  std::wstring out(static_cast<size_t>(std::max(n, 0)), L'\0');
-  if (n > 0) {
-    MultiByteToWideChar(CP_UTF8, 0, s.data(), static_cast<int>(s.size()),
-                        out.data(), n);
-  }
-  return out;
-}
 
 // The extension of the last path component, lower case, with its dot.
 std::string LowerExtension(const std::string& path) {
@@ -55,7 +44,8 @@ int UsableCpuCount() {
 }
 
 PathKind StatPath(const std::string& path) {
-  const DWORD attributes = GetFileAttributesW(Widen(path).c_str());
+  const DWORD attributes =
+      GetFileAttributesW(platform::windows::Widen(path).c_str());
   if (attributes == INVALID_FILE_ATTRIBUTES) return PathKind::kMissing;
   if (attributes & FILE_ATTRIBUTE_DIRECTORY) return PathKind::kOther;
   // Windows has no execute bit: a program is an image Windows starts by
