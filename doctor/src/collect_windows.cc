@@ -41,25 +41,32 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// %SystemRoot%\System32\drivers\etc\hosts, unless the options name one.
+std::string HostsPath(const std::string& configured,
+                      const std::map<std::string, std::string>& env) {
+  if (!configured.empty()) return configured;
+  std::string root = EnvValue(env, "SystemRoot");
+  if (root.empty()) root = "C:\\Windows";
+  return root + "\\System32\\drivers\\etc\\hosts";
+}
+
 class WindowsCollector final : public Collector {
  public:
   WindowsCollector(platform::Net& net, platform::ToolRunner& tools,
-                   WindowsCollectorOptions options)
-      : net_(net), tools_(tools), options_(std::move(options)) {}
+                   const WindowsCollectorOptions& options)
+      : hosts_file_(options.hosts_file), net_(net), tools_(tools) {}
 
   Facts Collect(const Plan& plan,
                 const std::map<std::string, std::string>& env) override {
     Facts f;
-    f.env = env;
     internal::CollectNetworkFacts(plan, net_, &f);
-    f.host.hosts_path = options_.hosts_file;
-    if (f.host.hosts_path.empty()) {
-      std::string root = EnvValue(env, "SystemRoot");
-      if (root.empty()) root = "C:\\Windows";
-      f.host.hosts_path = root + "\\System32\\drivers\\etc\\hosts";
-    }
+    f.env = env;
+    f.host.hosts_path = HostsPath(hosts_file_, env);
     f.host.hosts_file = ReadFile(f.host.hosts_path);
     f.firewall = Firewall(env);
+    f.gpu.not_read =
+        "muster doctor does not read GPUs on Windows yet (nvcuda.dll); run "
+        "nvidia-smi";
     return f;
   }
 
@@ -86,9 +93,9 @@ class WindowsCollector final : public Collector {
     return w;
   }
 
+  const std::string hosts_file_;
   platform::Net& net_;
   platform::ToolRunner& tools_;
-  const WindowsCollectorOptions options_;
 };
 
 }  // namespace
@@ -96,7 +103,7 @@ class WindowsCollector final : public Collector {
 std::unique_ptr<Collector> NewWindowsCollector(
     platform::Net& net, platform::ToolRunner& tools,
     WindowsCollectorOptions options) {
-  return std::make_unique<WindowsCollector>(net, tools, std::move(options));
+  return std::make_unique<WindowsCollector>(net, tools, options);
 }
 
 }  // namespace muster::doctor

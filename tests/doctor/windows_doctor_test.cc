@@ -3,6 +3,7 @@
 // Firewall's rules (block before allow, the default inbound action, program
 // rules), and the Windows collector over a FakeNet and a FakeToolRunner
 // answering as netsh does on Windows and as wine's stub does (nothing).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -21,7 +22,6 @@ namespace muster::doctor {
 namespace {
 
 using ::testing::Contains;
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -54,11 +54,36 @@ Ok.
 
 )");
 
+// One rule of `netsh advfirewall firewall show rule ... verbose` as netsh
+// lays it out. `limit`: a program's path (a Program line), or "subnet"
+// (RemoteIP LocalSubnet).
+std::string Rule(const std::string& name, const std::string& action,
+                 const std::string& protocol, const std::string& port,
+                 const std::string& profiles = "Domain,Private,Public",
+                 const std::string& limit = "",
+                 const std::string& enabled = "Yes") {
+  auto line = [](const std::string& key, const std::string& value) {
+    std::string l = key + ":";
+    l.resize(38, ' ');
+    return l + value + "\n";
+  };
+  return "\n" + line("Rule Name", name) + std::string(70, '-') + "\n" +
+         line("Enabled", enabled) + line("Direction", "In") +
+         line("Profiles", profiles) + line("LocalIP", "Any") +
+         line("RemoteIP", limit == "subnet" ? "LocalSubnet" : "Any") +
+         line("Protocol", protocol) + line("LocalPort", port) +
+         line("RemotePort", "Any") + line("Edge traversal", "No") +
+         (limit.empty() || limit == "subnet" ? "" : line("Program", limit)) +
+         line("InterfaceTypes", "Any") + line("Security", "NotRequired") +
+         line("Rule source", "Local Setting") + line("Action", action);
+}
+
 // `netsh advfirewall firewall show rule name=all dir=in verbose`, abridged:
-// a UDP rule, a disabled one, a keyword port, WinRM, a program rule for
-// musterd, an allow and (listed after it) a block rule on 29500, a rule for
-// the local subnet only, and one for the public profile only.
-const std::string kRules = Crlf(R"(
+// a UDP rule (verbatim), a disabled one, a keyword port, WinRM, a program
+// rule for musterd, an allow and (listed after it) a block rule on 29500, a
+// rule for the local subnet only, and one for the public profile only.
+const std::string kRules = Crlf(
+    R"(
 Rule Name:                            Core Networking - Teredo (UDP-In)
 ----------------------------------------------------------------------
 Description:                          Inbound UDP rule to allow Teredo edge traversal.
@@ -78,123 +103,18 @@ InterfaceTypes:                       Any
 Security:                             NotRequired
 Rule source:                          Local Setting
 Action:                               Allow
-
-Rule Name:                            Remote Desktop - User Mode (TCP-In)
-----------------------------------------------------------------------
-Enabled:                              No
-Direction:                            In
-Profiles:                             Domain,Private,Public
-Grouping:                             Remote Desktop
-LocalIP:                              Any
-RemoteIP:                             Any
-Protocol:                             TCP
-LocalPort:                            3389
-RemotePort:                           Any
-Edge traversal:                       No
-Action:                               Allow
-
-Rule Name:                            Core Networking - IPHTTPS (TCP-In)
-----------------------------------------------------------------------
-Enabled:                              Yes
-Direction:                            In
-Profiles:                             Domain,Private,Public
-LocalIP:                              Any
-RemoteIP:                             Any
-Protocol:                             TCP
-LocalPort:                            IPHTTPS
-RemotePort:                           Any
-Edge traversal:                       No
-Action:                               Allow
-
-Rule Name:                            Windows Remote Management (HTTP-In)
-----------------------------------------------------------------------
-Enabled:                              Yes
-Direction:                            In
-Profiles:                             Domain,Private
-Grouping:                             Windows Remote Management
-LocalIP:                              Any
-RemoteIP:                             Any
-Protocol:                             TCP
-LocalPort:                            5985
-RemotePort:                           Any
-Edge traversal:                       No
-Program:                              System
-InterfaceTypes:                       Any
-Security:                             NotRequired
-Rule source:                          Local Setting
-Action:                               Allow
-
-Rule Name:                            musterd (TCP 29400)
-----------------------------------------------------------------------
-Enabled:                              Yes
-Direction:                            In
-Profiles:                             Domain,Private,Public
-LocalIP:                              Any
-RemoteIP:                             Any
-Protocol:                             TCP
-LocalPort:                            29400
-RemotePort:                           Any
-Edge traversal:                       No
-Program:                              C:\Program Files\muster\musterd.exe
-InterfaceTypes:                       Any
-Security:                             NotRequired
-Rule source:                          Local Setting
-Action:                               Allow
-
-Rule Name:                            open 29500-29510
-----------------------------------------------------------------------
-Enabled:                              Yes
-Direction:                            In
-Profiles:                             Domain,Private,Public
-LocalIP:                              Any
-RemoteIP:                             Any
-Protocol:                             TCP
-LocalPort:                            29500-29510,8080
-RemotePort:                           Any
-Edge traversal:                       No
-Action:                               Allow
-
-Rule Name:                            no 29500
-----------------------------------------------------------------------
-Enabled:                              Yes
-Direction:                            In
-Profiles:                             Domain,Private,Public
-LocalIP:                              Any
-RemoteIP:                             Any
-Protocol:                             Any
-LocalPort:                            29500
-RemotePort:                           Any
-Edge traversal:                       No
-Action:                               Block
-
-Rule Name:                            jupyter
-----------------------------------------------------------------------
-Enabled:                              Yes
-Direction:                            In
-Profiles:                             Private
-LocalIP:                              Any
-RemoteIP:                             LocalSubnet
-Protocol:                             TCP
-LocalPort:                            8888
-RemotePort:                           Any
-Edge traversal:                       No
-Action:                               Allow
-
-Rule Name:                            public web
-----------------------------------------------------------------------
-Enabled:                              Yes
-Direction:                            In
-Profiles:                             Public
-LocalIP:                              Any
-RemoteIP:                             Any
-Protocol:                             TCP
-LocalPort:                            8081
-RemotePort:                           Any
-Edge traversal:                       No
-Action:                               Allow
-Ok.
-
-)");
+)" +
+    Rule("Remote Desktop - User Mode (TCP-In)", "Allow", "TCP", "3389",
+         "Domain,Private,Public", "", "No") +
+    Rule("Core Networking - IPHTTPS (TCP-In)", "Allow", "TCP", "IPHTTPS") +
+    Rule("Windows Remote Management (HTTP-In)", "Allow", "TCP", "5985",
+         "Domain,Private", "System") +
+    Rule("musterd (TCP 29400)", "Allow", "TCP", "29400",
+         "Domain,Private,Public", "C:\\Program Files\\muster\\musterd.exe") +
+    Rule("open 29500-29510", "Allow", "TCP", "29500-29510,8080") +
+    Rule("no 29500", "Block", "Any", "29500") +
+    Rule("jupyter", "Allow", "TCP", "8888", "Private", "subnet") +
+    Rule("public web", "Allow", "TCP", "8081", "Public") + "Ok.\n\n");
 
 // `netsh int ipv4 show dynamicport tcp` after an administrator moved it.
 const std::string kDynamicPorts = Crlf(R"(
@@ -287,7 +207,7 @@ TEST(NetshParseTest, RulesOfTheActiveProfileBlockFirst) {
   for (const FirewallRule& r : rules->rules) texts.push_back(r.text);
   EXPECT_THAT(
       texts,
-      ElementsAre(
+      ::testing::ElementsAre(
           "Windows Firewall rule \"no 29500\" (Block any protocol port 29500)",
           "Windows Firewall rule \"Windows Remote Management (HTTP-In)\" "
           "(Allow TCP port 5985, program System)",
@@ -340,7 +260,7 @@ TEST(WindowsFirewallCheckTest, ABlockRuleWinsOverAnAllowListedBeforeIt) {
   EXPECT_EQ(c.data["tools"]["netsh"]["rules"], 5);
 }
 
-TEST(WindowsFirewallCheckTest, TheDefaultInboundActionBlocksAPortWithoutRule) {
+TEST(WindowsFirewallCheckTest, DefaultActionProgramRuleAndOpenPorts) {
   const FirewallFacts f = WindowsFacts(kPrivateOn, kRules);
   Check c = FirewallCheck({{29401, 29402}}, f, "windows", false);
   EXPECT_EQ(c.status, Status::kFail);
@@ -351,10 +271,7 @@ TEST(WindowsFirewallCheckTest, TheDefaultInboundActionBlocksAPortWithoutRule) {
   // Gloo's ephemeral ports are blocked too.
   EXPECT_THAT(c.evidence, Contains(HasSubstr("(49152-65535, the dynamic port "
                                              "range), and Windows Firewall")));
-}
-
-TEST(WindowsFirewallCheckTest, ProgramRuleMayAllowAndAnOpenPortPasses) {
-  const FirewallFacts f = WindowsFacts(kPrivateOn, kRules);
+  // A rule for musterd.exe only may let a peer in: a warning.
   Check program = FirewallCheck({{29400, 29400}}, f, "windows", false);
   EXPECT_EQ(program.status, Status::kWarn);
   EXPECT_THAT(program.summary,
@@ -452,13 +369,12 @@ class WindowsCollectorTest : public ::testing::Test {
     return Diagnose(*plan, *facts_out);
   }
 
-  const Check& Find(const Report& r, const std::string& id) {
-    for (const Check& c : r.checks) {
-      if (c.id == id) return c;
-    }
-    static const Check none;
-    ADD_FAILURE() << "no check " << id;
-    return none;
+  // The check `id` of `r` (a failure, and an empty check, when absent).
+  static Check Get(const Report& r, const std::string& id) {
+    auto it = std::find_if(r.checks.begin(), r.checks.end(),
+                           [&](const Check& c) { return c.id == id; });
+    EXPECT_TRUE(it != r.checks.end()) << "no check " << id;
+    return it == r.checks.end() ? Check() : *it;
   }
 
   platform::FakeNet net_;
@@ -482,13 +398,18 @@ TEST_F(WindowsCollectorTest, ReadsNetshAndTheHostsFile) {
   EXPECT_THAT(facts.host.hosts_file, HasSubstr("10.0.0.5 winnode1"));
   ASSERT_EQ(facts.interfaces.size(), 2u);
   EXPECT_TRUE(facts.interfaces[0].loopback);
-  const Check& fw = Find(r, "firewall");
+  const Check fw = Get(r, "firewall");
   EXPECT_EQ(fw.status, Status::kFail);  // the "no 29500" rule
   EXPECT_THAT(fw.evidence, Contains(HasSubstr("rule \"no 29500\"")));
   EXPECT_THAT(fw.commands, Contains(StartsWith("New-NetFirewallRule")));
   // The host name's line in the hosts file (CRLF), by its Windows path.
-  EXPECT_THAT(Find(r, "hostname").evidence,
+  EXPECT_THAT(Get(r, "hostname").evidence,
               Contains(hosts_ + ":3: 10.0.0.5 winnode1"));
+  // No /proc or libcuda.so.1 talk on Windows.
+  EXPECT_EQ(Get(r, "gpu").status, Status::kInfo);
+  EXPECT_THAT(Get(r, "gpu").summary,
+              StartsWith("not checked: muster doctor does not read GPUs on "
+                         "Windows yet"));
 }
 
 TEST_F(WindowsCollectorTest, WinesSilentNetshIsReportedNotGuessed) {
@@ -497,10 +418,11 @@ TEST_F(WindowsCollectorTest, WinesSilentNetshIsReportedNotGuessed) {
   Facts facts;
   Report r = Run(&facts, "/nonexistent/hosts");
   // Without the profiles the rules are not asked for.
-  EXPECT_THAT(tools_.ran, ElementsAre("netsh advfirewall show currentprofile",
-                                      "netsh int ipv4 show dynamicport tcp"));
+  EXPECT_THAT(tools_.ran,
+              ::testing::ElementsAre("netsh advfirewall show currentprofile",
+                                     "netsh int ipv4 show dynamicport tcp"));
   EXPECT_EQ(facts.firewall.ephemeral.first, 49152);  // Windows' default
-  const Check& fw = Find(r, "firewall");
+  const Check fw = Get(r, "firewall");
   EXPECT_EQ(fw.status, Status::kWarn);
   EXPECT_THAT(fw.summary, StartsWith("could not read the firewall: netsh "
                                      "advfirewall show currentprofile "

@@ -20,7 +20,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using wintest::HelperPath;
-using wintest::ReadText;
 using wintest::TempDir;
 
 // Wine starts a process in seconds on a loaded machine.
@@ -68,7 +67,7 @@ TEST(WindowsToolRunner, AStuckToolAndItsChildAreKilledAtTheDeadline) {
   EXPECT_THAT(r.output, HasSubstr("ready"));
   EXPECT_GE(took, absl::Seconds(19));
   EXPECT_LT(took, absl::Seconds(60));
-  const std::string pid_text = ReadText(pid_file);
+  const std::string pid_text = wintest::ReadText(pid_file);
   ASSERT_FALSE(pid_text.empty()) << "the helper did not start its child";
   const DWORD pid = std::stoul(pid_text);
   HANDLE h = OpenProcess(SYNCHRONIZE, FALSE, pid);

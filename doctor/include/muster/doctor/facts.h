@@ -106,6 +106,9 @@ struct CudaFacts {
 };
 
 struct GpuFacts {
+  // Why the GPU was not looked at ("" when it was): the Windows collector
+  // does not read nvcuda.dll yet.
+  std::string not_read;
   std::string kernel_module;  // /proc/driver/nvidia/version's first line
   int device_nodes = 0;       // /dev/nvidia[0-9]*
   bool nvidiactl = false;
