@@ -136,6 +136,11 @@ if(MUSTER_BUILD_TESTS)
       COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/launcher_wine_test.sh
               $<TARGET_FILE:muster> $<TARGET_FILE:win_worker> ${MUSTER_WINE64})
     set_tests_properties(launcher_wine_test PROPERTIES TIMEOUT 900 LABELS e2e)
+    # muster doctor on Windows: the system collector (Net, netsh through the ToolRunner) and
+    # `muster.exe doctor --json` under wine: the loopback interface, the firewall named unreadable.
+    muster_test(win_doctor_test SRCS tests/windows/win_doctor_test.cc DEPS muster_doctor
+                TIMEOUT 300)
+    add_dependencies(win_doctor_test muster)
   endif()
   # The platform layer's windows/ side, on wine: processes in job objects (with a helper .exe
   # that echoes its argv, spawns a grandchild, crashes, ...), files, env, stop requests, the SCM.
@@ -148,6 +153,11 @@ if(MUSTER_BUILD_TESTS)
                 DEPS muster_platform muster_platform_service TIMEOUT 120)
     add_dependencies(${t}_test win_test_helper)
   endforeach()
+  # The ToolRunner (muster doctor's netsh): both streams, exit codes, a stuck tool's job killed
+  # at the deadline, wine's netsh.exe found. Needs no gRPC.
+  muster_test(win_tool_runner_test SRCS tests/windows/win_tool_runner_test.cc
+              DEPS muster_platform_net TIMEOUT 180)
+  add_dependencies(win_tool_runner_test win_test_helper)
   if(Gloo_FOUND)
     # Gloo's libuv transport (the transport libmuster_comm will use on Windows): its FileStore
     # with binary values, and a 2-rank allreduce over 127.0.0.1.

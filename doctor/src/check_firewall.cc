@@ -31,22 +31,27 @@ bool Failed(const platform::ToolResult& r) {
   return r.timed_out || r.exit_code != 0;
 }
 
-}  // namespace
-
-Check FirewallCheck(const std::vector<PortRange>& ports,
-                    const FirewallFacts& facts, const std::string& os,
-                    bool multi_node) {
-  Check c;
-  c.id = "firewall";
-  c.title = absl::StrCat("firewall, TCP ", PortRangesText(ports));
+// What the firewall tools said, gathered for the decision.
+struct ToolsRead {
   FirewallRuleset rules;
-  std::vector<std::string> unreadable;
+  std::vector<std::string> unreadable;  // Linux: tools; Windows: why
   std::vector<std::string> present;
-  std::string tool;  // what the fix commands use
   bool firewalld_running = false;
   bool ufw_active = false;
+  std::vector<PortRange> firewalld_open;
   nlohmann::json tools = nlohmann::json::object();
+};
 
+// nft, iptables, ip6tables, ufw and firewalld.
+void ReadLinuxTools(const std::vector<PortRange>& ports,
+                    const FirewallFacts& facts, Check* check, ToolsRead* t) {
+  Check& c = *check;
+  FirewallRuleset& rules = t->rules;
+  std::vector<std::string>& unreadable = t->unreadable;
+  std::vector<std::string>& present = t->present;
+  bool& firewalld_running = t->firewalld_running;
+  bool& ufw_active = t->ufw_active;
+  nlohmann::json& tools = t->tools;
   // nftables.
   const platform::ToolResult& nft = facts.nft;
   if (!nft.found) {
@@ -128,7 +133,7 @@ Check FirewallCheck(const std::vector<PortRange>& ports,
     }
   }
   // firewalld.
-  std::vector<PortRange> firewalld_open;
+  std::vector<PortRange>& firewalld_open = t->firewalld_open;
   const platform::ToolResult& fwd = facts.firewalld;
   if (!fwd.found) {
     tools["firewalld"] = "absent";
@@ -150,6 +155,96 @@ Check FirewallCheck(const std::vector<PortRange>& ports,
       if (ParseOnePortRange(item, &pr)) firewalld_open.push_back(pr);
     }
   }
+}
+
+// Windows Firewall through netsh: the active profiles (on or off, the
+// default inbound action) and the inbound rules. What cannot be read is
+// recorded with why (wine's netsh prints nothing; a localized Windows prints
+// what is not parsed).
+void ReadWindowsFirewall(const FirewallFacts& facts, Check* check,
+                         ToolsRead* t) {
+  Check& c = *check;
+  auto unreadable = [&](const std::string& why) {
+    t->unreadable.push_back(why);
+    c.evidence.push_back(why);
+    if (!t->tools.contains("netsh")) t->tools["netsh"] = "unreadable";
+  };
+  const platform::ToolResult& pr = facts.netsh_profiles;
+  if (!pr.found) {
+    unreadable(pr.output.empty() ? std::string("netsh was not found")
+                                 : absl::StrCat("netsh was not found: ",
+                                                FirstLine(pr.output)));
+    return;
+  }
+  if (Failed(pr)) {
+    unreadable(absl::StrCat("netsh advfirewall show currentprofile: ",
+                            ToolProblem(pr)));
+    return;
+  }
+  absl::StatusOr<std::vector<NetshProfile>> profiles =
+      ParseNetshProfiles(pr.output);
+  if (!profiles.ok()) {
+    unreadable(std::string(profiles.status().message()));
+    return;
+  }
+  nlohmann::json listed = nlohmann::json::array();
+  bool any_on = false;
+  for (const NetshProfile& p : *profiles) {
+    any_on = any_on || p.on;
+    c.evidence.push_back(absl::StrCat(
+        "Windows Firewall, ", p.name, " profile (active): ",
+        p.on ? absl::StrCat("on, default inbound action ", p.inbound) : "off"));
+    listed.push_back({{"name", p.name}, {"on", p.on}, {"inbound", p.inbound}});
+  }
+  t->tools["netsh"] = {{"profiles", listed}};
+  const platform::ToolResult& rr = facts.netsh_rules;
+  absl::StatusOr<FirewallRuleset> rules = absl::FailedPreconditionError(
+      absl::StrCat("netsh advfirewall firewall show rule: ",
+                   rr.found ? ToolProblem(rr) : "not run"));
+  if (rr.found && !Failed(rr)) rules = ParseNetshRules(rr.output, *profiles);
+  if (!rules.ok() && any_on) {
+    t->tools["netsh"]["rules"] = "unreadable";
+    unreadable(std::string(rules.status().message()));
+    return;
+  }
+  if (!rules.ok()) {  // every active profile is off: no rule matters
+    rules = FirewallRuleset();
+    for (const NetshProfile& p : *profiles) {
+      rules->chains.push_back({"netsh", "", p.name, true, "ACCEPT"});
+    }
+  }
+  t->present.push_back("netsh");
+  std::set<std::string> distinct;
+  for (const FirewallRule& r : rules->rules) distinct.insert(r.text);
+  c.evidence.push_back(absl::StrCat(
+      "Windows Firewall: ", distinct.size(),
+      " enabled inbound rules on TCP ports in the active profiles"));
+  t->tools["netsh"]["rules"] = distinct.size();
+  t->rules = *std::move(rules);
+}
+
+}  // namespace
+
+Check FirewallCheck(const std::vector<PortRange>& ports,
+                    const FirewallFacts& facts, const std::string& os,
+                    bool multi_node) {
+  Check c;
+  c.id = "firewall";
+  c.title = absl::StrCat("firewall, TCP ", PortRangesText(ports));
+  ToolsRead t;
+  if (facts.windows) {
+    ReadWindowsFirewall(facts, &c, &t);
+  } else {
+    ReadLinuxTools(ports, facts, &c, &t);
+  }
+  const FirewallRuleset& rules = t.rules;
+  const std::vector<std::string>& unreadable = t.unreadable;
+  const std::vector<std::string>& present = t.present;
+  const bool firewalld_running = t.firewalld_running;
+  const bool ufw_active = t.ufw_active;
+  const std::vector<PortRange>& firewalld_open = t.firewalld_open;
+  const nlohmann::json& tools = t.tools;
+  std::string tool;  // what the fix commands use
   c.data["tools"] = tools;
   if (firewalld_running) {
     tool = "firewalld";
@@ -220,8 +315,9 @@ Check FirewallCheck(const std::vector<PortRange>& ports,
   if (eph_blocked) {
     c.evidence.push_back(absl::StrCat(
         "Gloo and NCCL connect ranks on ephemeral ports (", PortRangesText(eph),
-        ", net.ipv4.ip_local_port_range), and ", de.by,
-        " blocks them: collectives across nodes would hang"));
+        facts.windows ? ", the dynamic port range), and "
+                      : ", net.ipv4.ip_local_port_range), and ",
+        de.by, " blocks them: collectives across nodes would hang"));
   }
   const bool os_windows = os == "windows";
   std::string where = os_windows
@@ -236,7 +332,10 @@ Check FirewallCheck(const std::vector<PortRange>& ports,
                                   rules.nft_input_chain);
   } else if (!maybe.empty() || eph_blocked || !unreadable.empty()) {
     c.status = Status::kWarn;
-    if (!unreadable.empty()) {
+    if (!unreadable.empty() && facts.windows) {
+      c.summary =
+          absl::StrCat("could not read the firewall: ", unreadable.front());
+    } else if (!unreadable.empty()) {
       c.summary = absl::StrCat("could not read the rules of ",
                                absl::StrJoin(unreadable, ", "),
                                facts.root ? "" : " (run as root)");

@@ -27,6 +27,11 @@ Check GpuCheck(const GpuFacts& gpu,
   Check c;
   c.id = "gpu";
   c.title = "CUDA driver, GPUs, NCCL";
+  if (!gpu.not_read.empty()) {
+    c.status = Status::kInfo;
+    c.summary = absl::StrCat("not checked: ", gpu.not_read);
+    return c;
+  }
   const std::string& module_version = gpu.kernel_module;
   if (!module_version.empty()) {
     c.evidence.push_back(

@@ -32,7 +32,7 @@ struct HostsLine {
   std::string address;
 };
 
-// The lines of /etc/hosts (`text`) that name `hostname` or its short form.
+// The lines of the hosts file (`text`) that name `hostname` or its short form.
 std::vector<HostsLine> HostsEntriesFor(absl::string_view text,
                                        const std::string& hostname) {
   std::vector<HostsLine> out;
@@ -43,8 +43,8 @@ std::vector<HostsLine> HostsEntriesFor(absl::string_view text,
     ++n;
     absl::string_view l = line;
     l = l.substr(0, l.find('#'));
-    std::vector<std::string> tok =
-        absl::StrSplit(l, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    std::vector<std::string> tok = absl::StrSplit(
+        l, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());  // CRLF on Windows
     if (tok.size() < 2) continue;
     for (size_t i = 1; i < tok.size(); ++i) {
       const std::string name = Lower(tok[i]);
@@ -70,7 +70,8 @@ Check HostnameCheck(const HostnameFacts& facts,
   const std::vector<HostsLine> hosts =
       HostsEntriesFor(facts.hosts_file, facts.hostname);
   for (const HostsLine& h : hosts) {
-    c.evidence.push_back(absl::StrCat("/etc/hosts:", h.number, ": ", h.text));
+    c.evidence.push_back(
+        absl::StrCat(facts.hosts_path, ":", h.number, ": ", h.text));
   }
   std::vector<std::string> addr_words;
   nlohmann::json resolved = nlohmann::json::array();
@@ -167,13 +168,13 @@ Check HostnameCheck(const HostnameFacts& facts,
     if (!good_addr.empty()) {
       if (trap && !hosts.empty() && hosts.front().address == loop_addr) {
         c.fix.push_back(absl::StrCat(
-            "Map the host name to the address peers reach: in /etc/hosts "
-            "change line ",
-            hosts.front().number, " '", hosts.front().text, "' to '", good_addr,
-            " ", facts.hostname, "' (keep 'localhost' on 127.0.0.1)."));
+            "Map the host name to the address peers reach: in ",
+            facts.hosts_path, " change line ", hosts.front().number, " '",
+            hosts.front().text, "' to '", good_addr, " ", facts.hostname,
+            "' (keep 'localhost' on 127.0.0.1)."));
       } else {
         c.fix.push_back(absl::StrCat("Map the host name to ", good_addr,
-                                     " in DNS or /etc/hosts."));
+                                     " in DNS or ", facts.hosts_path, "."));
       }
       c.fix.push_back(
           absl::StrCat("Or pin the interface for every rank on every node:"));

@@ -28,6 +28,7 @@ struct Eval {
 };
 
 std::string RuleLabel(const FirewallRule& r) {
+  if (r.source == "netsh") return r.text;  // names the rule already
   if (r.source == "nft") {
     return absl::StrCat("nft ", r.table, " chain ", r.chain, ": ", r.text);
   }
@@ -118,6 +119,12 @@ PortDecision DecidePort(const FirewallRuleset& rs, int port) {
     std::string base = c.source == "nft"
                            ? absl::StrCat("nft ", c.table, " chain ", c.name)
                            : absl::StrCat(c.source, " chain ", c.name);
+    std::string policy = absl::StrCat(": policy ", c.policy);
+    if (c.source == "netsh") {
+      base = absl::StrCat("Windows Firewall, ", c.name, " profile");
+      policy = c.policy == "DROP" ? ": default inbound action Block"
+                                  : ": default inbound action Allow";
+    }
     bool accepted = false;
     std::string by;
     if (e.kind == Eval::kAccepted) {
@@ -126,11 +133,10 @@ PortDecision DecidePort(const FirewallRuleset& rs, int port) {
     } else if (e.kind == Eval::kBlocked) {
       by = e.by;
     } else if (c.policy == "DROP" || c.policy == "REJECT") {
-      by = absl::StrCat(base, ": policy ", c.policy);
+      by = absl::StrCat(base, policy);
     } else {
       accepted = true;
-      by = absl::StrCat(base, ": policy ",
-                        c.policy.empty() ? "ACCEPT" : c.policy);
+      by = absl::StrCat(base, c.policy.empty() ? ": policy ACCEPT" : policy);
     }
     if (!accepted) {
       if (!e.maybe_accepted_by.empty()) {

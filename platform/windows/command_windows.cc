@@ -1,7 +1,9 @@
 // RunCommand on Windows: the command in its own job object, stdout read on a
-// thread, the job terminated at the deadline.
+// thread, the job terminated at the deadline. WaitWithOutput is shared with
+// the ToolRunner (tool_runner_windows.cc).
 #include <windows.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,38 @@
 #include "platform/windows/spawn_windows.h"
 
 namespace muster::platform {
+
+namespace windows {
+
+Finished WaitWithOutput(Spawned& spawned, absl::Duration timeout,
+                        size_t max_output) {
+  Finished f;
+  std::string& output = f.output;
+  HANDLE pipe = spawned.stdout_r.get();
+  std::thread reader([pipe, max_output, &output] {
+    char buf[16 * 1024];
+    DWORD n = 0;
+    while (ReadFile(pipe, buf, sizeof(buf), &n, nullptr)) {
+      const size_t room = max_output - std::min(max_output, output.size());
+      output.append(buf, std::min<size_t>(n, room));
+    }
+  });
+  const DWORD ms = static_cast<DWORD>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(timeout), 0, INFINITE - 1));
+  if (WaitForSingleObject(spawned.process.get(), ms) != WAIT_OBJECT_0) {
+    TerminateJobObject(spawned.job.get(), kKilledExitCode);
+    WaitForSingleObject(spawned.process.get(), 10000);
+    f.timed_out = true;
+  } else {
+    // What it started must not outlive it (it would hold the pipe open).
+    TerminateJobObject(spawned.job.get(), kKilledExitCode);
+  }
+  reader.join();
+  GetExitCodeProcess(spawned.process.get(), &f.exit_code);
+  return f;
+}
+
+}  // namespace windows
 
 absl::StatusOr<CommandResult> RunCommand(const CommandSpec& spec) {
   if (spec.argv.empty() || spec.argv[0].empty())
@@ -32,38 +66,15 @@ absl::StatusOr<CommandResult> RunCommand(const CommandSpec& spec) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot run ", spec.argv[0], ": ", spawned.status().message()));
   }
+  windows::Finished f =
+      windows::WaitWithOutput(*spawned, spec.timeout, spec.max_output);
   CommandResult result;
-  std::string output;
-  const size_t max_output = spec.max_output;
-  HANDLE pipe = spawned->stdout_r.get();
-  std::thread reader([pipe, max_output, &output] {
-    char buf[16 * 1024];
-    DWORD n = 0;
-    while (ReadFile(pipe, buf, sizeof(buf), &n, nullptr)) {
-      const size_t room = max_output - std::min(max_output, output.size());
-      output.append(buf, std::min<size_t>(n, room));
-    }
-  });
-  const DWORD ms = static_cast<DWORD>(std::clamp<int64_t>(
-      absl::ToInt64Milliseconds(spec.timeout), 0, INFINITE - 1));
-  bool killed = false;
-  if (WaitForSingleObject(spawned->process.get(), ms) != WAIT_OBJECT_0) {
-    TerminateJobObject(spawned->job.get(), windows::kKilledExitCode);
-    WaitForSingleObject(spawned->process.get(), 10000);
-    killed = true;
-  } else {
-    // What it started must not outlive it (it would hold the pipe open).
-    TerminateJobObject(spawned->job.get(), windows::kKilledExitCode);
-  }
-  reader.join();
-  DWORD code = 0;
-  GetExitCodeProcess(spawned->process.get(), &code);
-  result.output = std::move(output);
-  if (killed) {
+  result.output = std::move(f.output);
+  if (f.timed_out) {
     result.timed_out = true;
     result.signal = kSignalKill;
   } else {
-    result.exit_code = static_cast<int>(code);
+    result.exit_code = static_cast<int>(f.exit_code);
   }
   return result;
 }

@@ -203,7 +203,9 @@ absl::StatusOr<Spawned> SpawnInJob(const SpawnRequest& request) {
   si.dwFlags = STARTF_USESTDHANDLES;
   si.hStdInput = null_dev->get();
   si.hStdOutput = stdout_w.get();
-  si.hStdError = request.pipe_stderr ? stderr_w.get() : null_dev->get();
+  si.hStdError = request.pipe_stderr        ? stderr_w.get()
+                 : request.stderr_to_stdout ? stdout_w.get()
+                                            : null_dev->get();
   PROCESS_INFORMATION pi{};
   DWORD error = 0;
   {

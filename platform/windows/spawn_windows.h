@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "muster/platform/process.h"
 #include "platform/windows/win_util.h"
 
@@ -54,7 +55,9 @@ struct SpawnRequest {
   std::string cwd;
   std::vector<int> cpu_affinity;
   std::string name;         // for error messages
-  bool pipe_stderr = true;  // false: stderr to the null device
+  bool pipe_stderr = true;  // false: stderr to the null device...
+  // ...or, when this is set, into the stdout pipe (a shell's 2>&1).
+  bool stderr_to_stdout = false;
 };
 
 struct Spawned {
@@ -70,6 +73,21 @@ struct Spawned {
 // refuses the program or the working directory (with the fix); INTERNAL for
 // pipes, the job object.
 absl::StatusOr<Spawned> SpawnInJob(const SpawnRequest& request);
+
+// How a process started by SpawnInJob ended under WaitWithOutput.
+struct Finished {
+  std::string output;      // its stdout, at most max_output bytes
+  bool timed_out = false;  // its job was terminated at the timeout
+  DWORD exit_code = 0;     // kKilledExitCode when timed out
+};
+
+// Reads `spawned`'s stdout on a thread (past `max_output` bytes it is read
+// and dropped) until the process exits or `timeout` passes, then terminates
+// its job (at the timeout, and also after an exit: what it started must not
+// outlive it holding the pipe open). Blocks at most `timeout` + 10 s.
+// RunCommand's and the ToolRunner's core (command_windows.cc).
+Finished WaitWithOutput(Spawned& spawned, absl::Duration timeout,
+                        size_t max_output);
 
 }  // namespace muster::platform::windows
 

@@ -1,7 +1,8 @@
-// Collectors gather the host's facts for a Plan. The Linux one is in
-// doctor/posix/; the Windows one (doctor/windows/) comes with the Windows
-// port. Both read the network through platform::Net and run firewall tools
-// through platform::ToolRunner, so tests can hand them fakes.
+// Collectors gather the host's facts for a Plan: the Linux one
+// (doctor/posix/) and the Windows one (doctor/src/collect_windows.cc, made
+// the system's by doctor/windows/). Both read the network through platform::Net
+// and run firewall tools through platform::ToolRunner, so tests can hand them
+// fakes.
 #ifndef MUSTER_DOCTOR_COLLECTOR_H_
 #define MUSTER_DOCTOR_COLLECTOR_H_
 
@@ -36,6 +37,18 @@ struct LinuxCollectorOptions {
 std::unique_ptr<Collector> NewLinuxCollector(
     platform::Net& net, platform::ToolRunner& tools,
     LinuxCollectorOptions options = {});
+struct WindowsCollectorOptions {
+  // "": %SystemRoot%\System32\drivers\etc\hosts (SystemRoot from the
+  // environment given to Collect, else C:\Windows).
+  std::string hosts_file;
+};
+// The Windows collector (doctor/src/collect_windows.cc: portable, so that it
+// is tested on Linux over fakes): the network through `net`, Windows Firewall
+// and the dynamic port range through netsh run by `tools`, the hosts file.
+// No GPU facts yet. `net` and `tools` must outlive it.
+std::unique_ptr<Collector> NewWindowsCollector(
+    platform::Net& net, platform::ToolRunner& tools,
+    WindowsCollectorOptions options = {});
 // This platform's collector over the real host.
 std::unique_ptr<Collector> NewSystemCollector();
 

@@ -68,6 +68,7 @@ struct HostnameFacts {
   std::string resolve_error;  // its message when it did not
   std::vector<ResolvedAddress> addresses;  // in the resolver's order
   std::string hosts_file;                  // /etc/hosts; "" when unreadable
+  std::string hosts_path = "/etc/hosts";   // where it was read
 };
 
 // The output of each firewall tool (found = false when not installed).
@@ -82,6 +83,14 @@ struct FirewallFacts {
   // net.ipv4.ip_local_port_range: where Gloo and NCCL listen.
   PortRange ephemeral{32768, 60999};
   bool root = false;  // whether the collector ran with full rights
+  // Windows (the collector there reads these instead of the tools above):
+  // Windows Firewall through netsh, whose English output is parsed (a
+  // localized one reads as unknown), and the dynamic port range
+  // (`ephemeral`, from `netsh int ipv4 show dynamicport tcp`).
+  bool windows = false;
+  platform::ToolResult netsh_profiles;  // netsh advfirewall show currentprofile
+  // netsh advfirewall firewall show rule name=all dir=in verbose
+  platform::ToolResult netsh_rules;
 };
 
 struct CudaFacts {
@@ -97,6 +106,9 @@ struct CudaFacts {
 };
 
 struct GpuFacts {
+  // Why the GPU was not looked at ("" when it was): the Windows collector
+  // does not read nvcuda.dll yet.
+  std::string not_read;
   std::string kernel_module;  // /proc/driver/nvidia/version's first line
   int device_nodes = 0;       // /dev/nvidia[0-9]*
   bool nvidiactl = false;

@@ -1,13 +1,15 @@
 // The host firewall as `muster doctor` reads it: rules parsed from
-// `iptables -S` and `nft list ruleset`, what they do to a new inbound TCP
-// connection, and the commands that open ports (Linux: iptables, nft, ufw,
-// firewalld; Windows: netsh and New-NetFirewallRule). Pure functions.
+// `iptables -S`, `nft list ruleset` and Windows' netsh, what they do to a new
+// inbound TCP connection, and the commands that open ports (Linux: iptables,
+// nft, ufw, firewalld; Windows: netsh and New-NetFirewallRule). Pure functions.
 #ifndef MUSTER_DOCTOR_FIREWALL_H_
 #define MUSTER_DOCTOR_FIREWALL_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "muster/doctor/ports.h"
 
@@ -23,9 +25,9 @@ enum class RuleVerdict {
   kNone
 };
 
-// One rule, from `iptables -S` or `nft list ruleset`.
+// One rule, from `iptables -S`, `nft list ruleset` or netsh.
 struct FirewallRule {
-  std::string source;  // "iptables", "ip6tables", "nft"
+  std::string source;  // "iptables", "ip6tables", "nft", "netsh"
   std::string table;   // nft: "inet filter"; iptables: "filter"
   std::string chain;
   std::string text;  // as listed
@@ -68,6 +70,36 @@ FirewallRuleset ParseIptablesRules(absl::string_view text,
 // are read through `iptables -S`) and `inet firewalld` (firewalld is asked
 // itself).
 FirewallRuleset ParseNftRuleset(absl::string_view text);
+
+// Windows Firewall, as `netsh advfirewall` prints it in English (netsh
+// speaks the system's display language: other output is not parsed and the
+// firewall is reported as unknown). One profile of `show currentprofile`.
+struct NetshProfile {
+  std::string name;     // "Domain", "Private", "Public"
+  bool on = false;      // State ON
+  std::string inbound;  // "BlockInbound", "AllowInbound", "BlockInboundAlways"
+};
+// Errors: FAILED_PRECONDITION saying why, for output that prints nothing
+// (wine's netsh is a stub that does so) or has no "<name> Profile Settings:"
+// with a State (localized).
+absl::StatusOr<std::vector<NetshProfile>> ParseNetshProfiles(
+    absl::string_view text);
+// The inbound rules of `netsh advfirewall firewall show rule name=all dir=in
+// verbose` in the `profiles` that are active, as a ruleset DecidePort reads:
+// one input chain per profile (source "netsh", chain = the profile's name,
+// policy DROP for BlockInbound*, ACCEPT for AllowInbound or a profile that is
+// off, which gets no rules). Windows applies a matching block rule before any
+// allow rule whatever their order, so block rules come first in each chain;
+// BlockInboundAlways ignores allow rules. Enabled TCP and any-protocol rules
+// only; one limited to a program, a service, addresses, interface types or
+// IPsec is conditional; one whose local port is a keyword (RPC, IPHTTPS, ...:
+// the OS's own services' ports) is left out. "No rules match" is no rules.
+// Errors: FAILED_PRECONDITION for output without "Rule Name:" (localized).
+absl::StatusOr<FirewallRuleset> ParseNetshRules(
+    absl::string_view text, const std::vector<NetshProfile>& profiles);
+// `netsh int ipv4 show dynamicport tcp` ("Start Port : 49152", "Number of
+// Ports : 16384"): the range; nullopt when it does not say.
+std::optional<PortRange> ParseNetshDynamicPorts(absl::string_view text);
 
 // What the rules do to a new inbound TCP connection to `port`.
 struct PortDecision {

@@ -27,13 +27,16 @@ class ToolRunner {
   // Runs argv[0] (looked up in env's PATH, then the sbin and bin folders)
   // with `argv`, `env` plus LC_ALL=C, no standard input, in its own process
   // group. Blocks until it exits, or `timeout` passes and the group is killed
-  // (then at most 2 s more to reap it).
+  // (then at most 2 s more to reap it). Windows: argv[0] as the launcher
+  // finds programs (PATH, PATHEXT, the system directories), `env` as given,
+  // in its own job object, terminated whole at the deadline.
   virtual ToolResult Run(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env,
                          absl::Duration timeout) = 0;
 };
 
-// Runs real commands (posix/tool_runner.cc). Never null.
+// Runs real commands (posix/tool_runner.cc, windows/tool_runner_windows.cc).
+// Never null.
 ToolRunner& SystemToolRunner();
 
 }  // namespace muster::platform
