@@ -28,6 +28,7 @@
 #include "comm/gloo/gloo_status.h"
 #include "comm/gloo/reduce.h"
 #include "comm/src/direct_allreduce.h"
+#include "comm/src/direct_backend.h"
 #include "comm/store/gloo_store.h"
 #include "gloo/algorithm.h"
 #include "gloo/allgather.h"
@@ -942,16 +943,8 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
   const size_t direct_max_bytes = DirectMaxBytes();
   std::unique_ptr<DirectAllreduce> direct;
   if (direct_max_bytes > 0 && config.world_size > 1) {
-    TcpMeshOptions options;
-    options.rank = config.rank;
-    options.world_size = config.world_size;
-    options.bind_ip = config.bind_ip;
-    options.store = config.store;
-    options.key_root = absl::StrCat(config.key_prefix, "direct/");
-    options.deadline = deadline;
-    options.who = who;
-    options.what = "direct allreduce mesh";
-    MUSTER_ASSIGN_OR_RETURN(direct, DirectAllreduce::Connect(options));
+    MUSTER_ASSIGN_OR_RETURN(
+        direct, ConnectDirectMesh(config, "direct allreduce mesh", deadline));
   }
   return std::unique_ptr<Backend>(new GlooBackend(
       config.rank, config.world_size, config.options.allreduce_algorithm,
