@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "comm/gloo/reduce.h"
@@ -106,6 +107,32 @@ class DirectBackend final : public Backend {
 
 }  // namespace
 
+absl::Status DescribeMissingPeers(const absl::Status& status,
+                                  rendezvous::Store& store,
+                                  const std::string& key_prefix, int rank,
+                                  int world_size, absl::Duration timeout) {
+  auto published = [&](int r) {
+    return store.Get(absl::StrCat(key_prefix, r), absl::ZeroDuration()).ok();
+  };
+  // This rank's own key tells whether the keys are still named "<rank>".
+  if (!published(rank)) return status;
+  std::vector<int> missing;
+  for (int r = 0; r < world_size; ++r) {
+    if (r != rank && !published(r)) missing.push_back(r);
+  }
+  if (missing.empty()) return status;
+  const std::string who = absl::StrCat("rank ", rank, "/", world_size, ": ");
+  absl::string_view detail = status.message();
+  absl::ConsumePrefix(&detail, who);
+  return absl::DeadlineExceededError(absl::StrCat(
+      who, missing.size() == 1 ? "rank " : "ranks ",
+      absl::StrJoin(missing, ", "), " did not join within ",
+      absl::FormatDuration(timeout),
+      " (is every rank running, with the same WORLD_SIZE? MUSTER_COMM_TIMEOUT "
+      "raises the limit); ",
+      detail));
+}
+
 absl::StatusOr<std::string> MeshKind(absl::string_view gloo_transport,
                                      bool* forced) {
   *forced = false;
@@ -141,8 +168,11 @@ absl::StatusOr<std::string> MeshMismatch(const CoreConfig& config,
   absl::StatusOr<std::vector<std::string>> kinds = config.store->MultiGet(
       keys, std::max(deadline - absl::Now(), absl::Milliseconds(1)));
   if (!kinds.ok()) {
-    return Annotate(kinds.status(),
-                    absl::StrCat(who, ": reading every rank's mesh kind"));
+    absl::Status status = Annotate(
+        kinds.status(), absl::StrCat(who, ": reading every rank's mesh kind"));
+    if (!absl::IsDeadlineExceeded(status)) return status;
+    return DescribeMissingPeers(status, *config.store, root, config.rank, n,
+                                config.options.timeout);
   }
   if (std::all_of(kinds->begin(), kinds->end(),
                   [&](const std::string& k) { return k == mine; })) {

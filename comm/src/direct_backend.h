@@ -5,8 +5,9 @@
 // speak one protocol. TCP listens on one port per pair, and its messages start
 // with a 48-byte header; libuv listens once per device, expects a 4-byte
 // sequence number first on every connection, and its headers are 32 bytes. A
-// job with Linux and Windows ranks cannot connect a Gloo mesh. libmuster_comm's own mesh (tcp_mesh.h, direct_allreduce.h) is the
-// same fixed-width little-endian protocol on both, so such a job runs on it.
+// job with Linux and Windows ranks cannot connect a Gloo mesh. libmuster_comm's
+// own mesh (tcp_mesh.h, direct_allreduce.h) is the same fixed-width
+// little-endian protocol on both, so such a job runs on it.
 //
 // Every rank publishes its mesh kind ("gloo-TCP", "gloo-libuv", or "direct"
 // when MUSTER_COMM_MESH=direct) before connecting; when they are not all the
@@ -29,6 +30,14 @@
 #include "comm/src/direct_allreduce.h"
 
 namespace muster::comm::internal {
+
+// After a join that timed out (`status`): names the ranks that never
+// published `key_prefix` + their rank, as DEADLINE_EXCEEDED with the hint;
+// `status` when that says nothing.
+absl::Status DescribeMissingPeers(const absl::Status& status,
+                                  rendezvous::Store& store,
+                                  const std::string& key_prefix, int rank,
+                                  int world_size, absl::Duration timeout);
 
 // This rank's mesh kind: "direct" when MUSTER_COMM_MESH=direct, else
 // "gloo-" + `gloo_transport`. Sets *forced when the variable chose it.
