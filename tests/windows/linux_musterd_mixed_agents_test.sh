@@ -54,11 +54,10 @@ fi
 OWN_WINESERVER=1
 [[ -n "$server_dir" && -S "$server_dir/socket" ]] && OWN_WINESERVER=0
 
+# Fails the test: the reason, then the end of every log (agents, musterd), each under its name.
 fail() {
   echo "FAIL: $*"
-  for f in "$WORK"/*.log; do
-    [[ -f "$f" ]] && { echo "--- $f"; tail -n 40 "$f"; }
-  done
+  compgen -G "$WORK/*.log" >/dev/null && tail -v -n 60 "$WORK"/*.log
   exit 1
 }
 cleanup() {
