@@ -179,6 +179,18 @@ if(MUSTER_BUILD_TESTS)
                 DEPS muster_comm muster_platform TIMEOUT 600)
     add_dependencies(win_comm_test comm_worker)
   endif()
+  # Interop the other way round: the Linux build's musterd serves one job of a Linux agent and
+  # a Windows agent (muster.exe under wine): the env agrees, and so do collectives between a
+  # Linux comm_worker and comm_worker.exe (on libmuster_comm's own mesh: Gloo's TCP and libuv
+  # transports do not interoperate). Skipped (77) without the Linux build.
+  if(TARGET muster AND TARGET comm_worker)
+    add_test(NAME linux_musterd_mixed_agents_test
+      COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/linux_musterd_mixed_agents_test.sh
+              $<TARGET_FILE:muster> $<TARGET_FILE:win_worker> $<TARGET_FILE:comm_worker>
+              ${MUSTER_LINUX_BUILD_DIR} ${MUSTER_WINE64})
+    set_tests_properties(linux_musterd_mixed_agents_test PROPERTIES TIMEOUT 900
+      SKIP_RETURN_CODE 77 LABELS "e2e;interop")
+  endif()
   # wine: no debug chatter in the test logs.
   get_property(muster_windows_tests DIRECTORY PROPERTY TESTS)
   foreach(t ${muster_windows_tests})

@@ -19,8 +19,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "comm/gloo/abortable_transport.h"
 #include "comm/gloo/broken_pipe.h"
@@ -28,6 +26,7 @@
 #include "comm/gloo/gloo_status.h"
 #include "comm/gloo/reduce.h"
 #include "comm/src/direct_allreduce.h"
+#include "comm/src/direct_backend.h"
 #include "comm/store/gloo_store.h"
 #include "gloo/algorithm.h"
 #include "gloo/allgather.h"
@@ -191,33 +190,6 @@ std::vector<std::string> ReadPeerNames(rendezvous::Store& store,
     });
   }
   return names;
-}
-
-// After a join that timed out: which ranks never published their address.
-absl::Status DescribeMissingPeers(const absl::Status& status,
-                                  rendezvous::Store& store,
-                                  const std::string& key_prefix, int rank,
-                                  int world_size, absl::Duration timeout) {
-  auto published = [&](int r) {
-    return store.Get(absl::StrCat(key_prefix, r), absl::ZeroDuration()).ok();
-  };
-  // This rank's own key tells whether Gloo still names its keys "<rank>".
-  if (!published(rank)) return status;
-  std::vector<int> missing;
-  for (int r = 0; r < world_size; ++r) {
-    if (r != rank && !published(r)) missing.push_back(r);
-  }
-  if (missing.empty()) return status;
-  const std::string who = absl::StrCat("rank ", rank, "/", world_size, ": ");
-  absl::string_view detail = status.message();
-  absl::ConsumePrefix(&detail, who);
-  return absl::DeadlineExceededError(absl::StrCat(
-      who, missing.size() == 1 ? "rank " : "ranks ",
-      absl::StrJoin(missing, ", "), " did not join within ",
-      absl::FormatDuration(timeout),
-      " (is every rank running, with the same WORLD_SIZE? MUSTER_COMM_TIMEOUT "
-      "raises the limit); ",
-      detail));
 }
 
 // Gloo's templated algorithms take a ReductionFunction<T>; one static
@@ -942,16 +914,8 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
   const size_t direct_max_bytes = DirectMaxBytes();
   std::unique_ptr<DirectAllreduce> direct;
   if (direct_max_bytes > 0 && config.world_size > 1) {
-    TcpMeshOptions options;
-    options.rank = config.rank;
-    options.world_size = config.world_size;
-    options.bind_ip = config.bind_ip;
-    options.store = config.store;
-    options.key_root = absl::StrCat(config.key_prefix, "direct/");
-    options.deadline = deadline;
-    options.who = who;
-    options.what = "direct allreduce mesh";
-    MUSTER_ASSIGN_OR_RETURN(direct, DirectAllreduce::Connect(options));
+    MUSTER_ASSIGN_OR_RETURN(
+        direct, ConnectDirectMesh(config, "direct allreduce mesh", deadline));
   }
   return std::unique_ptr<Backend>(new GlooBackend(
       config.rank, config.world_size, config.options.allreduce_algorithm,

@@ -10,8 +10,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "comm/gloo/gloo_communicator.h"
+#include "comm/gloo/gloo_device.h"
 #include "comm/nccl/nccl_backend.h"
 #include "comm/shm/shm_backend.h"
+#include "comm/src/direct_backend.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
 
@@ -38,8 +40,28 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectHost(const CoreConfig& config,
     // What Gloo runs when shared memory does not apply.
     gloo_config.options.allreduce_algorithm = AllReduceAlgorithm::kAuto;
   }
-  absl::StatusOr<std::unique_ptr<Backend>> gloo =
-      ConnectGloo(gloo_config, deadline);
+  // Gloo's TCP (Linux) and libuv (Windows) transports do not interoperate:
+  // a job with both runs on libmuster_comm's own mesh (direct_backend.h).
+  bool forced = false;
+  MUSTER_ASSIGN_OR_RETURN(const std::string mine,
+                          MeshKind(GlooTransportName(), &forced));
+  MUSTER_ASSIGN_OR_RETURN(const std::string mismatch,
+                          MeshMismatch(config, mine, deadline));
+  absl::StatusOr<std::unique_ptr<Backend>> gloo;
+  if (mismatch.empty() && !forced) {
+    gloo = ConnectGloo(gloo_config, deadline);
+  } else {
+    const std::string why =
+        mismatch.empty() ? "MUSTER_COMM_MESH=direct" : mismatch;
+    if (config.rank == 0) {
+      MUSTER_LOG(WARNING)
+          << "rank 0/" << config.world_size
+          << ": the ranks cannot share a Gloo mesh (" << why
+          << "): collectives run on libmuster_comm's own mesh (AllReduce, "
+             "AllGather, Broadcast, Barrier)";
+    }
+    gloo = ConnectDirectBackend(config, why, deadline);
+  }
   if (!gloo.ok()) return gloo.status();
   return WithSharedMemory(config, std::move(*gloo), deadline);
 }
@@ -512,6 +534,11 @@ absl::Status CommCore::Fail(const Op& op, absl::Status status) {
   const std::string what = absl::StrCat(who_, ": ", DescribeOp(op), ": ");
   if (absl::IsInvalidArgument(status)) {
     return absl::InvalidArgumentError(absl::StrCat(what, status.message()));
+  }
+  if (absl::IsUnimplemented(status)) {
+    // Refused before any byte moved, the same way on every rank (the
+    // mesh-only backend): the communicator stays usable.
+    return status;
   }
   absl::Status result;
   bool started_here = true;

@@ -180,17 +180,13 @@ absl::Status DirectAllreduce::Exchange(const void* data, size_t bytes,
   return absl::OkStatus();
 }
 
-absl::Status DirectAllreduce::Run(void* data, size_t count, DataType dtype,
-                                  ReduceOp op, absl::Time deadline) {
+absl::Status DirectAllreduce::ExchangeAll(const void* data, size_t bytes,
+                                          absl::Time deadline) {
   if (aborted_.load()) {
     return absl::AbortedError(absl::StrCat(who_, ": aborted"));
   }
-  MUSTER_ASSIGN_OR_RETURN(ReduceFn fn, ReduceFunction(dtype, op));
-  const int n = static_cast<int>(peers_.size());
-  const size_t bytes = count * DataTypeSize(dtype);
-  if (inbox_.size() < static_cast<size_t>(n) * bytes) {
-    inbox_.resize(static_cast<size_t>(n) * bytes);
-  }
+  const size_t n = peers_.size();
+  if (inbox_.size() < n * bytes) inbox_.resize(n * bytes);
   absl::Status exchanged = Exchange(data, bytes, deadline);
   ++seq_;
   if (!exchanged.ok()) {
@@ -199,12 +195,30 @@ absl::Status DirectAllreduce::Run(void* data, size_t count, DataType dtype,
     Abort();
     return exchanged;
   }
+  if (bytes > 0) {
+    std::memcpy(inbox_.data() + static_cast<size_t>(rank_) * bytes, data,
+                bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DirectAllreduce::Run(void* data, size_t count, DataType dtype,
+                                  ReduceOp op, absl::Time deadline) {
+  MUSTER_ASSIGN_OR_RETURN(ReduceFn fn, ReduceFunction(dtype, op));
+  const int n = static_cast<int>(peers_.size());
+  const size_t bytes = count * DataTypeSize(dtype);
+  MUSTER_RETURN_IF_ERROR(ExchangeAll(data, bytes, deadline));
   // In rank order on every rank: the same additions in the same order.
-  char* own = inbox_.data() + static_cast<size_t>(rank_) * bytes;
-  std::memcpy(own, data, bytes);
   auto message = [&](int r) { return inbox_.data() + r * bytes; };
   fn(data, message(0), message(1), count);
   for (int r = 2; r < n; ++r) fn(data, data, message(r), count);
+  return absl::OkStatus();
+}
+
+absl::Status DirectAllreduce::AllGather(const void* data, size_t bytes,
+                                        void* out, absl::Time deadline) {
+  MUSTER_RETURN_IF_ERROR(ExchangeAll(data, bytes, deadline));
+  if (bytes > 0) std::memcpy(out, inbox_.data(), peers_.size() * bytes);
   return absl::OkStatus();
 }
 

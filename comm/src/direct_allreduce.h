@@ -61,6 +61,13 @@ class DirectAllreduce {
   absl::Status Run(void* data, size_t count, DataType dtype, ReduceOp op,
                    absl::Time deadline);
 
+  // Every rank's `bytes` at `data`, in rank order, into `out` (world size x
+  // `bytes`; must not overlap `data`). Same protocol and errors as Run: the
+  // reduction is the only difference (the mesh-only backend's AllGather,
+  // Broadcast and Barrier, direct_backend.h).
+  absl::Status AllGather(const void* data, size_t bytes, void* out,
+                         absl::Time deadline);
+
   // Fails the call in flight at once, and every later one, with ABORTED;
   // shuts every connection down, so the peers' calls fail as well. Never
   // blocks; idempotent.
@@ -71,6 +78,9 @@ class DirectAllreduce {
                   std::unique_ptr<Wakeup> wake);
 
   absl::Status Exchange(const void* data, size_t bytes, absl::Time deadline);
+  // Exchange into inbox_ (every rank's message at rank x bytes, this rank's
+  // copied in too); aborts the mesh on failure.
+  absl::Status ExchangeAll(const void* data, size_t bytes, absl::Time deadline);
 
   const int rank_;
   const std::string who_;  // "rank 1/4"

@@ -2,6 +2,7 @@
 // tcp://HOST:PORT and env:// with MASTER_ADDR/MASTER_PORT (rank 0 serves the
 // store), file:///PATH (including a stale file left by a killed run, and a file
 // still in use by another run), and the errors of bad init methods.
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -138,6 +139,9 @@ TEST(InitTest, AFileInUseByAnotherRunIsRefusedNamingTheProcess) {
 
 TEST(InitTest, BadInitMethodsSayWhatIsExpected) {
   auto bad = Communicator::Init("nfs://x", 0, 1);
+  double z = 2.5;  // The refusal did not break the communicator.
+  EXPECT_TRUE(
+      (*one)->AllReduce(&z, 1, DataType::kFloat64, ReduceOp::kSum).ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(),
               HasSubstr("use env://, tcp://HOST:PORT or file:///PATH"));
@@ -163,6 +167,77 @@ TEST(InitTest, FileInitWithOneRankInProcess) {
     EXPECT_TRUE(std::filesystem::exists(path));
   }
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// The digest a rank of `comm_worker --mode=agree` printed, after checking
+// that it ran on `backend`.
+std::string AgreeDigest(const Subprocess& p, int r, int n,
+                        const std::string& backend) {
+  const std::string out = p.Output();
+  const std::string ok =
+      absl::StrCat("rank ", r, "/", n, " (", backend, "): agree OK, digest ");
+  const size_t at = out.find(ok);
+  if (at == std::string::npos) return "no '" + ok + "' in: " + out;
+  return out.substr(at + ok.size(), 16);
+}
+
+// A job whose ranks cannot share a Gloo mesh (Linux and Windows ranks; here
+// one rank asks for MUSTER_COMM_MESH=direct) runs on libmuster_comm's own
+// mesh, with the same results, bit for bit, as Gloo's; what it lacks is
+// refused naming why.
+TEST(InitTest, RanksThatCannotShareAGlooMeshRunOnTheDirectMesh) {
+  const std::string dir = MakeTempDir("mesh");
+  std::vector<std::unique_ptr<Subprocess>> direct;
+  for (int r = 0; r < 3; ++r) {
+    std::map<std::string, std::string> env = EnvWithoutLauncher();
+    env["MUSTER_SHM"] = "0";
+    if (r == 1) env["MUSTER_COMM_MESH"] = "direct";
+    direct.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{BinPath("comm_worker"),
+                                 "--init=file://" + dir + "/direct",
+                                 absl::StrCat("--rank=", r), "--world-size=3",
+                                 "--mode=agree", "--timeout=60"},
+        env));
+  }
+  auto gloo =
+      StartRanks(3, "file://" + dir + "/gloo", "agree", {{"MUSTER_SHM", "0"}});
+  std::string digest;
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(direct[r]->WaitOrKill(absl::Seconds(240)), 0)
+        << direct[r]->Output();
+    ASSERT_EQ(gloo[r]->WaitOrKill(absl::Seconds(240)), 0) << gloo[r]->Output();
+    if (r == 0) digest = AgreeDigest(*gloo[r], r, 3, "gloo");
+    EXPECT_EQ(AgreeDigest(*gloo[r], r, 3, "gloo"), digest);
+    EXPECT_EQ(AgreeDigest(*direct[r], r, 3, "direct"), digest);
+  }
+  EXPECT_THAT(direct[0]->Output(),
+              HasSubstr("cannot share a Gloo mesh (rank 0: gloo-TCP, rank 1: "
+                        "direct, rank 2: gloo-TCP)"));
+
+  // In process: what the direct mesh does not run is refused, saying why.
+  ::setenv("MUSTER_COMM_MESH", "direct", 1);
+  absl::StatusOr<std::unique_ptr<Communicator>> one =
+      Communicator::Init("file://" + dir + "/one", 0, 1);
+  ::setenv("MUSTER_COMM_MESH", "sideways", 1);
+  absl::StatusOr<std::unique_ptr<Communicator>> bad =
+      Communicator::Init("file://" + dir + "/bad", 0, 1);
+  ::unsetenv("MUSTER_COMM_MESH");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ((*one)->backend_name(), "direct");
+  float x[2] = {1, 2};
+  float y[1] = {0};
+  absl::Status s =
+      (*one)->ReduceScatter(x, y, 1, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  EXPECT_THAT(s.message(), HasSubstr("ReduceScatter cannot run: the ranks "
+                                     "cannot share a Gloo mesh "
+                                     "(MUSTER_COMM_MESH=direct)"));
+  double z = 2.5;  // The refusal did not break the communicator.
+  EXPECT_TRUE(
+      (*one)->AllReduce(&z, 1, DataType::kFloat64, ReduceOp::kSum).ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("MUSTER_COMM_MESH='sideways' is not auto or direct"));
 }
 
 }  // namespace

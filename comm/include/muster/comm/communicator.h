@@ -283,7 +283,9 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   // This rank in [0, world_size()), the number of ranks, and the backend that
-  // serves host memory ("gloo") or device memory only ("nccl"). Never block.
+  // serves host memory ("gloo"; "direct" when the ranks cannot share a Gloo
+  // mesh: Linux and Windows ranks, or MUSTER_COMM_MESH=direct) or device
+  // memory only ("nccl"). Never block.
   int rank() const;
   int world_size() const;
   absl::string_view backend_name() const;
