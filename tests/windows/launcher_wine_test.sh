@@ -59,6 +59,9 @@ run() {
   RC=$?
   ((RC != 124)) || fail "$name: muster.exe did not end within 120 s"
 }
+# Lines a Windows worker writes end in CR LF: patterns allow the CR (a literal
+# one; grep -E has no \r escape).
+CR=$'\r'
 expect_line() { # NAME REGEX: the log of case NAME has a line matching REGEX.
   grep -qE -- "$2" "$WORK/$1.log" || fail "$1: no line matching '$2'"
 }
@@ -68,24 +71,24 @@ run success --no-python "$WORKER" --print-env
 ((RC == 0)) || fail "success: exit $RC, expected 0"
 for r in 0 1; do
   p="^\[rank$r\]:"
-  expect_line success "${p}env RANK=$r\r?\$"
-  expect_line success "${p}env LOCAL_RANK=$r\r?\$"
-  expect_line success "${p}env WORLD_SIZE=2\r?\$"
-  expect_line success "${p}env LOCAL_WORLD_SIZE=2\r?\$"
-  expect_line success "${p}env GROUP_RANK=0\r?\$"
-  expect_line success "${p}env ROLE_RANK=$r\r?\$"
-  expect_line success "${p}env MASTER_ADDR=(127\.0\.0\.1|localhost|[A-Za-z0-9.-]+)\r?\$"
-  expect_line success "${p}env MASTER_PORT=[0-9]+\r?\$"
-  expect_line success "${p}env TORCHELASTIC_RESTART_COUNT=0\r?\$"
-  expect_line success "${p}env TORCHELASTIC_MAX_RESTARTS=0\r?\$"
-  expect_line success "${p}env TORCHELASTIC_USE_AGENT_STORE=False\r?\$"
-  expect_line success "${p}env TORCHELASTIC_RUN_ID=[^<]+\r?\$"
-  expect_line success "${p}env TORCHELASTIC_ERROR_FILE=[^<]+\r?\$"
-  expect_line success "${p}env OMP_NUM_THREADS=1\r?\$"
-  expect_line success "${p}env MUSTER_STORE_ENDPOINT=[^<]+:[0-9]+\r?\$"
-  expect_line success "${p}env MUSTER_STORE_PREFIX=[^<]+\r?\$"
-  expect_line success "${p}env MUSTER_ROUND=[0-9]+\r?\$"
-  expect_line success "${p}env MUSTER_STOP_EVENT=[^<]+\r?\$"
+  expect_line success "${p}env RANK=$r${CR}?\$"
+  expect_line success "${p}env LOCAL_RANK=$r${CR}?\$"
+  expect_line success "${p}env WORLD_SIZE=2${CR}?\$"
+  expect_line success "${p}env LOCAL_WORLD_SIZE=2${CR}?\$"
+  expect_line success "${p}env GROUP_RANK=0${CR}?\$"
+  expect_line success "${p}env ROLE_RANK=$r${CR}?\$"
+  expect_line success "${p}env MASTER_ADDR=(127\.0\.0\.1|localhost|[A-Za-z0-9.-]+)${CR}?\$"
+  expect_line success "${p}env MASTER_PORT=[0-9]+${CR}?\$"
+  expect_line success "${p}env TORCHELASTIC_RESTART_COUNT=0${CR}?\$"
+  expect_line success "${p}env TORCHELASTIC_MAX_RESTARTS=0${CR}?\$"
+  expect_line success "${p}env TORCHELASTIC_USE_AGENT_STORE=False${CR}?\$"
+  expect_line success "${p}env TORCHELASTIC_RUN_ID=[^<]+${CR}?\$"
+  expect_line success "${p}env TORCHELASTIC_ERROR_FILE=[^<]+${CR}?\$"
+  expect_line success "${p}env OMP_NUM_THREADS=1${CR}?\$"
+  expect_line success "${p}env MUSTER_STORE_ENDPOINT=[^<]+:[0-9]+${CR}?\$"
+  expect_line success "${p}env MUSTER_STORE_PREFIX=[^<]+${CR}?\$"
+  expect_line success "${p}env MUSTER_ROUND=[0-9]+${CR}?\$"
+  expect_line success "${p}env MUSTER_STOP_EVENT=[^<]+${CR}?\$"
   expect_line success "${p}win_worker rank $r done"
 done
 echo "1. success: exit 0, both ranks saw the torchrun environment"
@@ -107,10 +110,10 @@ echo "3. crashing worker: the summary names 0xC0000005 (STATUS_ACCESS_VIOLATION)
 run restart --max-restarts=1 --no-python "$WORKER" --print-env --fail-rank=0 --exit-code=5 \
   --fail-restart-count=0
 ((RC == 0)) || fail "restart: exit $RC, expected 0 after one restart"
-expect_line restart "^\[rank0\]:env TORCHELASTIC_RESTART_COUNT=0\r?\$"
-expect_line restart "^\[rank0\]:env TORCHELASTIC_RESTART_COUNT=1\r?\$"
-expect_line restart "^\[rank1\]:env TORCHELASTIC_RESTART_COUNT=1\r?\$"
-expect_line restart "^\[rank0\]:env TORCHELASTIC_MAX_RESTARTS=1\r?\$"
+expect_line restart "^\[rank0\]:env TORCHELASTIC_RESTART_COUNT=0${CR}?\$"
+expect_line restart "^\[rank0\]:env TORCHELASTIC_RESTART_COUNT=1${CR}?\$"
+expect_line restart "^\[rank1\]:env TORCHELASTIC_RESTART_COUNT=1${CR}?\$"
+expect_line restart "^\[rank0\]:env TORCHELASTIC_MAX_RESTARTS=1${CR}?\$"
 expect_line restart "^\[rank0\]:win_worker rank 0 done"
 echo "4. --max-restarts=1: rank 0 failed in attempt 0, the job restarted and succeeded"
 
