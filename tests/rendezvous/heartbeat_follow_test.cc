@@ -232,7 +232,9 @@ TEST(HeartbeatFollowTest, AWaitingAgentIsRenewedOnlyByItsRoundReady) {
   EXPECT_EQ(a_ready.lease_seq(), 12)
       << "RoundReady must renew the last heartbeat musterd received";
   const v1::RoundReady c_ready = until_ready(1, &c_renewals);
-  EXPECT_GE(c_renewals, 3) << "an older agent is renewed while it waits";
+  // Its Join's, and at least one heartbeat's (about 4 on an idle machine;
+  // a loaded one may read the heartbeats in a burst).
+  EXPECT_GE(c_renewals, 2) << "an older agent is renewed while it waits";
   EXPECT_EQ(c_ready.lease_seq(), 1012);
   // In the round a's next heartbeat is renewed (its renewal is long due).
   hb.mutable_heartbeat()->set_seq(13);
