@@ -75,8 +75,9 @@ constexpr int kQueues = 32;
 
 // How the simulated agents heartbeat: like the agent, every `interval`, or
 // what the server's heartbeat budget makes of it (follow); each heartbeat and
-// the Join carry a lease seq, as the agent's do, so musterd renews leases as
-// it would for real agents.
+// the Join carry a lease seq, as the agent's do, and the Join says that
+// RoundReady renews the lease (Join.lease_from_round_ready), so musterd
+// renews leases as it would for real agents: only once in the round.
 struct HeartbeatPolicy {
   absl::Duration interval = kHeartbeatInterval;
   bool follow = true;
@@ -440,6 +441,7 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     j.set_heartbeat_timeout_ms(absl::ToInt64Milliseconds(heartbeat_timeout));
     if (policy.lease_set)
       j.set_lease_timeout_ms(absl::ToInt64Milliseconds(policy.lease));
+    j.set_lease_from_round_ready(true);  // as the agent does
     return j;
   };
   for (int i = 0; i < per_job * jobs; ++i) {

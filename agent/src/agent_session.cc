@@ -37,8 +37,17 @@ std::unique_ptr<rendezvous::RendezvousClient> ElasticAgent::Impl::NewClient(
 
 bool ElasticAgent::Impl::AwaitLease() {
   if (local_ != nullptr) return true;  // in process: nothing to fence
+  // Usually the RoundReady itself renewed the lease (its lease_seq, applied
+  // by the client before Next returned it), or an older musterd renewed it
+  // while this agent waited. Enough: a renewal interval (lease/4) before the
+  // fence.
+  const absl::Duration enough = fence_->lease() / 4;
+  if (fence_->LastsFor(enough)) return true;
+  // Else (an older musterd, a long-delayed RoundReady) a heartbeat now, and
+  // its renewal, up to 0.3 lease.
+  client_->HeartbeatNow();
   const absl::Time until = clock_->Now() + fence_->lease() * 3 / 10;
-  while (!fence_->armed() && clock_->Now() < until)
+  while (!fence_->LastsFor(enough) && clock_->Now() < until)
     clock_->SleepFor(absl::Milliseconds(2));
   return !fence_->armed() || !fence_->FenceDue();
 }

@@ -184,6 +184,9 @@ int ElasticAgent::Impl::Setup() {
   // for this node id again after a reconnect.
   join_.set_session_secret(rendezvous::NewRandomSecret());
   join_.set_lease_timeout_ms(absl::ToInt64Milliseconds(config_.lease_timeout));
+  // RoundReady's lease_seq renews the lease (the client applies it), so
+  // musterd need not renew it while this agent waits without workers.
+  join_.set_lease_from_round_ready(true);
 
   client_ = NewClient(config_.connect_timeout);
   if (absl::Status s = client_->Start(JoinWithClaim()); !s.ok()) {

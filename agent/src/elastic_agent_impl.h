@@ -104,10 +104,13 @@ class ElasticAgent::Impl {
   // SIGKILL), before musterd can give their ranks to another round.
   void FenceWorkers();
   bool FenceDue() const { return group_ != nullptr && fence_->FenceDue(); }
-  // Workers start only under a lease that is not about to end: waits (up to
-  // 0.3 lease) for the first renewal of this agent's life. False when the
-  // lease is about to end (the session is as good as lost). An older musterd
-  // that never renews leaves the agent unfenced, as before.
+  // Workers start only under a lease that is not about to end: one that lasts
+  // lease/4 before its fence (RoundReady's lease_seq renews it), or else,
+  // after a heartbeat sent at once, whatever renewal comes within 0.3 lease.
+  // False when the lease is about to end (the session is as good as lost). An
+  // older musterd that never renews leaves the agent unfenced, as before.
+  // While the agent waits for a round (no workers) the fence is idle: it
+  // fences only running workers (FenceDue), and musterd does not renew it.
   bool AwaitLease();
   bool fence_pending_ = false;  // AwaitLease failed: fence and reconnect
   // The session is lost (the stream broke, or the lease ended): reconnect or

@@ -42,4 +42,9 @@ absl::Time LeaseFence::FenceAt() const {
 
 bool LeaseFence::FenceDue() const { return clock_->Now() >= FenceAt(); }
 
+bool LeaseFence::LastsFor(absl::Duration d) const {
+  const absl::Time fence_at = FenceAt();
+  return fence_at != absl::InfiniteFuture() && fence_at - clock_->Now() >= d;
+}
+
 }  // namespace muster::agent

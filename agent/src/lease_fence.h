@@ -20,6 +20,11 @@
 //
 // Not armed until the first renewal: an agent whose server never renews (the
 // in-process rendezvous of --standalone, an older musterd) is never fenced.
+//
+// Renewals come as LeaseRenewed{seq} and in RoundReady.lease_seq. musterd
+// renews only while the agent runs workers: between rounds (no workers) the
+// lease runs out unrenewed, which is harmless since only running workers are
+// fenced; a round's RoundReady renews it again before its workers start.
 // Pure: time comes from a Clock. Thread-safe (heartbeat, reader and main
 // threads call it); no allocation after construction.
 #ifndef MUSTER_AGENT_SRC_LEASE_FENCE_H_
@@ -55,6 +60,8 @@ class LeaseFence {
   absl::Time FenceAt() const;
   // Whether now is at or past FenceAt.
   bool FenceDue() const;
+  // Whether armed with at least d left before FenceAt.
+  bool LastsFor(absl::Duration d) const;
   // How long a fenced stop waits after SIGTERM before SIGKILL (0.2 lease).
   absl::Duration FenceGrace() const { return lease_ / 5; }
   absl::Duration lease() const { return lease_; }

@@ -140,6 +140,11 @@ class GrpcRendezvousClient final : public RendezvousClient {
 
   void SetRound(int64_t round) override { round_.store(round); }
 
+  void HeartbeatNow() override {
+    absl::MutexLock lock(&mu_);
+    beat_now_ = true;
+  }
+
   void Close(absl::string_view leave_reason) override {
     bool open = false;
     {
@@ -200,8 +205,8 @@ class GrpcRendezvousClient final : public RendezvousClient {
   bool WriteIdle() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !writing_;
   }
-  bool StopHeartbeat() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stop_heartbeat_;
+  bool HeartbeatWanted() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_heartbeat_ || beat_now_;
   }
 
   // One message on the stream, after any write in progress. UNAVAILABLE once
@@ -232,6 +237,11 @@ class GrpcRendezvousClient final : public RendezvousClient {
     v1::ServerMessage msg;
     while (stream_->Read(&msg)) {
       FollowHeartbeatBudget(msg);
+      // Lease fencing: a RoundReady renews the lease (its lease_seq) before
+      // Next hands it over, so the agent starts its workers under it.
+      if (msg.has_round_ready() && msg.round_ready().lease_seq() != 0 &&
+          options_.on_lease_renewed)
+        options_.on_lease_renewed(msg.round_ready().lease_seq());
       if (msg.has_lease_renewed()) {  // lease fencing: not for Next
         if (options_.on_lease_renewed)
           options_.on_lease_renewed(msg.lease_renewed().seq());
@@ -307,11 +317,11 @@ class GrpcRendezvousClient final : public RendezvousClient {
   void HeartbeatLoop() {
     absl::MutexLock lock(&mu_);
     while (!stop_heartbeat_) {
-      if (mu_.AwaitWithTimeout(
-              absl::Condition(this, &GrpcRendezvousClient::StopHeartbeat),
-              absl::Microseconds(interval_us_.load()))) {
-        break;
-      }
+      mu_.AwaitWithTimeout(
+          absl::Condition(this, &GrpcRendezvousClient::HeartbeatWanted),
+          absl::Microseconds(interval_us_.load()));
+      if (stop_heartbeat_) break;
+      beat_now_ = false;  // HeartbeatNow: this one, then on the interval
       v1::AgentMessage msg;
       msg.mutable_heartbeat()->set_round(round_.load());
       mu_.Unlock();
@@ -346,6 +356,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
   bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_heartbeat_ ABSL_GUARDED_BY(mu_) = false;
+  bool beat_now_ ABSL_GUARDED_BY(mu_) = false;  // HeartbeatNow
 };
 
 }  // namespace

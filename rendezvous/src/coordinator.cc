@@ -83,8 +83,7 @@ void Coordinator::Impl::Touch(ConnectionId conn) {
 void Coordinator::Impl::EraseConnection(
     absl::flat_hash_map<ConnectionId, Connection>::iterator it) {
   liveness_.Erase(it->first);
-  lease_due_.Erase(it->first);
-  lease_len_.Erase(it->first);
+  leases_.Erase(it->first);
   job_suggestion_.Erase(it->first);
   conns_.erase(it);
   UpdateHeartbeatSuggestion();
@@ -107,6 +106,16 @@ void Coordinator::Impl::Send(ConnectionId conn,
   auto c = conns_.find(conn);
   if (c == conns_.end() || c->second.closed) return;
   outbox_.Send(c->second.channel, std::move(msg));
+}
+
+void Coordinator::Impl::SendRoundReady(ConnectionId conn,
+                                       v1::ServerMessage msg) {
+  leases_.Visit(conn, [&msg](StreamLease& l) {
+    l.in_round = true;
+    msg.mutable_round_ready()->set_lease_seq(l.last_seq.Get());
+    return true;
+  });
+  Send(conn, std::move(msg));
 }
 
 void Coordinator::Impl::DropNamespace(const std::string& prefix) {
@@ -132,7 +141,7 @@ bool Coordinator::OnHeartbeat(ConnectionId conn,
   // The round it names is informational: any message proves liveness. A
   // heartbeat queues nothing (the adapter writes LeaseRenewed itself), so
   // there is nothing to flush.
-  return impl_->OnHeartbeat(conn, heartbeat.seq() != 0);
+  return impl_->OnHeartbeat(conn, heartbeat.seq());
 }
 void Coordinator::OnPreflightFailed(ConnectionId conn,
                                     const v1::PreflightFailed& failed) {

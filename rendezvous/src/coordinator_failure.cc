@@ -184,6 +184,11 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
   for (auto& [id, node] : job.nodes) {
     if (node.status != NodeStatus::kMember) continue;
     Send(node.conn, shared);
+    // Its workers stop: no renewals until its next round (lease.h).
+    leases_.Visit(node.conn, [](StreamLease& l) {
+      l.in_round = false;
+      return true;
+    });
     // It must stop its workers and Join again.
     job.SetStatus(node, NodeStatus::kPending);
     job.awaited_survivors.insert(id);
@@ -391,8 +396,8 @@ void Coordinator::Impl::CompleteAdoption(Job& job) {
       << job.members.size() << " nodes, " << job.world_size
       << " ranks): the workers run on";
   for (size_t i = 0; i < job.members.size(); ++i) {
-    Send(job.nodes.at(job.members[i].rank.node_id).conn,
-         RoundReadyFor(job, static_cast<int>(i)));
+    SendRoundReady(job.nodes.at(job.members[i].rank.node_id).conn,
+                   RoundReadyFor(job, static_cast<int>(i)));
   }
   // Newcomers that came meanwhile scale the job up, as they would have.
   if (job.WaitingCount() > 0 &&
@@ -437,21 +442,17 @@ void Coordinator::Impl::AbandonAdoption(Job& job, const std::string& why) {
 
 // No lock of ours: a heartbeat moves its time in liveness_ (and its lease),
 // so it never waits for a round forming or a Tick (liveness_table.h).
-bool Coordinator::Impl::OnHeartbeat(ConnectionId conn, bool wants_renewal) {
+bool Coordinator::Impl::OnHeartbeat(ConnectionId conn, int64_t seq) {
   Touch(conn);
   // An agent that sent no seq (an older one, a load generator) gets no
   // LeaseRenewed: it would not read it, and each one is a write.
-  if (!wants_renewal) return false;
-  // Lease fencing: renew about every lease/4 while the node is counted alive.
-  // One stream's events come one at a time, so its entries do not race with
-  // themselves.
+  if (seq == 0) return false;
+  // Lease fencing: renew about every lease/4 while the node is counted alive
+  // and runs workers (StreamLease::OnHeartbeat).
   const absl::Time now = clock_->Now();
-  const std::optional<absl::Time> due = lease_due_.Get(conn);
-  if (!due.has_value() || now < *due) return false;
-  const std::optional<absl::Time> lease = lease_len_.Get(conn);
-  if (!lease.has_value()) return false;
-  return lease_due_.Touch(
-      conn, NextLeaseRenewal(*due, now, *lease - absl::UnixEpoch()));
+  return leases_
+      .Visit(conn, [&](StreamLease& l) { return l.OnHeartbeat(seq, now); })
+      .value_or(false);
 }
 
 std::optional<absl::Time> Coordinator::Impl::HeartbeatDeadline(

@@ -236,8 +236,8 @@ struct Connection {
   // max(the agent's heartbeat timeout, its lease): see lease.h.
   absl::Duration heartbeat_timeout;
   int64_t heartbeat_interval_ms = 0;
-  // Lease fencing (lease.h): the agent's lease. When the next renewal is due
-  // is in Impl::lease_due_, apart from the lock.
+  // Lease fencing (lease.h): the agent's lease. When the next renewal is due,
+  // and whether one is wanted now, is in Impl::leases_, apart from the lock.
   absl::Duration lease;
   // We ended the stream (job over); it stays here until the adapter reports the
   // disconnect, so a rerun of the job waits for its agents to be gone.
@@ -256,8 +256,7 @@ class Coordinator::Impl {
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel)
       ABSL_LOCKS_EXCLUDED(mu_);
-  bool OnHeartbeat(ConnectionId conn, bool wants_renewal)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  bool OnHeartbeat(ConnectionId conn, int64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
   // The heartbeat budget's current suggestion, in ms (0: none), for the
   // agents connected (kept in step with conns_ by UpdateHeartbeatSuggestion),
   // read without the lock.
@@ -330,6 +329,11 @@ class Coordinator::Impl {
   void Send(ConnectionId conn, v1::ServerMessage msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(ConnectionId conn, std::shared_ptr<const v1::ServerMessage> msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends a RoundReady (RoundReadyFor) to conn's agent: from now on its lease
+  // is renewed (it runs workers), and the RoundReady carries the renewal of
+  // the last seq the stream brought (RoundReady.lease_seq; lease.h).
+  void SendRoundReady(ConnectionId conn, v1::ServerMessage msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends the job's end message to every connected agent and closes each stream
   // with OK.
@@ -428,12 +432,9 @@ class Coordinator::Impl {
   // without mu_ (liveness_table.h); entries come and go with conns_.
   LivenessTable<ConnectionId> liveness_;
   // Lease fencing, apart from the lock like liveness_ (a heartbeat renews a
-  // lease without mu_): when each connection's next LeaseRenewed is due
-  // (every lease/4), and its lease, kept as UnixEpoch() + lease because the
-  // table holds times. A stream the server has ended is not in lease_due_: it
-  // renews nothing.
-  LivenessTable<ConnectionId> lease_due_;
-  LivenessTable<ConnectionId> lease_len_;
+  // lease without mu_): each connection's StreamLease (lease.h). A stream the
+  // server has ended is not in leases_: it renews nothing.
+  ShardedTable<ConnectionId, StreamLease> leases_;
   // The heartbeat budget (heartbeat_budget.h) for conns_.size() agents;
   // updated under mu_ when conns_ grows or shrinks.
   std::atomic<int64_t> suggested_heartbeat_ms_{0};

@@ -46,7 +46,7 @@ void Coordinator::Impl::SendFinalAndClose(Job& job,
     outbox_.Send(c->second.channel, shared);
     outbox_.Close(c->second.channel, absl::OkStatus());
     c->second.closed = true;
-    lease_due_.Erase(node.conn);  // an ended stream renews nothing
+    leases_.Erase(node.conn);  // an ended stream renews nothing
     job.SetStatus(node, NodeStatus::kPending);
   }
 }

@@ -203,14 +203,30 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   liveness_.Set(conn, now);
   // Lease fencing: a silent node is not lost before its lease has passed. A
   // Join with a lease_seq is answered with its own LeaseRenewed
-  // (session_stream.cc). A rejoin after Restart carries none: it must not put
-  // the next renewal off, or rounds that re-form faster than lease/4 starve
-  // the lease and the agent fences workers that were fine (found by
-  // tests/e2e/chaos_e2e_test.cc).
+  // (session_stream.cc) unless the agent waits for its round's RoundReady to
+  // renew it. A rejoin after Restart carries none: it must not put the next
+  // renewal off, or rounds that re-form faster than lease/4 starve the lease
+  // and the agent fences workers that were fine (found by
+  // tests/e2e/chaos_e2e_test.cc). Renewals go on only while its workers run
+  // (a claim of running workers, then its RoundReady), or for an older
+  // agent (lease.h).
   c.lease = lease;
-  if (join.lease_seq() != 0 || !lease_due_.Get(conn).has_value())
-    lease_due_.Set(conn, FirstLeaseRenewal(now, lease));
-  lease_len_.Set(conn, absl::UnixEpoch() + lease);
+  auto set_lease = [&](StreamLease& l) {
+    l.lease_ms = absl::ToInt64Milliseconds(lease);
+    l.in_round = join.has_claim() && join.claim().workers_running();
+    l.renew_waiting = !join.lease_from_round_ready();
+    if (join.lease_seq() != 0) {
+      l.last_seq = join.lease_seq();
+      l.due = FirstLeaseRenewal(now, lease);
+    }
+    return true;
+  };
+  if (!leases_.Visit(conn, set_lease).has_value()) {
+    StreamLease l;
+    set_lease(l);
+    l.due = FirstLeaseRenewal(now, lease);
+    leases_.Set(conn, l);
+  }
   // The heartbeat budget counts the job's size (its share, not the
   // server-wide figure of the moment, which LeaseRenewed adds when it goes).
   job_suggestion_.Set(
@@ -300,7 +316,7 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
       } else if (node.status == NodeStatus::kMember) {
         // The node carries on in the round it belongs to: tell it the round
         // again.
-        Send(conn, MakeRoundReady(job, node_it->first));
+        SendRoundReady(conn, MakeRoundReady(job, node_it->first));
       } else if (node.status == NodeStatus::kWaiting) {
         SendWaiting(job, node);
       } else if (static_cast<int>(job.members.size()) < job.max_nodes &&

@@ -232,8 +232,8 @@ void Coordinator::Impl::CloseRound(Job& job) {
       << job.members.front().master_port;
   job.world_size = world_size;
   for (size_t i = 0; i < job.members.size(); ++i) {
-    Send(job.nodes.at(job.members[i].rank.node_id).conn,
-         RoundReadyFor(job, static_cast<int>(i)));
+    SendRoundReady(job.nodes.at(job.members[i].rank.node_id).conn,
+                   RoundReadyFor(job, static_cast<int>(i)));
   }
   SendWaitingToAll(job);  // the spares left over, if any
 }

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "muster/rendezvous/defaults.h"
+#include "rendezvous/src/liveness_table.h"
 
 namespace muster::rendezvous {
 
@@ -55,6 +56,40 @@ inline absl::Time NextLeaseRenewal(absl::Time due, absl::Time now,
                                    absl::Duration lease) {
   return std::max(due + lease / 4, now + lease / 8);
 }
+
+// One stream's lease, apart from the Coordinator's lock (in a ShardedTable,
+// liveness_table.h): a heartbeat decides its renewal from it alone. Fields
+// are relaxed atomics; one stream's events come one at a time, so a
+// heartbeat does not race with itself, and the Coordinator changes the
+// flags under its lock.
+//
+// Renewals only serve running workers (the fence stops workers, nothing
+// else): an agent that takes RoundReady.lease_seq as a renewal
+// (Join.lease_from_round_ready) gets no LeaseRenewed while it waits for a
+// round, only while in_round. At 10,000 agents that saves a write per
+// heartbeat while the round forms. An older agent (renew_waiting) is renewed
+// throughout, as before: it would not start its workers under a lease it
+// last heard of before the wait.
+struct StreamLease {
+  AtomicTime due;  // when the next renewal is due
+  RelaxedAtomic<int64_t> lease_ms;
+  RelaxedAtomic<int64_t> last_seq;  // of the last Join/Heartbeat received
+  // A member of a running round (its RoundReady is sent), or a node that
+  // claims running workers; cleared by Restart and by a Join without them.
+  RelaxedAtomic<bool> in_round;
+  RelaxedAtomic<bool> renew_waiting;  // an older agent: renew while waiting
+
+  // A heartbeat with `seq` (not 0) arrived at now: records it, and returns
+  // whether to answer LeaseRenewed{seq}.
+  bool OnHeartbeat(int64_t seq, absl::Time now) {
+    last_seq = seq;
+    if (!in_round.Get() && !renew_waiting.Get()) return false;
+    const absl::Time d = due.Get();
+    if (now < d) return false;
+    due = NextLeaseRenewal(d, now, absl::Milliseconds(lease_ms.Get()));
+    return true;
+  }
+};
 
 }  // namespace muster::rendezvous
 

@@ -10,7 +10,9 @@
 // atomic write: no allocation, no write to shared state but its own entry.
 //
 // Thread-safe. Entries are added and removed by the Coordinator under its own
-// lock (Set, Erase); Touch and Get may run concurrently with anything.
+// lock (Set, Erase); Touch and Get may run concurrently with anything. The
+// same sharded table (ShardedTable) holds each stream's lease state
+// (rendezvous/src/lease.h).
 #ifndef MUSTER_RENDEZVOUS_SRC_LIVENESS_TABLE_H_
 #define MUSTER_RENDEZVOUS_SRC_LIVENESS_TABLE_H_
 
@@ -18,6 +20,7 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -50,40 +53,58 @@ class AtomicTime {
   std::atomic<int64_t> ns_{0};
 };
 
-template <typename Key>
-class LivenessTable {
+// A relaxed atomic value (a count, a flag) that can live in a flat hash map,
+// like AtomicTime.
+template <typename T>
+class RelaxedAtomic {
  public:
-  // Adds key (or moves its time) at t.
-  void Set(const Key& key, absl::Time t) {
+  RelaxedAtomic() = default;
+  RelaxedAtomic(const RelaxedAtomic& o)
+      : v_(o.v_.load(std::memory_order_relaxed)) {}
+  RelaxedAtomic& operator=(const RelaxedAtomic& o) {
+    v_.store(o.v_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
+  RelaxedAtomic& operator=(T v) {
+    v_.store(v, std::memory_order_relaxed);
+    return *this;
+  }
+  T Get() const { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<T> v_{};
+};
+
+// Entries (copyable, their fields atomics) by key, in shards: Set and Erase
+// take a shard's exclusive lock, Visit its reader lock, so that entries are
+// read and written in place concurrently with anything.
+template <typename Key, typename Entry>
+class ShardedTable {
+ public:
+  // Adds key's entry, or replaces it.
+  void Set(const Key& key, const Entry& entry) {
     Shard& s = ShardOf(key);
     absl::MutexLock lock(&s.mu);
-    s.last_seen[key] = t;
+    s.entries[key] = entry;
   }
 
-  // Moves key's time to t when key is present (it is not added). Returns
-  // whether it was present. Never waits for Set or Erase of another shard.
-  bool Touch(const Key& key, absl::Time t) {
+  // Calls f(entry) when key is present and returns what it returned (nullopt
+  // when absent). f runs under the shard's reader lock: it may only touch
+  // the entry's atomics. Never waits for Set or Erase of another shard.
+  template <typename F>
+  auto Visit(const Key& key, F f)
+      -> std::optional<decltype(f(std::declval<Entry&>()))> {
     Shard& s = ShardOf(key);
     absl::ReaderMutexLock lock(&s.mu);
-    auto it = s.last_seen.find(key);
-    if (it == s.last_seen.end()) return false;
-    it->second = t;
-    return true;
-  }
-
-  // key's time, or nullopt when it is absent.
-  std::optional<absl::Time> Get(const Key& key) const {
-    const Shard& s = ShardOf(key);
-    absl::ReaderMutexLock lock(&s.mu);
-    auto it = s.last_seen.find(key);
-    if (it == s.last_seen.end()) return std::nullopt;
-    return it->second.Get();
+    auto it = s.entries.find(key);
+    if (it == s.entries.end()) return std::nullopt;
+    return f(it->second);
   }
 
   void Erase(const Key& key) {
     Shard& s = ShardOf(key);
     absl::MutexLock lock(&s.mu);
-    s.last_seen.erase(key);
+    s.entries.erase(key);
   }
 
  private:
@@ -92,15 +113,46 @@ class LivenessTable {
   static constexpr int kShards = 16;
   struct Shard {
     mutable absl::Mutex mu;
-    absl::flat_hash_map<Key, AtomicTime> last_seen ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<Key, Entry> entries ABSL_GUARDED_BY(mu);
   };
   Shard& ShardOf(const Key& key) {
     return shards_[static_cast<uint64_t>(key) % kShards];
   }
-  const Shard& ShardOf(const Key& key) const {
-    return shards_[static_cast<uint64_t>(key) % kShards];
-  }
   std::array<Shard, kShards> shards_;
+};
+
+template <typename Key>
+class LivenessTable {
+ public:
+  // Adds key (or moves its time) at t.
+  void Set(const Key& key, absl::Time t) {
+    AtomicTime v;
+    v = t;
+    table_.Set(key, v);
+  }
+
+  // Moves key's time to t when key is present (it is not added). Returns
+  // whether it was present. Never waits for Set or Erase of another shard.
+  bool Touch(const Key& key, absl::Time t) {
+    return table_
+        .Visit(key,
+               [t](AtomicTime& v) {
+                 v = t;
+                 return true;
+               })
+        .has_value();
+  }
+
+  // key's time, or nullopt when it is absent.
+  std::optional<absl::Time> Get(const Key& key) const {
+    return table_.Visit(key, [](AtomicTime& v) { return v.Get(); });
+  }
+
+  void Erase(const Key& key) { table_.Erase(key); }
+
+ private:
+  // Visit only reads through a const Get.
+  mutable ShardedTable<Key, AtomicTime> table_;
 };
 
 }  // namespace muster::rendezvous

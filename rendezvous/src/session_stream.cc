@@ -334,8 +334,12 @@ bool SessionStream::Handle(const v1::AgentMessage& msg) {
           refused = service_->AuthorizedJoin(id_, credential_, msg.join(),
                                              shared_from_this());
           if (refused.ok()) joined_ = true;
-          // Lease fencing: the accepted Join starts the agent's lease.
-          if (refused.ok() && msg.join().lease_seq() != 0)
+          // Lease fencing: the accepted Join starts the agent's lease, if
+          // it needs one now: an agent that takes its renewal from
+          // RoundReady needs none while it has no workers (lease.h).
+          if (refused.ok() && msg.join().lease_seq() != 0 &&
+              (!msg.join().lease_from_round_ready() ||
+               msg.join().claim().workers_running()))
             SendLeaseRenewed(msg.join().lease_seq());
           break;
         case v1::AgentMessage::kHeartbeat:
@@ -371,9 +375,10 @@ bool SessionStream::Handle(const v1::AgentMessage& msg) {
   return true;
 }
 
-// Lease fencing (lease.h): a small message, about four per lease per agent,
-// and only to agents that send a seq. It carries the heartbeat budget's
-// current interval, so a running round follows the server's load.
+// Lease fencing (lease.h): a small message, about four per lease per agent
+// while it runs workers, and only to agents that send a seq. It carries the
+// heartbeat budget's current interval, so a running round follows the server's
+// load.
 void SessionStream::SendLeaseRenewed(int64_t seq) {
   auto msg = std::make_shared<v1::ServerMessage>();
   v1::LeaseRenewed* renewed = msg->mutable_lease_renewed();

@@ -2,7 +2,8 @@
 // agent's client follows the interval a server suggests (and keeps its own
 // when told to, or when the server suggests none), and a real musterd puts
 // its suggestion in RoundReady and LeaseRenewed and renews only heartbeats
-// that carry a seq. Real gRPC servers on 127.0.0.1:0.
+// that carry a seq, and those of a waiting agent only through its RoundReady.
+// Real gRPC servers on 127.0.0.1:0.
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
@@ -165,6 +166,84 @@ TEST(HeartbeatFollowTest, MusterdSuggestsInRoundReadyAndLeaseRenewed) {
     break;
   }
   EXPECT_TRUE(got);
+  for (auto& c : contexts) c.TryCancel();
+  for (auto& s : streams) s->Finish();
+}
+
+// Lease fencing on a real musterd: an agent that takes RoundReady as its
+// renewal (Join.lease_from_round_ready) gets no LeaseRenewed while it waits
+// for its round, where an older agent waiting beside it does; its RoundReady
+// carries the seq of its last heartbeat, and in the round its heartbeats are
+// renewed again.
+TEST(HeartbeatFollowTest, AWaitingAgentIsRenewedOnlyByItsRoundReady) {
+  ServerOptions server_options;
+  server_options.listen = "127.0.0.1:0";
+  std::unique_ptr<RendezvousServer> server =
+      mt::StartLoopbackServer(server_options);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Rendezvous::NewStub(mt::LoopbackChannel(server->port()));
+  // a (new) and c (older) wait; b (new) completes the round.
+  const char* nodes[3] = {"a", "c", "b"};
+  const bool from_round_ready[3] = {true, false, true};
+  grpc::ClientContext contexts[3];
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>>
+      streams[3];
+  auto join = [&](int i) {
+    mt::PrepareContext(&contexts[i], "", kDeadline);
+    streams[i] = stub->Session(&contexts[i]);
+    v1::AgentMessage msg;
+    *msg.mutable_join() = mt::MakeJoin({.job_id = "waiting",
+                                        .node_id = nodes[i],
+                                        .advertised_addr = "127.0.0.1",
+                                        .min_nodes = 3,
+                                        .max_nodes = 3,
+                                        .heartbeat_timeout_ms = 10'000});
+    msg.mutable_join()->set_lease_timeout_ms(1000);
+    msg.mutable_join()->set_lease_seq(1000 * (i + 1));
+    msg.mutable_join()->set_lease_from_round_ready(from_round_ready[i]);
+    return streams[i]->Write(msg);
+  };
+  ASSERT_TRUE(join(0));
+  ASSERT_TRUE(join(1));
+  // 1.2 s of heartbeats every 100 ms: renewals (every lease/4 = 250 ms) for c.
+  v1::AgentMessage hb;
+  for (int seq = 1; seq <= 12; ++seq) {
+    hb.mutable_heartbeat()->set_seq(seq);
+    ASSERT_TRUE(streams[0]->Write(hb));
+    hb.mutable_heartbeat()->set_seq(1000 + seq);
+    ASSERT_TRUE(streams[1]->Write(hb));
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // musterd has read them
+  ASSERT_TRUE(join(2));
+  // Each stream's messages up to its RoundReady.
+  auto until_ready = [&](int i, int* renewals) {
+    v1::ServerMessage msg;
+    while (streams[i]->Read(&msg)) {
+      if (msg.has_lease_renewed()) ++*renewals;
+      if (msg.has_round_ready()) return msg.round_ready();
+    }
+    ADD_FAILURE() << nodes[i] << ": no RoundReady";
+    return v1::RoundReady();
+  };
+  int a_renewals = 0, c_renewals = 0;
+  const v1::RoundReady a_ready = until_ready(0, &a_renewals);
+  EXPECT_EQ(a_renewals, 0) << "a waiting agent was sent LeaseRenewed";
+  EXPECT_EQ(a_ready.lease_seq(), 12)
+      << "RoundReady must renew the last heartbeat musterd received";
+  const v1::RoundReady c_ready = until_ready(1, &c_renewals);
+  // Its Join's, and at least one heartbeat's (about 4 on an idle machine;
+  // a loaded one may read the heartbeats in a burst).
+  EXPECT_GE(c_renewals, 2) << "an older agent is renewed while it waits";
+  EXPECT_EQ(c_ready.lease_seq(), 1012);
+  // In the round a's next heartbeat is renewed (its renewal is long due).
+  hb.mutable_heartbeat()->set_seq(13);
+  ASSERT_TRUE(streams[0]->Write(hb));
+  v1::ServerMessage msg;
+  bool renewed = false;
+  while (!renewed && streams[0]->Read(&msg))
+    renewed = msg.has_lease_renewed() && msg.lease_renewed().seq() == 13;
+  EXPECT_TRUE(renewed);
   for (auto& c : contexts) c.TryCancel();
   for (auto& s : streams) s->Finish();
 }

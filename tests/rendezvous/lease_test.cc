@@ -1,7 +1,8 @@
 // Lease fencing, musterd's side (rendezvous/src/lease.h), on the Coordinator
 // with fake channels and a FakeClock: a silent node is lost only once its
 // lease has passed, a closed stream at once; renewals are rationed to about
-// four per lease; a member that reports its workers fenced ends the round.
+// four per lease; a member that reports its workers fenced ends the round; an
+// agent that takes RoundReady as a renewal is renewed only while in a round.
 #include "rendezvous/src/lease.h"
 
 #include <memory>
@@ -184,6 +185,85 @@ TEST_F(LeaseTest, AMemberWhoseWorkersRunKeepsItsRoundOnReconnect) {
   ASSERT_TRUE(coord_.OnJoin(next_conn_++, again, ch).ok());
   EXPECT_EQ(a_.ch->count(Kind::kRestart), 0);
   EXPECT_EQ(ch->last().kind_case(), Kind::kRoundReady);
+}
+
+// Agents that set Join.lease_from_round_ready: no renewal while they wait,
+// the RoundReady carries the last seq each sent, then renewals every lease/4
+// until a Restart, and none again until the next RoundReady.
+class RoundReadyLeaseTest : public LeaseTest {
+ protected:
+  Agent JoinNew(const std::string& node, int64_t seq) {
+    Agent a{next_conn_++, std::make_shared<FakeChannel>()};
+    v1::Join j = MakeJoin(node, 3000);
+    j.set_lease_from_round_ready(true);
+    j.set_lease_seq(seq);
+    EXPECT_TRUE(coord_.OnJoin(a.conn, j, a.ch).ok());
+    return a;
+  }
+  // Heartbeats of `a` every 250 ms for `n` beats from seq `first`; returns
+  // how many were renewed.
+  int Beat(const Agent& a, int64_t first, int n) {
+    int renewed = 0;
+    v1::Heartbeat hb;
+    for (int i = 0; i < n; ++i) {
+      clock_.Advance(absl::Milliseconds(250));
+      hb.set_seq(first + i);
+      renewed += coord_.OnHeartbeat(a.conn, hb) ? 1 : 0;
+      coord_.Tick();
+    }
+    return renewed;
+  }
+};
+
+TEST_F(RoundReadyLeaseTest, AWaitingAgentIsRenewedOnlyByItsRoundReady) {
+  Agent a = JoinNew("a", 100);
+  // 3 s of waiting (a 3 s lease: 4 renewals for an older agent).
+  EXPECT_EQ(Beat(a, 1, 12), 0) << "a waiting agent was sent LeaseRenewed";
+  Agent b = JoinNew("b", 200);
+  ASSERT_EQ(a.ch->last().kind_case(), Kind::kRoundReady);
+  EXPECT_EQ(a.ch->last().round_ready().lease_seq(), 12)
+      << "RoundReady must renew the last heartbeat the server received";
+  ASSERT_EQ(b.ch->last().kind_case(), Kind::kRoundReady);
+  EXPECT_EQ(b.ch->last().round_ready().lease_seq(), 200) << "b's Join";
+  // In the round: renewed about every lease/4 (750 ms), from the first
+  // heartbeat on (a's next renewal was due long ago): at 0.25, 0.75, 1.5 and
+  // 2.25 s. (2.5 s: b, silent, is not lost yet.)
+  EXPECT_EQ(Beat(a, 13, 10), 4);
+  // Restart (b is lost): a waits again, unrenewed, on its rejoin.
+  coord_.OnDisconnect(b.conn);
+  ASSERT_EQ(a.ch->last().kind_case(), Kind::kRestart);
+  v1::Join rejoin = MakeJoin("a", 3000);
+  rejoin.set_lease_from_round_ready(true);
+  ASSERT_TRUE(coord_.OnJoin(a.conn, rejoin, a.ch).ok());
+  EXPECT_EQ(Beat(a, 23, 8), 0);
+  Agent c = JoinNew("c", 300);
+  ASSERT_EQ(a.ch->last().kind_case(), Kind::kRoundReady);
+  EXPECT_EQ(a.ch->last().round_ready().lease_seq(), 30);
+  EXPECT_EQ(c.ch->last().round_ready().lease_seq(), 300);
+  EXPECT_GT(Beat(a, 31, 4), 0);
+}
+
+TEST_F(RoundReadyLeaseTest, AnOlderAgentIsRenewedWhileItWaits) {
+  Agent a = Join("a");  // no lease_from_round_ready
+  EXPECT_EQ(Beat(a, 1, 12), 4);
+}
+
+TEST_F(RoundReadyLeaseTest, AClaimOfRunningWorkersIsRenewedWhileItWaits) {
+  // A restarted musterd: a comes back claiming round 1, whose workers run;
+  // the round waits for b (re-adoption), and a's lease must go on meanwhile.
+  v1::Join j = MakeJoin("a", 3000);
+  j.set_lease_from_round_ready(true);
+  j.set_lease_seq(50);
+  v1::RoundReady* claimed = j.mutable_claim()->mutable_round();
+  claimed->set_round(1);
+  claimed->set_group_world_size(2);
+  claimed->set_world_size(2);
+  claimed->set_store_prefix("job/1");
+  j.mutable_claim()->set_workers_running(true);
+  Agent a{next_conn_++, std::make_shared<FakeChannel>()};
+  ASSERT_TRUE(coord_.OnJoin(a.conn, j, a.ch).ok());
+  EXPECT_EQ(a.ch->count(Kind::kRoundReady), 0) << "still re-adopting";
+  EXPECT_GE(Beat(a, 51, 8), 2);
 }
 
 TEST(LeaseRules, SilentLossWaitsForTheLongerOfHeartbeatTimeoutAndLease) {

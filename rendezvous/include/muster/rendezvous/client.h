@@ -42,6 +42,11 @@ class RendezvousClient {
   // Tells the heartbeats which round the agent is in.
   virtual void SetRound(int64_t round) = 0;
 
+  // Sends the next heartbeat now rather than at the end of the interval (the
+  // interval then goes on from it), e.g. for a lease renewal that is needed
+  // now. A session without heartbeats ignores it.
+  virtual void HeartbeatNow() {}
+
   // Sends Leave{reason} when reason is non-empty, half-closes and ends the
   // stream; idempotent. Blocks at most about a second.
   virtual void Close(absl::string_view leave_reason) = 0;
@@ -66,7 +71,8 @@ struct GrpcClientOptions {
   // Lease fencing (agent/src/lease_fence.h), both optional. lease_seq gives
   // the seq of the Join and of each heartbeat just before it is written;
   // on_lease_renewed is called on the reader thread with the seq of each
-  // LeaseRenewed (which Next never returns). Must not block.
+  // LeaseRenewed (which Next never returns), and with a RoundReady's
+  // lease_seq before Next returns that RoundReady. Must not block.
   std::function<int64_t()> lease_seq;
   std::function<void(int64_t seq)> on_lease_renewed;
 };
