@@ -75,6 +75,8 @@ endif()
 # muster_rendezvous, the gRPC store). ---------------------------------------------------------
 if(Gloo_FOUND AND TARGET muster_rendezvous)
   add_subdirectory(comm)
+  # muster-bench.exe (bench/CMakeLists.txt defines only it on Windows).
+  add_subdirectory(bench)
 endif()
 
 # --- tests (under wine) ----------------------------------------------------------------------
@@ -200,6 +202,22 @@ if(MUSTER_BUILD_TESTS)
               ${CMAKE_OBJDUMP} $<TARGET_FILE:muster_comm_dll> $<TARGET_LINKER_FILE:muster_comm_dll>
               $<TARGET_FILE:win_c_api_test> ${PROJECT_SOURCE_DIR}/comm/include/muster/comm/c_api.h)
     set_tests_properties(muster_comm_dll_tables_test PROPERTIES TIMEOUT 60)
+  endif()
+  # muster-bench.exe: two ranks under muster.exe --standalone on 127.0.0.1, tiny sizes, one batch,
+  # libmuster_comm and raw Gloo (on libuv: the gloo:opt_* ones); the run works and prints its
+  # tables (never a timing: benchmarks are not tests). And Gloo's bound-buffer classes, which the
+  # libuv transport lacks, are refused by name.
+  if(TARGET muster AND TARGET muster-bench)
+    string(REPLACE "/" "\\" muster_bench_exe "Z:${CMAKE_BINARY_DIR}/bin/muster-bench.exe")
+    add_test(NAME muster_bench_exe_smoke
+      COMMAND muster --standalone --nproc-per-node=2 --no-python ${muster_bench_exe}
+              --min=8 --max=1K --factor=8 --seconds=0.02 --batches=1
+              --impls=muster,muster:ring_unbound,muster:bcube_unbound,gloo:opt_ring,gloo:opt_bcube)
+    set_tests_properties(muster_bench_exe_smoke PROPERTIES TIMEOUT 300
+      PASS_REGULAR_EXPRESSION "muster-bench gloo:opt_bcube allreduce, 2 ranks.*job .* succeeded")
+    add_test(NAME muster_bench_exe_bound_buffers COMMAND muster-bench --impls=muster,gloo:ring)
+    set_tests_properties(muster_bench_exe_bound_buffers PROPERTIES TIMEOUT 120
+      PASS_REGULAR_EXPRESSION "gloo:ring needs Gloo's bound buffers, which its libuv transport")
   endif()
   # Interop the other way round: the Linux build's musterd serves one job of a Linux agent and
   # a Windows agent (muster.exe under wine): the env agrees, and so do collectives between a
