@@ -32,8 +32,11 @@
 // 0); --progress prints each result to stderr as it comes.
 //
 // Raw Gloo runs on its own context, bootstrapped through the same store
-// (MUSTER_STORE_ENDPOINT/PREFIX), bound where libmuster_comm binds.
-#include <unistd.h>
+// (MUSTER_STORE_ENDPOINT/PREFIX), bound where libmuster_comm binds, on the
+// transport libmuster_comm's Gloo backend uses (comm/gloo/gloo_device.h): TCP
+// on Linux, libuv on Windows. libuv has no bound buffers, so there the
+// gloo:ring, gloo:ring_chunked, gloo:halving_doubling and gloo:bcube classes
+// cannot run: they are left out of the default list and refused by name.
 
 #include <algorithm>
 #include <chrono>
@@ -55,7 +58,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "comm/gloo/gloo_device.h"
 #include "comm/gloo/reduce.h"
+#include "comm/src/core.h"
 #include "comm/store/gloo_store.h"
 #include "gloo/allreduce.h"
 #include "gloo/allreduce_bcube.h"
@@ -64,7 +69,6 @@
 #include "gloo/allreduce_ring_chunked.h"
 #include "gloo/barrier.h"
 #include "gloo/rendezvous/context.h"
-#include "gloo/transport/tcp/device.h"
 #include "muster/comm/communicator.h"
 #include "muster/common/net.h"
 #include "muster/rendezvous/grpc_store.h"
@@ -94,7 +98,15 @@ struct Flags {
   int batches = 5;
   bool progress = false;
   std::string csv;
+  bool impls_given = false;  // --impls, rather than the default list.
 };
+
+// Gloo's algorithm classes, which run only on a transport with bound buffers
+// (not on libuv: GlooHasBoundBuffers()).
+bool NeedsBoundBuffers(const std::string& impl) {
+  return impl == "gloo:ring" || impl == "gloo:ring_chunked" ||
+         impl == "gloo:halving_doubling" || impl == "gloo:bcube";
+}
 
 // "64", "64K", "16M", "1G" (powers of 1024).
 bool ParseSize(absl::string_view text, size_t* out) {
@@ -162,7 +174,10 @@ int Parse(int argc, char** argv, Flags* f) {
     if (e.get_exit_code() != 0) std::cerr << "muster-bench: ";
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (!impls.empty()) f->impls = absl::StrSplit(impls, ',', absl::SkipEmpty());
+  if (!impls.empty()) {
+    f->impls = absl::StrSplit(impls, ',', absl::SkipEmpty());
+    f->impls_given = true;
+  }
   for (int d = 0; d <= 7; ++d) {
     if (dtypes[d] == dtype) f->dtype = static_cast<DataType>(d);
   }
@@ -182,9 +197,9 @@ class RawGloo {
       const std::string& host) {
     auto raw = std::unique_ptr<RawGloo>(new RawGloo());
     try {
-      ::gloo::transport::tcp::attr attr;
-      attr.hostname = host;
-      auto device = ::gloo::transport::tcp::CreateDevice(attr);
+      muster::comm::internal::CoreConfig config;
+      config.hostname = host;
+      auto device = muster::comm::internal::NewGlooDevice(config);
       raw->context_ = std::make_shared<::gloo::rendezvous::Context>(rank, size);
       raw->context_->setTimeout(std::chrono::minutes(10));
       muster::comm::internal::GlooStore gloo_store(store, "bench/raw/",
@@ -263,6 +278,18 @@ double BusFactor(const std::string& op, int n) {
 int main(int argc, char** argv) {
   Flags flags;
   if (int rc = Parse(argc, argv, &flags); rc >= 0) return rc;
+  if (!muster::comm::internal::GlooHasBoundBuffers()) {
+    for (const std::string& impl : flags.impls) {
+      if (flags.impls_given && NeedsBoundBuffers(impl)) {
+        std::cerr << "muster-bench: " << impl << " needs Gloo's bound buffers, "
+                  << "which its " << muster::comm::internal::GlooTransportName()
+                  << " transport (this platform's) lacks; use gloo:opt_ring "
+                     "or gloo:opt_bcube\n";
+        return 2;
+      }
+    }
+    std::erase_if(flags.impls, NeedsBoundBuffers);
+  }
   auto created = Communicator::FromEnvironment();
   if (!created.ok()) {
     std::cerr << "muster-bench: " << created.status() << "\n";

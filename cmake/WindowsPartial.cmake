@@ -20,6 +20,12 @@ find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 # protoc and grpc_cpp_plugin run on the build machine: Debian's, the same versions as the libraries.
 find_program(Protobuf_PROTOC_EXECUTABLE protoc REQUIRED)
+# Static zlib: FindZLIB (which protobuf's and gRPC's packages call) adds .dll.a to the suffixes the
+# toolchain file allows and picks the sysroot's import library, which made every .exe (and
+# muster_comm.dll) need a zlib1.dll that is not beside it.
+find_library(MUSTER_ZLIB_STATIC NAMES libz.a REQUIRED)
+set(ZLIB_LIBRARY_RELEASE ${MUSTER_ZLIB_STATIC} CACHE FILEPATH "zlib, static (WindowsPartial.cmake)"
+  FORCE)
 find_package(Protobuf REQUIRED)
 # OpenSSL and gRPC are the last (and by far the longest) dependencies scripts/build-windows.sh
 # builds; until they are there the targets that need neither still build and can be tested.
@@ -69,6 +75,8 @@ endif()
 # muster_rendezvous, the gRPC store). ---------------------------------------------------------
 if(Gloo_FOUND AND TARGET muster_rendezvous)
   add_subdirectory(comm)
+  # muster-bench.exe (bench/CMakeLists.txt defines only it on Windows).
+  add_subdirectory(bench)
 endif()
 
 # --- tests (under wine) ----------------------------------------------------------------------
@@ -178,6 +186,38 @@ if(MUSTER_BUILD_TESTS)
     muster_test(win_comm_test SRCS tests/windows/win_comm_test.cc
                 DEPS muster_comm muster_platform TIMEOUT 600)
     add_dependencies(win_comm_test comm_worker)
+    # muster_comm.dll from C: tests/comm/c_api_test.c (three ranks as threads on a file:// store,
+    # every call, the errors), linked against the import library only, so that it runs only if
+    # Windows (wine) loads bin/muster_comm.dll beside it; and the DLL's tables: it exports the C
+    # API and nothing else, and imports only Windows' own DLLs.
+    add_executable(win_c_api_test tests/comm/c_api_test.c)
+    set_source_files_properties(tests/comm/c_api_test.c PROPERTIES LANGUAGE C)
+    target_compile_options(win_c_api_test PRIVATE -Wall -Wextra -Werror -pedantic)
+    target_link_libraries(win_c_api_test PRIVATE muster_comm_dll Threads::Threads)
+    add_test(NAME win_c_api_test COMMAND win_c_api_test)
+    set_tests_properties(win_c_api_test PROPERTIES TIMEOUT 180
+      PASS_REGULAR_EXPRESSION "c_api_test: OK" FAIL_REGULAR_EXPRESSION "failures")
+    add_test(NAME muster_comm_dll_tables_test
+      COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/dll_tables_test.sh
+              ${CMAKE_OBJDUMP} $<TARGET_FILE:muster_comm_dll> $<TARGET_LINKER_FILE:muster_comm_dll>
+              $<TARGET_FILE:win_c_api_test> ${PROJECT_SOURCE_DIR}/comm/include/muster/comm/c_api.h)
+    set_tests_properties(muster_comm_dll_tables_test PROPERTIES TIMEOUT 60)
+  endif()
+  # muster-bench.exe: two ranks under muster.exe --standalone on 127.0.0.1, tiny sizes, one batch,
+  # libmuster_comm and raw Gloo (on libuv: the gloo:opt_* ones); the run works and prints its
+  # tables (never a timing: benchmarks are not tests). And Gloo's bound-buffer classes, which the
+  # libuv transport lacks, are refused by name.
+  if(TARGET muster AND TARGET muster-bench)
+    string(REPLACE "/" "\\" muster_bench_exe "Z:${CMAKE_BINARY_DIR}/bin/muster-bench.exe")
+    add_test(NAME muster_bench_exe_smoke
+      COMMAND muster --standalone --nproc-per-node=2 --no-python ${muster_bench_exe}
+              --min=8 --max=1K --factor=8 --seconds=0.02 --batches=1
+              --impls=muster,muster:ring_unbound,muster:bcube_unbound,gloo:opt_ring,gloo:opt_bcube)
+    set_tests_properties(muster_bench_exe_smoke PROPERTIES TIMEOUT 300
+      PASS_REGULAR_EXPRESSION "muster-bench gloo:opt_bcube allreduce, 2 ranks.*job .* succeeded")
+    add_test(NAME muster_bench_exe_bound_buffers COMMAND muster-bench --impls=muster,gloo:ring)
+    set_tests_properties(muster_bench_exe_bound_buffers PROPERTIES TIMEOUT 120
+      PASS_REGULAR_EXPRESSION "gloo:ring needs Gloo's bound buffers, which its libuv transport")
   endif()
   # Interop the other way round: the Linux build's musterd serves one job of a Linux agent and
   # a Windows agent (muster.exe under wine): the env agrees, and so do collectives between a

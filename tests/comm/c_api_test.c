@@ -1,7 +1,8 @@
 /* The C API, from C: three ranks as threads of this process on a file://
  * store, every kind of call, the error path (codes and messages), async work
  * and a subgroup. Prints one line per failure and "c_api_test: OK" at the end;
- * exits non-zero on any failure. */
+ * exits non-zero on any failure. On Windows it is linked against
+ * muster_comm.dll's import library (win_c_api_test). */
 #include "muster/comm/c_api.h"
 
 #include <pthread.h>
@@ -179,9 +180,20 @@ static void* run_rank(void* arg) {
 }
 
 int main(void) {
+#ifdef _WIN32
+  /* file:///C:/DIR/FILE: the temp directory with forward slashes. */
+  const char* tmp = getenv("TEMP");
+  snprintf(init_method, sizeof(init_method), "file:///%s/muster-c-api-%d",
+           tmp != NULL && tmp[0] != '\0' ? tmp : "C:/Windows/Temp",
+           (int)getpid());
+  for (char* c = init_method; *c != '\0'; ++c) {
+    if (*c == '\\') *c = '/';
+  }
+#else
   const char* tmp = getenv("TMPDIR");
   snprintf(init_method, sizeof(init_method), "file://%s/muster-c-api-%d",
            tmp != NULL && tmp[0] == '/' ? tmp : "/tmp", (int)getpid());
+#endif
   pthread_t threads[N];
   for (int r = 0; r < N; ++r) {
     pthread_create(&threads[r], NULL, run_rank, (void*)(intptr_t)r);

@@ -36,6 +36,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* MUSTER_COMM_API marks the functions of this API, the only symbols the DLL
+ * (Windows) exports. The C API, not the C++ one, is the DLL's stable
+ * interface: C++ across a DLL boundary ties its users to the compiler and the
+ * C++ runtime the DLL was built with (name mangling, std::string, exceptions),
+ * C does not.
+ *   - Users of muster_comm.dll (linked with its import library,
+ *     libmuster_comm.dll.a) define nothing: the functions are dllimport.
+ *   - Users of the static library (libmuster_comm.a) define MUSTER_COMM_STATIC
+ *     (the CMake target muster_comm does it for its users).
+ *   - The DLL's own build defines MUSTER_COMM_BUILDING_DLL (dllexport).
+ * Elsewhere the functions have default visibility (for a shared build with
+ * -fvisibility=hidden). */
+#if defined(_WIN32)
+#if defined(MUSTER_COMM_BUILDING_DLL)
+#define MUSTER_COMM_API __declspec(dllexport)
+#elif defined(MUSTER_COMM_STATIC)
+#define MUSTER_COMM_API
+#else
+#define MUSTER_COMM_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__)
+#define MUSTER_COMM_API __attribute__((visibility("default")))
+#else
+#define MUSTER_COMM_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -120,116 +146,132 @@ typedef struct muster_comm_options {
 } muster_comm_options_t;
 
 /* Fills *options with the defaults. */
-void muster_comm_options_init(muster_comm_options_t* options);
+MUSTER_COMM_API void muster_comm_options_init(muster_comm_options_t* options);
 
 /* Joins a communicator: init_method is "env://" (or NULL), "tcp://HOST:PORT"
  * or "file:///PATH"; rank and world_size < 0 read RANK and WORLD_SIZE;
  * options may be NULL. On success *comm is the new communicator (free it with
  * muster_comm_free). Blocks until every rank is connected or the timeout. */
-muster_status_t muster_comm_init(const char* init_method, int rank,
-                                 int world_size,
-                                 const muster_comm_options_t* options,
-                                 muster_comm_t** comm);
+MUSTER_COMM_API muster_status_t
+muster_comm_init(const char* init_method, int rank, int world_size,
+                 const muster_comm_options_t* options, muster_comm_t** comm);
 
 /* A subgroup of the parent ranks `ranks[0..n)` (see Communicator::NewGroup).
  * Non-members get MUSTER_OK and *group == NULL. */
-muster_status_t muster_comm_new_group(muster_comm_t* comm, const int* ranks,
-                                      int n, muster_comm_t** group);
+MUSTER_COMM_API muster_status_t muster_comm_new_group(muster_comm_t* comm,
+                                                      const int* ranks, int n,
+                                                      muster_comm_t** group);
 
 /* Never block. -1 for a NULL comm. */
-int muster_comm_rank(const muster_comm_t* comm);
-int muster_comm_world_size(const muster_comm_t* comm);
+MUSTER_COMM_API int muster_comm_rank(const muster_comm_t* comm);
+MUSTER_COMM_API int muster_comm_world_size(const muster_comm_t* comm);
 
 /* Says goodbye to the peers and closes the connections (waits for queued
  * operations first). Idempotent; later operations fail with
  * MUSTER_FAILED_PRECONDITION. */
-void muster_comm_shutdown(muster_comm_t* comm);
+MUSTER_COMM_API void muster_comm_shutdown(muster_comm_t* comm);
 
 /* Shuts down and frees; NULL is ignored. */
-void muster_comm_free(muster_comm_t* comm);
+MUSTER_COMM_API void muster_comm_free(muster_comm_t* comm);
 
 /* The message of the calling thread's last failure ("" if none). */
-const char* muster_last_error(void);
+MUSTER_COMM_API const char* muster_last_error(void);
 
 /* "OK", "INVALID_ARGUMENT", ..., "WORK_RUNNING". */
-const char* muster_status_name(muster_status_t status);
+MUSTER_COMM_API const char* muster_status_name(muster_status_t status);
 
 /* The progress heartbeat (muster/comm/progress.h): "still alive". */
-muster_status_t muster_report_progress(void);
+MUSTER_COMM_API muster_status_t muster_report_progress(void);
 
 /* ---- Collectives (see communicator.h for each one's contract) ----
  * timeout_ms of the _ex variants: this call's timeout; 0 = the
  * communicator's. */
-muster_status_t muster_allreduce(muster_comm_t* comm, const void* input,
-                                 void* output, size_t count,
-                                 muster_dtype_t dtype, muster_op_t op);
-muster_status_t muster_allreduce_ex(muster_comm_t* comm, const void* input,
-                                    void* output, size_t count,
-                                    muster_dtype_t dtype, muster_op_t op,
-                                    int64_t timeout_ms);
-muster_status_t muster_reduce(muster_comm_t* comm, const void* input,
-                              void* output, size_t count, muster_dtype_t dtype,
-                              muster_op_t op, int root);
-muster_status_t muster_broadcast(muster_comm_t* comm, void* data, size_t count,
-                                 muster_dtype_t dtype, int root);
-muster_status_t muster_allgather(muster_comm_t* comm, const void* input,
-                                 void* output, size_t count,
-                                 muster_dtype_t dtype);
+MUSTER_COMM_API muster_status_t muster_allreduce(muster_comm_t* comm,
+                                                 const void* input,
+                                                 void* output, size_t count,
+                                                 muster_dtype_t dtype,
+                                                 muster_op_t op);
+MUSTER_COMM_API muster_status_t muster_allreduce_ex(
+    muster_comm_t* comm, const void* input, void* output, size_t count,
+    muster_dtype_t dtype, muster_op_t op, int64_t timeout_ms);
+MUSTER_COMM_API muster_status_t muster_reduce(muster_comm_t* comm,
+                                              const void* input, void* output,
+                                              size_t count,
+                                              muster_dtype_t dtype,
+                                              muster_op_t op, int root);
+MUSTER_COMM_API muster_status_t muster_broadcast(muster_comm_t* comm,
+                                                 void* data, size_t count,
+                                                 muster_dtype_t dtype,
+                                                 int root);
+MUSTER_COMM_API muster_status_t muster_allgather(muster_comm_t* comm,
+                                                 const void* input,
+                                                 void* output, size_t count,
+                                                 muster_dtype_t dtype);
 /* counts: world_size entries. */
-muster_status_t muster_allgatherv(muster_comm_t* comm, const void* input,
-                                  void* output, const size_t* counts,
-                                  muster_dtype_t dtype);
-muster_status_t muster_gather(muster_comm_t* comm, const void* input,
-                              void* output, size_t count, muster_dtype_t dtype,
-                              int root);
-muster_status_t muster_scatter(muster_comm_t* comm, const void* input,
-                               void* output, size_t count, muster_dtype_t dtype,
-                               int root);
-muster_status_t muster_reduce_scatter(muster_comm_t* comm, const void* input,
-                                      void* output, size_t count,
-                                      muster_dtype_t dtype, muster_op_t op);
-muster_status_t muster_alltoall(muster_comm_t* comm, const void* input,
-                                void* output, size_t count,
-                                muster_dtype_t dtype);
-muster_status_t muster_barrier(muster_comm_t* comm);
-muster_status_t muster_send(muster_comm_t* comm, const void* data, size_t count,
-                            muster_dtype_t dtype, int peer, uint32_t tag);
-muster_status_t muster_recv(muster_comm_t* comm, void* data, size_t count,
-                            muster_dtype_t dtype, int peer, uint32_t tag);
+MUSTER_COMM_API muster_status_t muster_allgatherv(muster_comm_t* comm,
+                                                  const void* input,
+                                                  void* output,
+                                                  const size_t* counts,
+                                                  muster_dtype_t dtype);
+MUSTER_COMM_API muster_status_t muster_gather(muster_comm_t* comm,
+                                              const void* input, void* output,
+                                              size_t count,
+                                              muster_dtype_t dtype, int root);
+MUSTER_COMM_API muster_status_t muster_scatter(muster_comm_t* comm,
+                                               const void* input, void* output,
+                                               size_t count,
+                                               muster_dtype_t dtype, int root);
+MUSTER_COMM_API muster_status_t
+muster_reduce_scatter(muster_comm_t* comm, const void* input, void* output,
+                      size_t count, muster_dtype_t dtype, muster_op_t op);
+MUSTER_COMM_API muster_status_t muster_alltoall(muster_comm_t* comm,
+                                                const void* input, void* output,
+                                                size_t count,
+                                                muster_dtype_t dtype);
+MUSTER_COMM_API muster_status_t muster_barrier(muster_comm_t* comm);
+MUSTER_COMM_API muster_status_t muster_send(muster_comm_t* comm,
+                                            const void* data, size_t count,
+                                            muster_dtype_t dtype, int peer,
+                                            uint32_t tag);
+MUSTER_COMM_API muster_status_t muster_recv(muster_comm_t* comm, void* data,
+                                            size_t count, muster_dtype_t dtype,
+                                            int peer, uint32_t tag);
 
 /* ---- Asynchronous variants: *work is set on MUSTER_OK ---- */
-muster_status_t muster_allreduce_async(muster_comm_t* comm, const void* input,
-                                       void* output, size_t count,
-                                       muster_dtype_t dtype, muster_op_t op,
-                                       muster_work_t** work);
-muster_status_t muster_broadcast_async(muster_comm_t* comm, void* data,
-                                       size_t count, muster_dtype_t dtype,
-                                       int root, muster_work_t** work);
-muster_status_t muster_allgather_async(muster_comm_t* comm, const void* input,
-                                       void* output, size_t count,
-                                       muster_dtype_t dtype,
-                                       muster_work_t** work);
-muster_status_t muster_reduce_scatter_async(muster_comm_t* comm,
-                                            const void* input, void* output,
-                                            size_t count, muster_dtype_t dtype,
-                                            muster_op_t op,
-                                            muster_work_t** work);
-muster_status_t muster_barrier_async(muster_comm_t* comm, muster_work_t** work);
-muster_status_t muster_send_async(muster_comm_t* comm, const void* data,
-                                  size_t count, muster_dtype_t dtype, int peer,
-                                  uint32_t tag, muster_work_t** work);
-muster_status_t muster_recv_async(muster_comm_t* comm, void* data, size_t count,
-                                  muster_dtype_t dtype, int peer, uint32_t tag,
-                                  muster_work_t** work);
+MUSTER_COMM_API muster_status_t muster_allreduce_async(
+    muster_comm_t* comm, const void* input, void* output, size_t count,
+    muster_dtype_t dtype, muster_op_t op, muster_work_t** work);
+MUSTER_COMM_API muster_status_t muster_broadcast_async(muster_comm_t* comm,
+                                                       void* data, size_t count,
+                                                       muster_dtype_t dtype,
+                                                       int root,
+                                                       muster_work_t** work);
+MUSTER_COMM_API muster_status_t muster_allgather_async(
+    muster_comm_t* comm, const void* input, void* output, size_t count,
+    muster_dtype_t dtype, muster_work_t** work);
+MUSTER_COMM_API muster_status_t muster_reduce_scatter_async(
+    muster_comm_t* comm, const void* input, void* output, size_t count,
+    muster_dtype_t dtype, muster_op_t op, muster_work_t** work);
+MUSTER_COMM_API muster_status_t muster_barrier_async(muster_comm_t* comm,
+                                                     muster_work_t** work);
+MUSTER_COMM_API muster_status_t muster_send_async(
+    muster_comm_t* comm, const void* data, size_t count, muster_dtype_t dtype,
+    int peer, uint32_t tag, muster_work_t** work);
+MUSTER_COMM_API muster_status_t muster_recv_async(muster_comm_t* comm,
+                                                  void* data, size_t count,
+                                                  muster_dtype_t dtype,
+                                                  int peer, uint32_t tag,
+                                                  muster_work_t** work);
 
 /* Waits up to timeout_ms (< 0: no limit) for the operation. Returns its
  * status, or MUSTER_WORK_RUNNING when the timeout passed first (wait again
  * later). */
-muster_status_t muster_work_wait(muster_work_t* work, int64_t timeout_ms);
+MUSTER_COMM_API muster_status_t muster_work_wait(muster_work_t* work,
+                                                 int64_t timeout_ms);
 /* 1 when the operation has finished, else 0. Never blocks. */
-int muster_work_done(const muster_work_t* work);
+MUSTER_COMM_API int muster_work_done(const muster_work_t* work);
 /* Frees the handle (the operation goes on; see BLOCKING AND THREADS). */
-void muster_work_free(muster_work_t* work);
+MUSTER_COMM_API void muster_work_free(muster_work_t* work);
 
 #ifdef __cplusplus
 } /* extern "C" */
