@@ -230,6 +230,15 @@ if(MUSTER_BUILD_TESTS)
               ${MUSTER_LINUX_BUILD_DIR} ${MUSTER_WINE64})
     set_tests_properties(linux_musterd_mixed_agents_test PROPERTIES TIMEOUT 900
       SKIP_RETURN_CODE 77 LABELS "e2e;interop")
+    if(TARGET musterd)
+      # The same job served by musterd.exe under wine.
+      add_test(NAME windows_musterd_mixed_agents_test
+        COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/linux_musterd_mixed_agents_test.sh
+                $<TARGET_FILE:muster> $<TARGET_FILE:win_worker> $<TARGET_FILE:comm_worker>
+                ${MUSTER_LINUX_BUILD_DIR} ${MUSTER_WINE64} $<TARGET_FILE:musterd>)
+      set_tests_properties(windows_musterd_mixed_agents_test PROPERTIES TIMEOUT 900
+        SKIP_RETURN_CODE 77 LABELS "e2e;interop")
+    endif()
   endif()
   # wine: no debug chatter in the test logs.
   get_property(muster_windows_tests DIRECTORY PROPERTY TESTS)

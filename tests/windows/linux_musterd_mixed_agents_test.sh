@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# A Linux musterd serving one job of a Linux agent and a Windows agent (issue 14, interop).
+# A musterd serving one job of a Linux agent and a Windows agent (issue 14, interop).
 #
-#   linux_musterd_mixed_agents_test.sh MUSTER_EXE WIN_WORKER_EXE COMM_WORKER_EXE LINUX_BUILD_DIR WINE64
+#   linux_musterd_mixed_agents_test.sh MUSTER_EXE WIN_WORKER_EXE COMM_WORKER_EXE LINUX_BUILD_DIR WINE64 \
+#       [MUSTERD_EXE]
 #
-# The Linux build's musterd listens on 127.0.0.1 (a free port, --port-file); in each job one
+# The Linux build's musterd (or, given MUSTERD_EXE, `wine64 musterd.exe`: ctest's
+# windows_musterd_mixed_agents_test) listens on 127.0.0.1 (a free port, --port-file); in each job one
 # Linux agent (LINUX_BUILD_DIR/bin/muster) and one Windows agent (`wine64 muster.exe`) start at
 # the same time with the same flags (--nnodes=2 --nproc-per-node=1 --rdzv-backend=muster):
 # 1. env: each worker (a bash script on Linux, win_worker.exe --print-env on Windows) prints the
@@ -29,6 +31,7 @@ WIN_WORKER_EXE=${2:?}
 WIN_COMM_WORKER_EXE=${3:?}
 LINUX_BUILD=${4:?}
 WINE=${5:?}
+MUSTERD_EXE=${6:-}
 for tool in muster musterd comm_worker; do
   if [[ ! -x "$LINUX_BUILD/bin/$tool" ]]; then
     echo "SKIP: no Linux $tool at $LINUX_BUILD/bin/$tool: build the Linux tree first" \
@@ -77,9 +80,16 @@ trap cleanup EXIT
 
 winpath() { printf 'Z:%s' "${1//\//\\}"; }
 
-# --- The Linux musterd. -------------------------------------------------------------------
-"$LINUX_BUILD/bin/musterd" --listen=127.0.0.1:0 --port-file="$WORK/musterd.port" \
-  >"$WORK/musterd.log" 2>&1 &
+# --- The musterd: Linux's, or musterd.exe under wine. ---------------------------------------
+if [[ -n "$MUSTERD_EXE" ]]; then
+  SERVER=Windows
+  "$WINE" "$MUSTERD_EXE" --listen=127.0.0.1:0 --port-file="$(winpath "$WORK/musterd.port")" \
+    >"$WORK/musterd.log" 2>&1 &
+else
+  SERVER=Linux
+  "$LINUX_BUILD/bin/musterd" --listen=127.0.0.1:0 --port-file="$WORK/musterd.port" \
+    >"$WORK/musterd.log" 2>&1 &
+fi
 MUSTERD_PID=$!
 deadline=$((SECONDS + 60))
 until [[ -s "$WORK/musterd.port" ]] && grep -qE '^[0-9]+' "$WORK/musterd.port"; do
@@ -88,7 +98,7 @@ until [[ -s "$WORK/musterd.port" ]] && grep -qE '^[0-9]+' "$WORK/musterd.port"; 
   sleep 0.2
 done
 PORT=$(tr -d '\r\n' <"$WORK/musterd.port")
-echo "Linux musterd serves on 127.0.0.1:$PORT"
+echo "$SERVER musterd serves on 127.0.0.1:$PORT"
 
 # run_job JOB "LINUX WORKER ARGS..." "WINDOWS WORKER ARGS...": one Linux and one Windows agent
 # (1 worker each) in job JOB, at once; both must exit 0 within 240 s. Logs: $WORK/JOB-*.log.
@@ -174,13 +184,15 @@ grep -aq "cannot share a Gloo mesh (rank 0: gloo-" "$WORK/comm-job-linux.log" \
   "$WORK/comm-job-windows.log" || fail "comm job: no warning naming the two Gloo transports"
 echo "2. collectives: Linux '${lr#*:}'; Windows '${wr#*:}' ($((SECONDS - started)) s)"
 
-# --- musterd drains on SIGTERM. -----------------------------------------------------------
-kill -TERM "$MUSTERD_PID"
+# --- musterd drains on SIGTERM (musterd.exe on Ctrl-C: SIGINT reaches its console handler). --
+sig=TERM
+[[ "$SERVER" == Windows ]] && sig=INT
+kill -"$sig" "$MUSTERD_PID"
 deadline=$((SECONDS + 30))
 while kill -0 "$MUSTERD_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-kill -0 "$MUSTERD_PID" 2>/dev/null && fail "musterd still runs 30 s after SIGTERM"
+kill -0 "$MUSTERD_PID" 2>/dev/null && fail "musterd still runs 30 s after SIG$sig"
 wait "$MUSTERD_PID"
 rc=$?
 MUSTERD_PID=""
-((rc == 0)) || fail "musterd exited $rc after SIGTERM"
+((rc == 0)) || fail "musterd exited $rc after SIG$sig"
 echo "PASS"
