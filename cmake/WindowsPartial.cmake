@@ -140,6 +140,7 @@ if(MUSTER_BUILD_TESTS)
     add_dependencies(win_launch_test win_test_helper)
     add_executable(win_worker tests/windows/win_worker.cc)
     target_compile_options(win_worker PRIVATE ${MUSTER_WARNINGS})
+    target_include_directories(win_worker PRIVATE ${PROJECT_SOURCE_DIR})
     add_test(NAME launcher_wine_test
       COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/launcher_wine_test.sh
               $<TARGET_FILE:muster> $<TARGET_FILE:win_worker> ${MUSTER_WINE64})

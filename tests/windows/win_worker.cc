@@ -24,33 +24,9 @@
 #include <string_view>
 #include <thread>
 
-namespace {
+#include "tests/workers/worker_env_names.h"
 
-const char* const kEnvNames[] = {
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",
-    "GROUP_WORLD_SIZE",
-    "ROLE_RANK",
-    "ROLE_NAME",
-    "ROLE_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE",
-    "TORCHELASTIC_ERROR_FILE",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "OMP_NUM_THREADS",
-    "MUSTER_STORE_ENDPOINT",
-    "MUSTER_STORE_PREFIX",
-    "MUSTER_RUN_ID",
-    "MUSTER_ROUND",
-    "MUSTER_STOP_EVENT",
-};
+namespace {
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -124,7 +100,7 @@ int main(int argc, char** argv) {
   }
   const long rank = EnvLong("RANK", -1);
   if (print_env) {
-    for (const char* name : kEnvNames) {
+    for (const char* name : muster::testing::kWorkerEnvNames) {
       std::printf("env %s=%s\n", name, Env(name).c_str());
     }
     std::fflush(stdout);

@@ -43,34 +43,9 @@
 #include <string>
 #include <string_view>
 
-namespace {
+#include "tests/workers/worker_env_names.h"
 
-const char* const kEnvNames[] = {
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",
-    "GROUP_WORLD_SIZE",
-    "ROLE_RANK",
-    "ROLE_NAME",
-    "ROLE_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE",
-    "TORCHELASTIC_ERROR_FILE",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "NCCL_ASYNC_ERROR_HANDLING",
-    "CUDA_VISIBLE_DEVICES",
-    "OMP_NUM_THREADS",
-    "MUSTER_STORE_ENDPOINT",
-    "MUSTER_STORE_PREFIX",
-    "MUSTER_RUN_ID",
-    "MUSTER_ROUND",
-};
+namespace {
 
 struct Options {
   bool print_env = false;
@@ -313,7 +288,7 @@ int main(int argc, char** argv) {
   }
   if (o.print_env) {
     std::string out;
-    for (const char* name : kEnvNames) {
+    for (const char* name : muster::testing::kWorkerEnvNames) {
       out += std::string("env ") + name + "=" + Env(name, "<unset>") + "\n";
     }
     WriteAll(1, out);
