@@ -15,6 +15,8 @@ packages=(
   clang libclang-rt-14-dev
   # tests/deploy: systemd-analyze (the unit), dpkg-shlibdeps (the .deb), PyYAML (the Job simulation)
   systemd dpkg-dev python3-yaml
+  # musterd replicas (issue 25): etcd members started by the tests, the v3 API protos for the client
+  etcd-server etcd-client golang-etcd-server-dev
 )
 # tests/deploy validates the Kubernetes manifests with node and npm packages; a machine that has
 # node from elsewhere keeps it (kubectl is not in Debian 12 in a version recent enough: without

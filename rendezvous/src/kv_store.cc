@@ -349,4 +349,32 @@ void KvStore::FailWaitersLocked(const std::string& ns,
   }
 }
 
+void KvStore::SetAsync(absl::string_view ns, absl::string_view key,
+                       absl::string_view value, StatusCallback done) {
+  done(Set(ns, key, value));
+}
+
+void KvStore::AddAsync(absl::string_view ns, absl::string_view key,
+                       int64_t delta, Int64Callback done) {
+  done(Add(ns, key, delta));
+}
+
+void KvStore::CompareSetAsync(absl::string_view ns, absl::string_view key,
+                              absl::string_view expected,
+                              absl::string_view desired, StringCallback done) {
+  done(CompareSet(ns, key, expected, desired));
+}
+
+void KvStore::MultiSetAsync(absl::string_view ns,
+                            absl::Span<const std::string> keys,
+                            absl::Span<const std::string> values,
+                            StatusCallback done) {
+  done(MultiSet(ns, keys, values));
+}
+
+void KvStore::DeleteAsync(absl::string_view ns, absl::string_view key,
+                          BoolCallback done) {
+  done(Delete(ns, key));
+}
+
 }  // namespace muster::rendezvous

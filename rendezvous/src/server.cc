@@ -19,6 +19,7 @@
 #include "muster/common/net.h"
 #include "muster/platform/clock.h"
 #include "rendezvous/src/grpc_security.h"
+#include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/metrics.h"
 #include "rendezvous/src/session_service.h"
 #include "rendezvous/src/state_journal.h"
@@ -80,7 +81,9 @@ class RendezvousServer::Impl {
         coordinator_(WithStoreCleanup(options_.coordinator, &store_, &auth_),
                      Clock::Real()),
         session_service_(&coordinator_, &auth_, &metrics_),
-        store_service_(&store_, &auth_) {}
+        store_service_(&store_, &auth_) {
+    session_service_.SetGate(&gate_);
+  }
 
   ~Impl() { Shutdown(absl::Seconds(2)); }
 
@@ -234,6 +237,14 @@ class RendezvousServer::Impl {
     mu_.Await(absl::Condition(&shutdown_done_));
   }
 
+  void StandBy(const std::string& self, const std::string& leader) {
+    gate_.StandBy(self, leader);
+    const absl::Status why = gate_.Check();
+    session_service_.EndOpen(why, leader);
+  }
+  void Lead() { gate_.Lead(); }
+  bool leading() const { return gate_.serving(); }
+
   int port() const { return port_; }
   const std::string& address() const { return address_; }
   Coordinator& coordinator() { return coordinator_; }
@@ -270,11 +281,17 @@ class RendezvousServer::Impl {
          }},
         {"/readyz",
          [this] {
-           return draining_.load()
-                      ? HttpResponse{503, "text/plain; charset=utf-8",
-                                     "draining\n"}
-                      : HttpResponse{200, "text/plain; charset=utf-8",
-                                     "ready\n"};
+           if (draining_.load()) {
+             return HttpResponse{503, "text/plain; charset=utf-8",
+                                 "draining\n"};
+           }
+           // Replicas: only the leader is ready, so a Kubernetes Service
+           // routes to it alone.
+           if (!gate_.serving()) {
+             return HttpResponse{503, "text/plain; charset=utf-8",
+                                 std::string(gate_.Check().message()) + "\n"};
+           }
+           return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
          }},
         {"/metrics",
          [this] {
@@ -309,6 +326,7 @@ class RendezvousServer::Impl {
   std::unique_ptr<ServerTlsCredentials> tls_;
   RpcMetrics metrics_;
   std::atomic<bool> draining_{false};
+  LeaderGate gate_;
   KvStore store_;
   Coordinator coordinator_;
   SessionService session_service_;
@@ -354,6 +372,13 @@ void RendezvousServer::Shutdown(absl::Duration grace) {
 }
 
 void RendezvousServer::Wait() { impl_->Wait(); }
+
+void RendezvousServer::StandBy(const std::string& self,
+                               const std::string& leader) {
+  impl_->StandBy(self, leader);
+}
+void RendezvousServer::Lead() { impl_->Lead(); }
+bool RendezvousServer::leading() const { return impl_->leading(); }
 
 Coordinator& RendezvousServer::coordinator() { return impl_->coordinator(); }
 

@@ -91,6 +91,12 @@ grpc::ServerUnaryReactor* SessionService::GetStatus(
     grpc::CallbackServerContext* context, const v1::GetStatusRequest* request,
     v1::GetStatusResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // A standby replica knows no jobs: `muster status` asks the leader.
+  if (gate_ != nullptr && !gate_->serving()) {
+    gate_->AddLeaderTrailer(*context);
+    reactor->Finish(ToGrpcStatus(gate_->Check()));
+    return reactor;
+  }
   // One page (status_page.h): a request without paging fields (an old
   // client) gets the first page and the total.
   absl::StatusOr<StatusPageQuery> query = StatusPageQueryOf(*request);
@@ -130,6 +136,16 @@ void SessionService::CloseAll(const absl::Status& status) {
     for (const auto& [id, stream] : channels_) open.push_back(stream);
   }
   for (const auto& stream : open) stream->Close(status);
+}
+
+void SessionService::EndOpen(const absl::Status& status,
+                             const std::string& leader) {
+  std::vector<std::shared_ptr<SessionStream>> open;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, stream] : channels_) open.push_back(stream);
+  }
+  for (const auto& stream : open) stream->CloseNamingLeader(status, leader);
 }
 
 int64_t SessionService::OpenStreams() const {

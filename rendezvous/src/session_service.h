@@ -20,6 +20,7 @@
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/metrics.h"
 
 namespace muster::rendezvous {
@@ -74,6 +75,15 @@ class SessionService final : public SessionServiceBase {
   // refuses new streams with it. Does not block.
   void CloseAll(const absl::Status& status);
 
+  // Replicas (leader_gate.h): Joins are refused with the gate's status while
+  // it does not serve. `gate` must outlive the service; set before the
+  // server starts.
+  void SetGate(const LeaderGate* gate) { gate_ = gate; }
+  // Ends every open stream with `status`, naming `leader` in its trailing
+  // metadata when not empty (a leader deposed); new streams are still
+  // accepted (and refused by the gate). Does not block.
+  void EndOpen(const absl::Status& status, const std::string& leader);
+
   // Streams not yet done.
   int64_t OpenStreams() const;
 
@@ -96,6 +106,7 @@ class SessionService final : public SessionServiceBase {
   Coordinator* const coordinator_;
   JobAuthRegistry* const auth_;
   RpcMetrics* const metrics_;
+  const LeaderGate* gate_ = nullptr;
   std::atomic<ConnectionId> next_connection_{1};
   absl::Mutex join_mu_;
 

@@ -7,6 +7,7 @@
 #include "muster/common/logging.h"
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
+#include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/session_service.h"
 
 namespace muster::rendezvous {
@@ -257,6 +258,16 @@ void SessionStream::Close(const absl::Status& status) {
   if (!write_pending_) StartFinishLocked();
 }
 
+void SessionStream::CloseNamingLeader(const absl::Status& status,
+                                      std::string leader) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kOpen || closing_) return;
+    leader_trailer_ = std::move(leader);
+  }
+  Close(status);
+}
+
 void SessionStream::StartReadLocked() {
   if (StartOp([&] { call_->stream.Read(request_, Tag(kRead)); })) {
     read_pending_ = true;
@@ -280,6 +291,9 @@ void SessionStream::StartWriteLocked(
 void SessionStream::StartFinishLocked() {
   state_ = State::kFinishing;
   out_.clear();
+  if (!leader_trailer_.empty() && call_ != nullptr) {
+    call_->context.AddTrailingMetadata(kLeaderMetadataKey, leader_trailer_);
+  }
   if (StartOp([&] { call_->stream.Finish(final_status_, Tag(kFinish)); }))
     finish_pending_ = true;
 }
@@ -320,6 +334,7 @@ void SessionStream::MaybeEnd() {
 
 bool SessionStream::Handle(const v1::AgentMessage& msg) {
   absl::Status refused;
+  std::string standby_leader;
   Coordinator* const coordinator = service_->coordinator_;
   {
     absl::MutexLock lock(&events_mu_);
@@ -331,6 +346,13 @@ bool SessionStream::Handle(const v1::AgentMessage& msg) {
     } else {
       switch (msg.kind_case()) {
         case v1::AgentMessage::kJoin:
+          // A standby replica serves no Session: the agent goes to the
+          // leader the refusal names.
+          if (service_->gate_ != nullptr && !service_->gate_->serving()) {
+            refused = service_->gate_->Check();
+            standby_leader = service_->gate_->leader();
+            break;
+          }
           refused = service_->AuthorizedJoin(id_, credential_, msg.join(),
                                              shared_from_this());
           if (refused.ok()) joined_ = true;
@@ -369,7 +391,7 @@ bool SessionStream::Handle(const v1::AgentMessage& msg) {
   if (!refused.ok()) {
     MUSTER_LOG(WARNING) << "refused " << KindName(msg) << " from " << peer_
                         << ": " << refused.message();
-    Close(refused);
+    CloseNamingLeader(refused, std::move(standby_leader));
     return false;
   }
   return true;

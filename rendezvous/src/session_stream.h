@@ -86,6 +86,9 @@ class SessionStream final : public AgentChannel,
   void Send(const v1::ServerMessage& msg) override;
   void SendShared(std::shared_ptr<const v1::ServerMessage> msg) override;
   void Close(const absl::Status& status) override;
+  // Close, with the leader named in the trailing metadata (a standby
+  // replica's refusal; leader_gate.h). An empty leader adds nothing.
+  void CloseNamingLeader(const absl::Status& status, std::string leader);
 
  private:
   // What a completion is for: the low bits of its tag.
@@ -191,6 +194,7 @@ class SessionStream final : public AgentChannel,
   bool closing_ ABSL_GUARDED_BY(mu_) = false;  // Close was called
   bool broken_ ABSL_GUARDED_BY(mu_) = false;   // a write failed
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+  std::string leader_trailer_ ABSL_GUARDED_BY(mu_);  // CloseNamingLeader
   // Messages waiting for the write in flight (Write serializes its message at
   // once, so the one in flight need not be kept).
   std::deque<std::shared_ptr<const v1::ServerMessage>> out_

@@ -79,6 +79,31 @@ class KvStore {
   bool Delete(absl::string_view ns, absl::string_view key);
   int64_t NumKeys(absl::string_view ns) const;
 
+  // The write path of musterd's Store service. Each applies the write as the
+  // synchronous call above does and calls `done` with its result: before
+  // returning on a single musterd, or, when replicated (musterd
+  // --etcd-endpoints), once etcd committed the write, on the committing
+  // thread; never under the store's lock. Readers (Get, WaitFor) see a write
+  // only once it is committed, so no acknowledged or observed write is lost
+  // with a leader. `done` may run on any thread and must not block.
+  using StatusCallback = absl::AnyInvocable<void(absl::Status)>;
+  using Int64Callback = absl::AnyInvocable<void(absl::StatusOr<int64_t>)>;
+  using StringCallback = absl::AnyInvocable<void(absl::StatusOr<std::string>)>;
+  using BoolCallback = absl::AnyInvocable<void(absl::StatusOr<bool>)>;
+  void SetAsync(absl::string_view ns, absl::string_view key,
+                        absl::string_view value, StatusCallback done);
+  void AddAsync(absl::string_view ns, absl::string_view key,
+                        int64_t delta, Int64Callback done);
+  void CompareSetAsync(absl::string_view ns, absl::string_view key,
+                               absl::string_view expected,
+                               absl::string_view desired, StringCallback done);
+  void MultiSetAsync(absl::string_view ns,
+                             absl::Span<const std::string> keys,
+                             absl::Span<const std::string> values,
+                             StatusCallback done);
+  void DeleteAsync(absl::string_view ns, absl::string_view key,
+                           BoolCallback done);
+
   // Calls `done` with the values once every key exists in ns. When they exist
   // already, calls it before returning and returns 0; otherwise returns an id
   // for CancelWait. Never blocks.

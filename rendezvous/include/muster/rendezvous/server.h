@@ -89,6 +89,16 @@ class RendezvousServer {
   // Blocks until Shutdown has finished (from another thread).
   void Wait();
 
+  // Replicas (musterd --etcd-endpoints, rendezvous/src/replica/). StandBy:
+  // every Session Join, Store call and GetStatus is refused with UNAVAILABLE
+  // naming the leader (`self` and `leader` are HOST:PORT; the leader also in
+  // the trailing metadata `muster-leader`, empty when unknown), the open
+  // streams and calls end so, and /readyz answers 503. Lead: serve again.
+  // A server serves from the start. Thread-safe; do not block.
+  void StandBy(const std::string& self, const std::string& leader);
+  void Lead();
+  bool leading() const;
+
   Coordinator& coordinator();
   KvStore& store();
 

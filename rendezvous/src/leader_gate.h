@@ -1,0 +1,68 @@
+// LeaderGate: whether this musterd serves Sessions and the Store now, and when
+// it does not, which replica does. A single musterd always serves. A replica
+// (musterd --etcd-endpoints, rendezvous/src/replica/) serves only while it
+// holds the etcd election; a standby refuses every call with UNAVAILABLE and
+// names the leader in the trailing metadata `muster-leader` (HOST:PORT, the
+// leader's --advertise-addr), so a client goes straight there instead of
+// trying every replica.
+//
+// Thread-safe; Check is a lock-free load on every call's path.
+#ifndef MUSTER_RENDEZVOUS_SRC_LEADER_GATE_H_
+#define MUSTER_RENDEZVOUS_SRC_LEADER_GATE_H_
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/server_context.h>
+
+#include <atomic>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace muster::rendezvous {
+
+// The trailing metadata key that names the leader on a standby's refusal.
+inline constexpr char kLeaderMetadataKey[] = "muster-leader";
+
+class LeaderGate {
+ public:
+  // Serving from the start (a single musterd).
+  LeaderGate() = default;
+  LeaderGate(const LeaderGate&) = delete;
+  LeaderGate& operator=(const LeaderGate&) = delete;
+
+  // OK while this musterd serves. Otherwise UNAVAILABLE: "musterd <self> is a
+  // standby replica; the leader is <leader>" (or "no replica leads yet (an
+  // election is under way); retry in a moment"). Never blocks.
+  absl::Status Check() const;
+
+  // The leader's HOST:PORT when this replica is a standby that knows it;
+  // empty otherwise.
+  std::string leader() const;
+  bool serving() const { return serving_.load(std::memory_order_acquire); }
+
+  // Becomes the leader (serving) or a standby naming `leader` (may be empty:
+  // unknown). `self` is this replica's advertised address, for messages.
+  void Lead();
+  void StandBy(absl::string_view self, absl::string_view leader);
+
+  // Adds `muster-leader` to a server call's trailing metadata when this
+  // replica is a standby that knows the leader. Call before finishing the
+  // call with Check()'s status.
+  void AddLeaderTrailer(grpc::ServerContextBase& context) const;
+
+ private:
+  std::atomic<bool> serving_{true};
+  mutable absl::Mutex mu_;
+  std::string self_ ABSL_GUARDED_BY(mu_);
+  std::string leader_ ABSL_GUARDED_BY(mu_);
+};
+
+// The leader a standby named in a finished call's trailing metadata, or empty.
+std::string LeaderFromTrailers(const grpc::ClientContext& context);
+
+}  // namespace muster::rendezvous
+
+#endif  // MUSTER_RENDEZVOUS_SRC_LEADER_GATE_H_
