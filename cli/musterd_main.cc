@@ -52,6 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cli/musterd_host.h"
+#include "cli/musterd_replica_flags.h"
 #include "muster/common/duration.h"
 #include "muster/common/logging.h"
 #include "muster/platform/env.h"
@@ -222,6 +223,8 @@ int MusterdMain(int argc, char** argv) {
                  "append the log to FILE as well as stderr (a Windows service "
                  "has no console)")
       ->type_name("FILE");
+  muster::cli::ReplicaFlags replica_flags;
+  muster::cli::AddReplicaFlags(app, &replica_flags);
   bool install_service = false;
   bool uninstall_service = false;
   std::string service_name = "musterd";
@@ -302,6 +305,12 @@ int MusterdMain(int argc, char** argv) {
   }
   options.state_dir = state_dir;
   options.session_queues = session_queues;
+  if (absl::Status s = muster::cli::ResolveReplicaFlags(
+          replica_flags, state_dir, &options.replica);
+      !s.ok()) {
+    std::cerr << "musterd: " << s.message() << "\n";
+    return kExitUsage;
+  }
   if (!heartbeat_timeout.empty()) {
     // "2s", "500ms", "1m30s", or a plain number of seconds ("2", "0.5").
     absl::StatusOr<absl::Duration> d = muster::ParseDuration(heartbeat_timeout);

@@ -22,6 +22,10 @@ set(MUSTER_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/muster)
 # --- libraries: muster::<name without muster_>, with their public headers
 set(_muster_exported_libraries
   muster_proto muster_platform muster_platform_net muster_common muster_rendezvous_core muster_rendezvous muster_comm)
+# musterd's etcd client (replica mode): a link dependency of muster_rendezvous, no headers of its own.
+if(TARGET muster_etcd_proto)
+  list(APPEND _muster_exported_libraries muster_etcd_proto)
+endif()
 foreach(_lib IN LISTS _muster_exported_libraries)
   string(REGEX REPLACE "^muster_" "" _name ${_lib})
   set_target_properties(${_lib} PROPERTIES EXPORT_NAME ${_name})

@@ -273,6 +273,13 @@ void JobAuthRegistry::Forget(absl::string_view job_id_or_prefix) {
   if (it != jobs_.end()) jobs_.erase(it);
 }
 
+void JobAuthRegistry::Restore(absl::string_view job_id,
+                              const JobBinding& binding) {
+  if (binding.state == JobBinding::State::kUnbound) return;
+  absl::MutexLock lock(&mu_);
+  jobs_[std::string(job_id)] = binding;
+}
+
 int64_t JobAuthRegistry::Size() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(jobs_.size());

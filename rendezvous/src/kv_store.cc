@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -271,30 +272,55 @@ void KvStore::CancelWait(WaiterId id, const absl::Status& why) {
 }
 
 void KvStore::DropNamespace(absl::string_view ns) {
-  std::vector<WaitCallback> failed;
+  std::vector<std::pair<std::string, WaitCallback>> failed;
   {
     absl::MutexLock lock(&mu_);
-    if (data_.erase(ns) > 0) version_.fetch_add(1, std::memory_order_relaxed);
-    FailWaitersLocked(std::string(ns), &failed);
+    DropNamespaceLocked(std::string(ns), &failed);
+    // In the same critical section: no write can slip between the drop here
+    // and the drop in the replicas' log.
+    if (committer_ != nullptr) committer_->CommitDrop(absl::StrCat(ns, "/"));
   }
-  for (auto& done : failed) {
-    done(absl::AbortedError(absl::StrCat(
-        "store namespace '", ns, "' was dropped: its round has ended")));
-  }
+  FailDropped(failed);
 }
 
 void KvStore::DropNamespacesWithPrefix(absl::string_view prefix) {
-  std::vector<std::string> names;
+  std::vector<std::pair<std::string, WaitCallback>> failed;
   {
     absl::MutexLock lock(&mu_);
+    absl::flat_hash_set<std::string> names;
     for (const auto& [name, unused] : data_) {
-      if (absl::StartsWith(name, prefix)) names.push_back(name);
+      if (absl::StartsWith(name, prefix)) names.insert(name);
     }
     for (const auto& [id, w] : waiters_) {
-      if (absl::StartsWith(w.ns, prefix)) names.push_back(w.ns);
+      if (absl::StartsWith(w.ns, prefix)) names.insert(w.ns);
     }
+    for (const auto& [name, unused] : pending_ns_) {
+      if (absl::StartsWith(name, prefix)) names.insert(name);
+    }
+    for (const std::string& n : names) DropNamespaceLocked(n, &failed);
+    if (committer_ != nullptr) committer_->CommitDrop(std::string(prefix));
   }
-  for (const std::string& n : names) DropNamespace(n);
+  FailDropped(failed);
+}
+
+void KvStore::DropNamespaceLocked(
+    const std::string& ns,
+    std::vector<std::pair<std::string, WaitCallback>>* failed) {
+  if (data_.erase(ns) > 0) version_.fetch_add(1, std::memory_order_relaxed);
+  // Writes in flight in it are not applied when they commit.
+  auto pending = pending_ns_.find(ns);
+  if (pending != pending_ns_.end()) ++pending->second.generation;
+  std::vector<WaitCallback> waiters;
+  FailWaitersLocked(ns, &waiters);
+  for (auto& w : waiters) failed->emplace_back(ns, std::move(w));
+}
+
+void KvStore::FailDropped(
+    std::vector<std::pair<std::string, WaitCallback>>& failed) {
+  for (auto& [ns, done] : failed) {
+    done(absl::AbortedError(absl::StrCat(
+        "store namespace '", ns, "' was dropped: its round has ended")));
+  }
 }
 
 int64_t KvStore::NamespaceCount() const {
@@ -349,32 +375,233 @@ void KvStore::FailWaitersLocked(const std::string& ns,
   }
 }
 
+void KvStore::SetCommitter(Committer* committer) {
+  absl::MutexLock lock(&mu_);
+  committer_ = committer;
+}
+
+const std::string* KvStore::ViewLocked(absl::string_view ns,
+                                       absl::string_view key) const {
+  auto p = pending_.find(PendingKey(ns, key));
+  if (p != pending_.end()) {
+    return p->second.value.has_value() ? &*p->second.value : nullptr;
+  }
+  auto n = data_.find(ns);
+  if (n == data_.end()) return nullptr;
+  auto it = n->second.entries.find(key);
+  return it == n->second.entries.end() ? nullptr : &it->second;
+}
+
+void KvStore::SubmitLocked(std::vector<Committer::Write> writes,
+                           absl::AnyInvocable<void(absl::Status)> done) {
+  std::vector<uint64_t> generations;
+  generations.reserve(writes.size());
+  for (const Committer::Write& w : writes) {
+    Pending& p = pending_[PendingKey(w.ns, w.key)];
+    p.value = w.erase ? std::nullopt : std::optional<std::string>(w.value);
+    ++p.count;
+    PendingNamespace& n = pending_ns_[w.ns];
+    ++n.count;
+    generations.push_back(n.generation);
+  }
+  // The batch's writes travel to the committer and back in the callback,
+  // which applies them.
+  auto shared = std::make_shared<std::vector<Committer::Write>>(writes);
+  committer_->Commit(
+      std::move(writes),
+      [this, shared, generations = std::move(generations),
+       done = std::move(done)](absl::Status status) mutable {
+        ApplyCommitted(*shared, generations, status);
+        done(std::move(status));
+      });
+}
+
+void KvStore::ApplyCommitted(const std::vector<Committer::Write>& writes,
+                             const std::vector<uint64_t>& generations,
+                             const absl::Status& status) {
+  std::vector<std::pair<WaitCallback, std::vector<std::string>>> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::flat_hash_set<std::string> touched;
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const Committer::Write& w = writes[i];
+      auto p = pending_.find(PendingKey(w.ns, w.key));
+      if (p != pending_.end() && --p->second.count == 0) pending_.erase(p);
+      auto n = pending_ns_.find(w.ns);
+      const bool dropped =
+          n != pending_ns_.end() && n->second.generation != generations[i];
+      if (n != pending_ns_.end() && --n->second.count == 0)
+        pending_ns_.erase(n);
+      if (!status.ok() || dropped) continue;
+      if (w.erase) {
+        auto ns = data_.find(w.ns);
+        if (ns == data_.end()) continue;
+        auto it = ns->second.entries.find(w.key);
+        if (it == ns->second.entries.end()) continue;
+        ns->second.bytes -= static_cast<int64_t>(w.key.size() + it->second.size());
+        ns->second.entries.erase(it);
+        version_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        PutLocked(data_[w.ns], w.key, w.value);
+        touched.insert(w.ns);
+      }
+    }
+    for (const std::string& ns : touched) CollectReadyLocked(ns, &ready);
+  }
+  for (auto& [done, values] : ready) done(std::move(values));
+}
+
 void KvStore::SetAsync(absl::string_view ns, absl::string_view key,
                        absl::string_view value, StatusCallback done) {
-  done(Set(ns, key, value));
+  absl::ReleasableMutexLock lock(&mu_);
+  if (committer_ == nullptr) {
+    lock.Release();
+    done(Set(ns, key, value));
+    return;
+  }
+  auto found = data_.find(ns);
+  int64_t keys = 0, bytes = 0;
+  absl::Status fits =
+      CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second,
+                       key, value, &keys, &bytes);
+  if (!fits.ok()) {
+    lock.Release();
+    done(std::move(fits));
+    return;
+  }
+  SubmitLocked({{std::string(ns), std::string(key), false, std::string(value)}},
+               std::move(done));
 }
 
 void KvStore::AddAsync(absl::string_view ns, absl::string_view key,
                        int64_t delta, Int64Callback done) {
-  done(Add(ns, key, delta));
+  absl::ReleasableMutexLock lock(&mu_);
+  if (committer_ == nullptr) {
+    lock.Release();
+    done(Add(ns, key, delta));
+    return;
+  }
+  int64_t current = 0;
+  const std::string* now = ViewLocked(ns, key);
+  if (now != nullptr && !now->empty() && !absl::SimpleAtoi(*now, &current)) {
+    lock.Release();
+    done(absl::InvalidArgumentError(
+        absl::StrCat("Add on key '", key, "': its value is not an integer")));
+    return;
+  }
+  const int64_t result = current + delta;
+  std::string text = absl::StrCat(result);
+  auto found = data_.find(ns);
+  int64_t keys = 0, bytes = 0;
+  absl::Status fits =
+      CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second,
+                       key, text, &keys, &bytes);
+  if (!fits.ok()) {
+    lock.Release();
+    done(std::move(fits));
+    return;
+  }
+  SubmitLocked({{std::string(ns), std::string(key), false, std::move(text)}},
+               [result, done = std::move(done)](absl::Status s) mutable {
+                 if (s.ok()) {
+                   done(result);
+                 } else {
+                   done(std::move(s));
+                 }
+               });
 }
 
 void KvStore::CompareSetAsync(absl::string_view ns, absl::string_view key,
                               absl::string_view expected,
                               absl::string_view desired, StringCallback done) {
-  done(CompareSet(ns, key, expected, desired));
+  absl::ReleasableMutexLock lock(&mu_);
+  if (committer_ == nullptr) {
+    lock.Release();
+    done(CompareSet(ns, key, expected, desired));
+    return;
+  }
+  const std::string* now = ViewLocked(ns, key);
+  const bool swap = now == nullptr ? expected.empty() : *now == expected;
+  if (!swap) {
+    // Nothing to write, but the answer must not be a value that is not
+    // committed yet: it waits behind the writes in flight (an empty batch).
+    std::string current = now == nullptr ? std::string() : *now;
+    SubmitLocked({}, [current = std::move(current),
+                      done = std::move(done)](absl::Status s) mutable {
+      if (s.ok()) {
+        done(std::move(current));
+      } else {
+        done(std::move(s));
+      }
+    });
+    return;
+  }
+  auto found = data_.find(ns);
+  int64_t keys = 0, bytes = 0;
+  absl::Status fits =
+      CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second,
+                       key, desired, &keys, &bytes);
+  if (!fits.ok()) {
+    lock.Release();
+    done(std::move(fits));
+    return;
+  }
+  SubmitLocked(
+      {{std::string(ns), std::string(key), false, std::string(desired)}},
+      [value = std::string(desired),
+       done = std::move(done)](absl::Status s) mutable {
+        if (s.ok()) {
+          done(std::move(value));
+        } else {
+          done(std::move(s));
+        }
+      });
 }
 
 void KvStore::MultiSetAsync(absl::string_view ns,
                             absl::Span<const std::string> keys,
                             absl::Span<const std::string> values,
                             StatusCallback done) {
-  done(MultiSet(ns, keys, values));
+  absl::ReleasableMutexLock lock(&mu_);
+  if (committer_ == nullptr || keys.size() != values.size()) {
+    lock.Release();
+    done(MultiSet(ns, keys, values));
+    return;
+  }
+  auto found = data_.find(ns);
+  const Namespace* n = found == data_.end() ? nullptr : &found->second;
+  int64_t added_keys = 0, added_bytes = 0;
+  std::vector<Committer::Write> writes;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    absl::Status fits = CheckWriteLocked(ns, n, keys[i], values[i],
+                                         &added_keys, &added_bytes);
+    if (!fits.ok()) {
+      lock.Release();
+      done(std::move(fits));
+      return;
+    }
+    writes.push_back({std::string(ns), keys[i], false, values[i]});
+  }
+  SubmitLocked(std::move(writes), std::move(done));
 }
 
 void KvStore::DeleteAsync(absl::string_view ns, absl::string_view key,
                           BoolCallback done) {
-  done(Delete(ns, key));
+  absl::ReleasableMutexLock lock(&mu_);
+  if (committer_ == nullptr) {
+    lock.Release();
+    done(Delete(ns, key));
+    return;
+  }
+  const bool existed = ViewLocked(ns, key) != nullptr;
+  SubmitLocked({{std::string(ns), std::string(key), true, std::string()}},
+               [existed, done = std::move(done)](absl::Status s) mutable {
+                 if (s.ok()) {
+                   done(existed);
+                 } else {
+                   done(std::move(s));
+                 }
+               });
 }
 
 }  // namespace muster::rendezvous

@@ -4,9 +4,31 @@
 
 namespace muster::rendezvous {
 
+bool LeaderGate::serving() const {
+  if (!serving_.load(std::memory_order_acquire)) return false;
+  const int64_t until = valid_until_ns_.load(std::memory_order_acquire);
+  if (until == 0) return true;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+             .count() < until;
+}
+
+void LeaderGate::SetValidUntil(std::chrono::steady_clock::time_point until) {
+  valid_until_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            until.time_since_epoch())
+                            .count(),
+                        std::memory_order_release);
+}
+
 absl::Status LeaderGate::Check() const {
   if (serving()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
+  if (serving_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError(absl::StrCat(
+        "musterd ", self_,
+        " leads but could not confirm it with etcd lately (etcd slow or "
+        "unreachable from it); retry in a moment"));
+  }
   if (leader_.empty()) {
     return absl::UnavailableError(
         absl::StrCat("musterd ", self_,
@@ -19,7 +41,7 @@ absl::Status LeaderGate::Check() const {
 
 std::string LeaderGate::leader() const {
   absl::MutexLock lock(&mu_);
-  return serving() ? std::string() : leader_;
+  return serving_.load(std::memory_order_acquire) ? std::string() : leader_;
 }
 
 void LeaderGate::Lead() {

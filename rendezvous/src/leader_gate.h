@@ -14,6 +14,8 @@
 #include <grpcpp/server_context.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -41,12 +43,20 @@ class LeaderGate {
   // The leader's HOST:PORT when this replica is a standby that knows it;
   // empty otherwise.
   std::string leader() const;
-  bool serving() const { return serving_.load(std::memory_order_acquire); }
+  // Serving, and (a replica) its leadership confirmed recently enough: see
+  // SetValidUntil.
+  bool serving() const;
 
   // Becomes the leader (serving) or a standby naming `leader` (may be empty:
   // unknown). `self` is this replica's advertised address, for messages.
   void Lead();
   void StandBy(absl::string_view self, absl::string_view leader);
+
+  // A leader acts only until `until` (steady clock) unless renewed: a
+  // replica's leadership is confirmed by etcd renewals, and one paused past
+  // this stops serving by its own clock before another replica can lead
+  // (rendezvous/src/replica/replica.h). Never set on a single musterd.
+  void SetValidUntil(std::chrono::steady_clock::time_point until);
 
   // Adds `muster-leader` to a server call's trailing metadata when this
   // replica is a standby that knows the leader. Call before finishing the
@@ -55,6 +65,8 @@ class LeaderGate {
 
  private:
   std::atomic<bool> serving_{true};
+  // Nanoseconds of the steady clock's epoch; 0: no limit.
+  std::atomic<int64_t> valid_until_ns_{0};
   mutable absl::Mutex mu_;
   std::string self_ ABSL_GUARDED_BY(mu_);
   std::string leader_ ABSL_GUARDED_BY(mu_);

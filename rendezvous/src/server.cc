@@ -21,6 +21,9 @@
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/metrics.h"
+#ifdef MUSTER_WITH_ETCD
+#include "rendezvous/src/replica/replica.h"
+#endif
 #include "rendezvous/src/session_service.h"
 #include "rendezvous/src/state_journal.h"
 #include "rendezvous/src/store_service.h"
@@ -106,6 +109,13 @@ class RendezvousServer::Impl {
                        ": it must be 1 to 256 (0 for the default, ",
                        SessionService::DefaultQueues(), " here)"));
     }
+    // A replica serves nothing until it wins the election.
+    if (options_.replica.enabled()) {
+      gate_.StandBy(options_.replica.advertise_addr.empty()
+                        ? options_.listen
+                        : options_.replica.advertise_addr,
+                    "");
+    }
     if (!options_.state_dir.empty()) {  // musterd --state-dir (issue 11)
       absl::StatusOr<std::unique_ptr<StateJournal>> journal =
           StateJournal::Open(options_.state_dir, &store_, &coordinator_,
@@ -173,8 +183,51 @@ class RendezvousServer::Impl {
       }
       http_ = *std::move(http);
     }
+#ifdef MUSTER_WITH_ETCD
+    if (options_.replica.enabled()) {
+      if (absl::Status s = StartReplica(*where); !s.ok()) {
+        server_->Shutdown(absl::ToChronoTime(absl::Now()));
+        return s;
+      }
+    }
+#endif
     tick_thread_ = std::thread([this] { TickLoop(); });
     return absl::OkStatus();
+  }
+
+#ifdef MUSTER_WITH_ETCD
+  // Joins the election. Until this replica leads, every call is refused
+  // naming the leader.
+  absl::Status StartReplica(const HostPort& bound) {
+    ReplicaOptions replica = options_.replica;
+    if (replica.advertise_addr.empty()) {
+      const bool wildcard = bound.host == "0.0.0.0" || bound.host == "::" ||
+                            bound.host.empty();
+      replica.advertise_addr =
+          HostPort{wildcard ? LocalHostname() : bound.host, port_}.ToString();
+    }
+    advertise_ = replica.advertise_addr;
+    Replica::Server hooks{&store_, &coordinator_, &auth_, &gate_,
+                          [this](const std::string& leader) {
+                            StandBy(advertise_, leader);
+                          }};
+    absl::StatusOr<std::unique_ptr<Replica>> r =
+        Replica::Start(std::move(replica), std::move(hooks));
+    if (!r.ok()) return r.status();
+    replica_ = *std::move(r);
+    return absl::OkStatus();
+  }
+#endif
+
+  std::string ReplicaRole(std::string* leader) const {
+#ifdef MUSTER_WITH_ETCD
+    if (replica_ != nullptr) {
+      if (leader != nullptr) *leader = replica_->leader();
+      return Replica::StateName(replica_->state());
+    }
+#endif
+    if (leader != nullptr) leader->clear();
+    return "single";
   }
 
   int http_port() const { return http_ ? http_->port() : 0; }
@@ -198,6 +251,11 @@ class RendezvousServer::Impl {
       draining_.store(true);
     }
     const absl::Time deadline = absl::Now() + grace;
+#ifdef MUSTER_WITH_ETCD
+    // A leader resigns first (its lease revoked): a standby takes over
+    // without waiting for the lease to expire.
+    if (replica_ != nullptr) replica_->Stop();
+#endif
     if (server_ != nullptr) {
       MUSTER_LOG(DEBUG) << "rendezvous server on " << address_
                         << " is shutting down";
@@ -303,12 +361,17 @@ class RendezvousServer::Impl {
 
   // Calls Tick at least every tick_interval, sooner when it asks to.
   void TickLoop() {
-    RunCoordinatorTicks(coordinator_, mu_, stopping_, options_.tick_interval,
-                        [this] {
-                          if (journal_ != nullptr) {
-                            journal_->MaybeWrite(absl::Now());
-                          }
-                        });
+    RunCoordinatorTicks(
+        coordinator_, mu_, stopping_, options_.tick_interval,
+        [this] {
+          if (journal_ != nullptr) journal_->MaybeWrite(absl::Now());
+#ifdef MUSTER_WITH_ETCD
+          if (replica_ != nullptr) replica_->Tick(absl::Now());
+#endif
+        },
+        // A replica that does not lead (or cannot confirm that it does)
+        // decides nothing.
+        [this] { return gate_.serving(); });
   }
 
   static AuthPolicy MakeAuthPolicy(const ServerOptions& options) {
@@ -334,9 +397,13 @@ class RendezvousServer::Impl {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
+  std::string advertise_;  // a replica's --advertise-addr
   std::thread tick_thread_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<StateJournal> journal_;  // --state-dir; tick thread only
+#ifdef MUSTER_WITH_ETCD
+  std::unique_ptr<Replica> replica_;  // --etcd-endpoints
+#endif
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -346,6 +413,25 @@ class RendezvousServer::Impl {
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
     ServerOptions options) {
+  if (options.replica.enabled()) {
+#ifndef MUSTER_WITH_ETCD
+    return absl::UnimplementedError(
+        "--etcd-endpoints: this build has no replica support "
+        "(MUSTER_WITH_ETCD=OFF)");
+#else
+    if (!options.state_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--state-dir and --etcd-endpoints exclude each other: replicas keep "
+          "the state in etcd");
+    }
+    // One Store write is one etcd request, at most 1.5 MiB by etcd's
+    // default: larger values are refused by the Store, not by etcd.
+    constexpr int64_t kReplicaMaxValue = int64_t{1} << 20;
+    if (options.store_limits.max_value_bytes > kReplicaMaxValue) {
+      options.store_limits.max_value_bytes = kReplicaMaxValue;
+    }
+#endif
+  }
   auto impl = std::make_unique<Impl>(std::move(options));
   absl::Status started = impl->Start();
   if (!started.ok()) return started;
@@ -379,6 +465,9 @@ void RendezvousServer::StandBy(const std::string& self,
 }
 void RendezvousServer::Lead() { impl_->Lead(); }
 bool RendezvousServer::leading() const { return impl_->leading(); }
+std::string RendezvousServer::ReplicaRole(std::string* leader) const {
+  return impl_->ReplicaRole(leader);
+}
 
 Coordinator& RendezvousServer::coordinator() { return impl_->coordinator(); }
 

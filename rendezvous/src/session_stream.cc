@@ -339,20 +339,19 @@ bool SessionStream::Handle(const v1::AgentMessage& msg) {
   {
     absl::MutexLock lock(&events_mu_);
     if (disconnected_) return false;
-    if (!joined_ && msg.kind_case() != v1::AgentMessage::kJoin) {
+    if (service_->gate_ != nullptr && !service_->gate_->serving()) {
+      // A standby serves no Session, and a leader that cannot confirm its
+      // leadership acts on nothing (a renewal, a verdict): the agent goes to
+      // the leader the refusal names, or tries the replicas again.
+      refused = service_->gate_->Check();
+      standby_leader = service_->gate_->leader();
+    } else if (!joined_ && msg.kind_case() != v1::AgentMessage::kJoin) {
       refused = absl::InvalidArgumentError(absl::StrCat(
           "the first message of a Session must be Join, not ", KindName(msg),
           " (is the agent a muster of the same protocol version?)"));
     } else {
       switch (msg.kind_case()) {
         case v1::AgentMessage::kJoin:
-          // A standby replica serves no Session: the agent goes to the
-          // leader the refusal names.
-          if (service_->gate_ != nullptr && !service_->gate_->serving()) {
-            refused = service_->gate_->Check();
-            standby_leader = service_->gate_->leader();
-            break;
-          }
           refused = service_->AuthorizedJoin(id_, credential_, msg.join(),
                                              shared_from_this());
           if (refused.ok()) joined_ = true;

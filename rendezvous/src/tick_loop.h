@@ -16,14 +16,19 @@ namespace muster::rendezvous {
 // to, until *stopping is true. `mu` guards *stopping; it is held except while
 // Tick runs, and whoever sets *stopping under it wakes the loop at once. Blocks
 // the calling thread (a dedicated one) until then. `after_tick`, when set, runs
-// after each Tick without `mu` (musterd's state journal).
+// after each Tick without `mu` (musterd's state journal, a replica's mirror
+// of its jobs). `may_tick`, when set, is asked before each Tick: a replica
+// that does not lead (or no longer knows that it does) decides nothing.
 inline void RunCoordinatorTicks(Coordinator& coordinator, absl::Mutex& mu,
                                 const bool& stopping, absl::Duration interval,
-                                const std::function<void()>& after_tick = {}) {
+                                const std::function<void()>& after_tick = {},
+                                const std::function<bool()>& may_tick = {}) {
   absl::MutexLock lock(&mu);
   while (!stopping) {
     mu.Unlock();
-    const absl::Time next = coordinator.Tick();
+    const absl::Time next = !may_tick || may_tick()
+                                ? coordinator.Tick()
+                                : absl::Now() + interval;
     if (after_tick) after_tick();
     mu.Lock();
     mu.AwaitWithDeadline(absl::Condition(&stopping),

@@ -156,6 +156,12 @@ class JobAuthRegistry {
   // Bound jobs, for tests and metrics.
   int64_t Size() const;
 
+  // A replica (musterd --etcd-endpoints) keeps each job's binding (a digest,
+  // never a token) with the job in etcd, and a new leader restores it, so a
+  // job's token stays its own across a failover.
+  JobBinding BindingOf(absl::string_view job_id) const { return Lookup(job_id); }
+  void Restore(absl::string_view job_id, const JobBinding& binding);
+
  private:
   JobBinding Lookup(absl::string_view job_id) const;
 

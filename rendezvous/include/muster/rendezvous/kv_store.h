@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -79,30 +81,59 @@ class KvStore {
   bool Delete(absl::string_view ns, absl::string_view key);
   int64_t NumKeys(absl::string_view ns) const;
 
+  // Replication (musterd --etcd-endpoints): while a Committer is set, the
+  // async writes below commit through it before they apply, and dropped
+  // namespaces are dropped there too. Implemented by the replica's etcd
+  // pipeline (rendezvous/src/replica/).
+  class Committer {
+   public:
+    virtual ~Committer() = default;
+    // One key of a namespace, written or (erase) deleted.
+    struct Write {
+      std::string ns;
+      std::string key;
+      bool erase = false;
+      std::string value;
+    };
+    // Commits `writes` after every batch submitted before (in submission
+    // order) and calls `done` once, in the same order as the batches were
+    // submitted, on any thread. Must not block or call back into the store
+    // before returning.
+    virtual void Commit(std::vector<Write> writes,
+                        absl::AnyInvocable<void(absl::Status)> done) = 0;
+    // Deletes every key of every namespace whose name starts with
+    // `ns_prefix`, after every earlier batch. Never blocks.
+    virtual void CommitDrop(std::string ns_prefix) = 0;
+  };
+  // Before serving; `committer` outlives the store or is unset (nullptr)
+  // first. The synchronous writes above bypass it (for loading a replica's
+  // state, and for one process).
+  void SetCommitter(Committer* committer);
+
   // The write path of musterd's Store service. Each applies the write as the
   // synchronous call above does and calls `done` with its result: before
-  // returning on a single musterd, or, when replicated (musterd
-  // --etcd-endpoints), once etcd committed the write, on the committing
-  // thread; never under the store's lock. Readers (Get, WaitFor) see a write
-  // only once it is committed, so no acknowledged or observed write is lost
-  // with a leader. `done` may run on any thread and must not block.
+  // returning without a Committer; with one, once the Committer committed the
+  // write (musterd --etcd-endpoints: etcd), on the committing thread. Readers
+  // (Get, WaitFor) see a write only once it is committed, so no write that was
+  // acknowledged or read is lost with a leader; writes on the same key see
+  // each other at once (an Add counts from the Add before it, committed or
+  // not). `done` runs outside the store's lock, may run on any thread, and
+  // must not block.
   using StatusCallback = absl::AnyInvocable<void(absl::Status)>;
   using Int64Callback = absl::AnyInvocable<void(absl::StatusOr<int64_t>)>;
   using StringCallback = absl::AnyInvocable<void(absl::StatusOr<std::string>)>;
   using BoolCallback = absl::AnyInvocable<void(absl::StatusOr<bool>)>;
   void SetAsync(absl::string_view ns, absl::string_view key,
-                        absl::string_view value, StatusCallback done);
-  void AddAsync(absl::string_view ns, absl::string_view key,
-                        int64_t delta, Int64Callback done);
+                absl::string_view value, StatusCallback done);
+  void AddAsync(absl::string_view ns, absl::string_view key, int64_t delta,
+                Int64Callback done);
   void CompareSetAsync(absl::string_view ns, absl::string_view key,
-                               absl::string_view expected,
-                               absl::string_view desired, StringCallback done);
-  void MultiSetAsync(absl::string_view ns,
-                             absl::Span<const std::string> keys,
-                             absl::Span<const std::string> values,
-                             StatusCallback done);
+                       absl::string_view expected, absl::string_view desired,
+                       StringCallback done);
+  void MultiSetAsync(absl::string_view ns, absl::Span<const std::string> keys,
+                     absl::Span<const std::string> values, StatusCallback done);
   void DeleteAsync(absl::string_view ns, absl::string_view key,
-                           BoolCallback done);
+                   BoolCallback done);
 
   // Calls `done` with the values once every key exists in ns. When they exist
   // already, calls it before returning and returns 0; otherwise returns an id
@@ -160,8 +191,48 @@ class KvStore {
                          std::vector<WaitCallback>* failed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The replicated path (Committer): the value a key will have once the
+  // writes submitted for it commit (nullopt: deleted), how many are in
+  // flight, and the namespace's drop generation when they were submitted
+  // (a write whose namespace was dropped meanwhile is not applied).
+  struct Pending {
+    std::optional<std::string> value;
+    int count = 0;
+  };
+  static std::string PendingKey(absl::string_view ns, absl::string_view key) {
+    return absl::StrCat(ns, absl::string_view("\0", 1), key);
+  }
+  // The key's value as the next write sees it: pending, else committed.
+  const std::string* ViewLocked(absl::string_view ns, absl::string_view key)
+      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Records `writes` as pending and hands them to the committer (under the
+  // lock, so batches reach it in the order their values were computed);
+  // `done` gets the commit's status after they applied.
+  void SubmitLocked(std::vector<Committer::Write> writes,
+                    absl::AnyInvocable<void(absl::Status)> done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops ns (its waiters go to *failed, to be failed outside the lock).
+  void DropNamespaceLocked(
+      const std::string& ns,
+      std::vector<std::pair<std::string, WaitCallback>>* failed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void FailDropped(
+      std::vector<std::pair<std::string, WaitCallback>>& failed);
+  void ApplyCommitted(const std::vector<Committer::Write>& writes,
+                      const std::vector<uint64_t>& generations,
+                      const absl::Status& status);
+
   const KvStoreLimits limits_;
   mutable absl::Mutex mu_;
+  Committer* committer_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::flat_hash_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Namespaces with writes in flight: their count and drop generation.
+  struct PendingNamespace {
+    int count = 0;
+    uint64_t generation = 0;
+  };
+  absl::flat_hash_map<std::string, PendingNamespace> pending_ns_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Namespace> data_ ABSL_GUARDED_BY(mu_);
   std::map<WaiterId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   WaiterId next_waiter_ ABSL_GUARDED_BY(mu_) = 1;

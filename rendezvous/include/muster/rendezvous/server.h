@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/rendezvous/kv_store.h"
+#include "muster/rendezvous/replica_options.h"
 #include "muster/rendezvous/security.h"
 
 namespace muster::rendezvous {
@@ -50,6 +51,12 @@ struct ServerOptions {
   // each one against every operation pending on its queue), fewer save
   // wake-ups of their threads.
   int session_queues = 0;
+  // musterd --etcd-endpoints and friends: one of several replicas over etcd
+  // (rendezvous/src/replica/replica.h); off when replica.etcd.endpoints is
+  // empty. An empty advertise_addr becomes the listen host (this host's name
+  // for 0.0.0.0) and the bound port. Store values are capped at 1 MiB then
+  // (etcd's requests are at most 1.5 MiB).
+  ReplicaOptions replica = {};
 };
 
 // Thread-safe.
@@ -98,6 +105,9 @@ class RendezvousServer {
   void StandBy(const std::string& self, const std::string& leader);
   void Lead();
   bool leading() const;
+  // A replica's role and the leader it knows: "leading", "standby" (leader
+  // named in *leader), "waiting", "deposed"...; "single" without replicas.
+  std::string ReplicaRole(std::string* leader = nullptr) const;
 
   Coordinator& coordinator();
   KvStore& store();

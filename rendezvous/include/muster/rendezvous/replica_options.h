@@ -1,0 +1,77 @@
+// Options of musterd's replicas on etcd (musterd --etcd-endpoints; the design
+// is in rendezvous/src/replica/replica.h and docs/architecture.md,
+// "Replicas on etcd").
+#ifndef MUSTER_RENDEZVOUS_REPLICA_OPTIONS_H_
+#define MUSTER_RENDEZVOUS_REPLICA_OPTIONS_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace muster::rendezvous {
+
+// How to reach etcd.
+struct EtcdConnection {
+  // Client URLs of the members, http://HOST:PORT or https://HOST:PORT
+  // (musterd --etcd-endpoints). Empty: no replication.
+  std::vector<std::string> endpoints;
+  // PEM files for https:// (musterd --etcd-ca, --etcd-cert, --etcd-key):
+  // the CA that signed the members' certificates (empty: the system's
+  // roots), and this replica's client certificate and key (both or neither).
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+
+// The exit code of a replica that lost the leadership (its lease expired or
+// was revoked, or a write was fenced): a clean process, restarted by systemd
+// or Kubernetes, comes back as a standby (EX_TEMPFAIL).
+inline constexpr int kDeposedExitCode = 75;
+
+struct ReplicaOptions {
+  EtcdConnection etcd;
+  // Every key musterd writes is under it (musterd --etcd-prefix): the
+  // election at PREFIX/leader, jobs at PREFIX/jobs/, the Store at
+  // PREFIX/store/.
+  std::string prefix = "/muster";
+  // HOST:PORT agents and the other replicas are told for this replica
+  // (musterd --advertise-addr).
+  std::string advertise_addr;
+  // The election lease's TTL (musterd --election-ttl). etcd grants at least
+  // 1.5 of its election timeouts (2 s with its defaults). The lease matters
+  // only when a leader's host vanishes whole: a dead leader process is
+  // noticed by its standbys' probes (below) in about 0.1 s.
+  absl::Duration election_ttl = absl::Seconds(2);
+  // The leader renews its lease this often, and acts (serves a call, renews
+  // an agent, decides a round) only while a renewal sent less than
+  // `leadership_validity` ago was answered. A paused leader therefore stops
+  // acting, by its own clock, long before its lease can expire or be
+  // revoked and a new leader act (see replica.h for the argument).
+  absl::Duration keepalive_interval = absl::Milliseconds(200);
+  absl::Duration leadership_validity = absl::Seconds(1);
+  // A standby probes the leader's --advertise-addr this often. When it
+  // answered before and now refuses the connection (its process is gone:
+  // kill -9, a crash), the standby revokes the leader's lease instead of
+  // waiting for it to expire. A leader that is silent but whose port still
+  // accepts (SIGSTOP, a hung process) is left to its lease. Either way the
+  // next leader waits leadership_validity plus a margin after it wins
+  // before it acts, by which time the old one has stopped acting even if it
+  // still runs.
+  absl::Duration probe_interval = absl::Milliseconds(100);
+  // Store namespaces of jobs loaded from etcd by a new leader are dropped
+  // when no agent brought their job back within this (the Coordinator's
+  // adoption grace is 5 s).
+  absl::Duration forget_unclaimed_after = absl::Seconds(10);
+  // Called once when this replica stops being the leader for good (after it
+  // stopped serving). Default (unset): log and exit(kDeposedExitCode).
+  std::function<void(const absl::Status& why)> on_deposed;
+
+  bool enabled() const { return !etcd.endpoints.empty(); }
+};
+
+}  // namespace muster::rendezvous
+
+#endif  // MUSTER_RENDEZVOUS_REPLICA_OPTIONS_H_
