@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/http.h"
 #include "tests/testing/musterd.h"
 #include "tests/testing/subprocess.h"
 
@@ -22,6 +23,7 @@ namespace {
 
 using ::muster::testing::BinPath;
 using ::muster::testing::FreePort;
+using ::muster::testing::HttpGet;
 using ::muster::testing::MusterdProcess;
 using ::muster::testing::Subprocess;
 using ::muster::testing::WaitUntil;
@@ -32,30 +34,6 @@ using ::testing::Not;
 // GET http://127.0.0.1:port/path; returns the whole response (status line,
 // headers, body), or
 // "" when nothing answers within a few seconds.
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    std::string req =
-        absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: localhost\r\n",
-                     "Connection: close\r\n\r\n");
-    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof(buf))) > 0)
-        out.append(buf, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  return out;
-}
-
 std::vector<std::string> Agent(const std::string& endpoint,
                                const std::string& job,
                                std::vector<std::string> program) {

@@ -1,0 +1,16 @@
+// A plain HTTP/1.1 GET on loopback, for tests of musterd's and the agent's
+// /healthz, /readyz and /metrics.
+#ifndef MUSTER_TESTS_TESTING_HTTP_H_
+#define MUSTER_TESTS_TESTING_HTTP_H_
+
+#include <string>
+
+namespace muster::testing {
+
+// The whole response (status line, headers, body) of GET `path` at
+// 127.0.0.1:`port`, or "" when nothing answered. Waits at most 5 s for data.
+std::string HttpGet(int port, const std::string& path);
+
+}  // namespace muster::testing
+
+#endif  // MUSTER_TESTS_TESTING_HTTP_H_
