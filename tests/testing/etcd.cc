@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "muster/common/net.h"
 #include "tests/testing/wait.h"
 
 namespace muster::testing {
@@ -20,6 +19,31 @@ std::string EtcdCluster::Binary() {
 }
 
 EtcdCluster::EtcdCluster(int members, absl::Duration timeout) {
+  Init(members, timeout);
+}
+
+EtcdCluster::EtcdCluster(int members, std::string host,
+                         std::vector<std::string> exec_prefix,
+                         absl::Duration timeout)
+    : host_(std::move(host)), exec_prefix_(std::move(exec_prefix)) {
+  Init(members, timeout);
+}
+
+std::vector<std::string> EtcdCluster::Wrapped(
+    std::vector<std::string> argv) const {
+  std::vector<std::string> out = exec_prefix_;
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+bool EtcdCluster::Answers() const {
+  Subprocess get(Wrapped({"/usr/bin/etcdctl", "--endpoints", Endpoints(),
+                          "--command-timeout=2s", "get", "ready-check"}),
+                 {{"ETCDCTL_API", "3"}});
+  return get.WaitOrKill(absl::Seconds(5)) == 0;
+}
+
+void EtcdCluster::Init(int members, absl::Duration timeout) {
   dir_ = MakeTempDir("etcd");
   std::vector<std::string> peers;
   for (int i = 0; i < members; ++i) {
@@ -28,31 +52,15 @@ EtcdCluster::EtcdCluster(int members, absl::Duration timeout) {
     m.client_port = FreePort();
     m.peer_port = FreePort();
     m.data_dir = absl::StrCat(dir_, "/", m.name);
-    peers.push_back(
-        absl::StrCat(m.name, "=http://127.0.0.1:", m.peer_port));
+    peers.push_back(absl::StrCat(m.name, "=http://", host_, ":", m.peer_port));
     members_.push_back(std::move(m));
   }
   initial_cluster_ = absl::StrJoin(peers, ",");
   if (Binary().empty()) return;
   for (Member& m : members_) StartMember(m, /*first_time=*/true);
-  ok_ = WaitUntil(
-      [&] {
-        for (const Member& m : members_) {
-          if (!CanConnect("127.0.0.1", m.client_port, absl::Milliseconds(200)))
-            return false;
-        }
-        return true;
-      },
-      timeout);
   // A quorum answers a linearizable read: the cluster has its leader.
-  ok_ = ok_ && WaitUntil(
-                   [&] {
-                     Subprocess get({"/usr/bin/etcdctl", "--endpoints",
-                                     Endpoints(), "get", "ready-check"},
-                                    {{"ETCDCTL_API", "3"}});
-                     return get.WaitOrKill(absl::Seconds(5)) == 0;
-                   },
-                   timeout);
+  ok_ = WaitUntil([&] { return Answers(); }, timeout,
+                  absl::Milliseconds(200));
 }
 
 EtcdCluster::~EtcdCluster() {
@@ -62,15 +70,15 @@ EtcdCluster::~EtcdCluster() {
 }
 
 void EtcdCluster::StartMember(Member& m, bool first_time) {
-  const std::string client = absl::StrCat("http://127.0.0.1:", m.client_port);
-  const std::string peer = absl::StrCat("http://127.0.0.1:", m.peer_port);
-  m.proc = std::make_unique<Subprocess>(std::vector<std::string>{
+  const std::string client = absl::StrCat("http://", host_, ":", m.client_port);
+  const std::string peer = absl::StrCat("http://", host_, ":", m.peer_port);
+  m.proc = std::make_unique<Subprocess>(Wrapped({
       Binary(), "--name", m.name, "--data-dir", m.data_dir,
       "--listen-client-urls", client, "--advertise-client-urls", client,
       "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
       "--initial-cluster", initial_cluster_, "--initial-cluster-state",
       first_time ? "new" : "existing", "--initial-cluster-token",
-      "muster-test", "--log-level", "warn"});
+      "muster-test", "--log-level", "warn"}));
 }
 
 std::string EtcdCluster::Endpoints() const {
@@ -80,7 +88,7 @@ std::string EtcdCluster::Endpoints() const {
 }
 
 std::string EtcdCluster::ClientUrl(int i) const {
-  return absl::StrCat("http://127.0.0.1:", members_[i].client_port);
+  return absl::StrCat("http://", host_, ":", members_[i].client_port);
 }
 
 void EtcdCluster::Kill(int i) {
@@ -90,11 +98,8 @@ void EtcdCluster::Kill(int i) {
 bool EtcdCluster::Restart(int i, absl::Duration timeout) {
   Member& m = members_[i];
   StartMember(m, /*first_time=*/false);
-  return WaitUntil(
-      [&] {
-        return CanConnect("127.0.0.1", m.client_port, absl::Milliseconds(200));
-      },
-      timeout);
+  return WaitUntil([&] { return Answers(); }, timeout,
+                   absl::Milliseconds(200));
 }
 
 std::string EtcdCluster::Logs() const {
@@ -107,8 +112,8 @@ std::string EtcdCluster::Logs() const {
 }
 
 std::string EtcdCluster::Get(const std::string& prefix) const {
-  Subprocess get({"/usr/bin/etcdctl", "--endpoints", Endpoints(), "get",
-                  "--prefix", prefix},
+  Subprocess get(Wrapped({"/usr/bin/etcdctl", "--endpoints", Endpoints(),
+                          "get", "--prefix", prefix}),
                  {{"ETCDCTL_API", "3"}});
   get.WaitOrKill(absl::Seconds(10));
   return get.Output();

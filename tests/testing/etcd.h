@@ -25,6 +25,12 @@ class EtcdCluster {
   // port; ok() says whether they did.
   explicit EtcdCluster(int members = 3,
                        absl::Duration timeout = absl::Seconds(30));
+  // The same on `host` (an address of a network namespace the test made),
+  // every member and etcdctl run under `exec_prefix` (e.g. {"ip", "netns",
+  // "exec", NS}).
+  EtcdCluster(int members, std::string host,
+              std::vector<std::string> exec_prefix,
+              absl::Duration timeout = absl::Seconds(30));
   ~EtcdCluster();
 
   bool ok() const { return ok_; }
@@ -54,7 +60,13 @@ class EtcdCluster {
     std::unique_ptr<Subprocess> proc;
   };
   void StartMember(Member& m, bool first_time);
+  void Init(int members, absl::Duration timeout);
+  std::vector<std::string> Wrapped(std::vector<std::string> argv) const;
+  // Whether a quorum answers a linearizable read.
+  bool Answers() const;
 
+  std::string host_ = "127.0.0.1";
+  std::vector<std::string> exec_prefix_;
   std::string dir_;
   std::string initial_cluster_;
   std::vector<Member> members_;
