@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The Kubernetes manifests: every kustomization under k8s/ renders with `kubectl kustomize`, and
-# every object validates offline against the Kubernetes OpenAPI schema, strict about unknown
-# fields, and against muster's rules (k8s/validate.mjs). Broken renderings (k8s/bad/) must be
+# The Kubernetes manifests: every kustomization under k8s/ (found, not listed: a new one cannot
+# be missed) renders with `kubectl kustomize`, and every object validates offline against the
+# Kubernetes OpenAPI schema, strict about unknown fields, and against muster's rules
+# (k8s/validate.mjs), replicated musterd and its etcd StatefulSet included. Broken renderings (k8s/bad/) must be
 # rejected with the expected message, so the validator is known to bite.
 # Needs kubectl, node and npm; the validator's npm packages (pinned by k8s/package-lock.json)
 # are installed under the build directory from the npm registry on first use.
@@ -16,7 +17,12 @@ scratch
 
 step "render every kustomization (kubectl $(kubectl version --client 2>/dev/null | head -1))"
 rendered=()
-for dir in musterd job base overlays/gpu overlays/tls jobset pytorchjob; do
+mapfile -t dirs < <(cd "$src/k8s" && find . -name kustomization.yaml -printf '%h\n' | sed 's#^\./##' | sort)
+for want in musterd job base overlays/gpu overlays/tls jobset pytorchjob \
+  etcd musterd-replicated overlays/replicated overlays/replicated-existing-etcd; do
+  printf '%s\n' "${dirs[@]}" | grep -qx "$want" || fail "k8s/$want/kustomization.yaml is missing"
+done
+for dir in "${dirs[@]}"; do
   file=$SCRATCH/$(tr / - <<<"$dir").yaml
   kubectl kustomize "$src/k8s/$dir" >"$file" 2>"$SCRATCH/err" || { cat "$SCRATCH/err"; fail "kubectl kustomize k8s/$dir"; }
   echo "k8s/$dir: $(grep -c '^kind:' "$file") object(s)"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # deploy/systemd/musterd.service: `systemd-analyze verify` finds nothing to say about it, and
 # `systemd-analyze security --offline=true` scores its exposure at 2.0 or less. Both run offline
-# (PID 1 need not be systemd; here it often is not).
+# (PID 1 need not be systemd; here it often is not). The drop-ins verify with it: TLS and tokens
+# (musterd-security.conf), and replica mode over etcd (musterd-replica.conf restarts a replica
+# that lost the leadership, exit 75; musterd-etcd-tls.conf), which must not score worse.
 # usage: systemd_unit_test.sh SOURCE_DIR BIN_DIR
 source "$(dirname "$0")/lib.sh"
 src=$1 bin=$2
@@ -53,4 +55,51 @@ out=$(cd "$SCRATCH" && SYSTEMD_UNIT_PATH="$SCRATCH:" systemd-analyze verify "$SC
   fail "verify with the drop-in failed: $out"
 [[ -z $out ]] || fail "systemd-analyze verify (with the drop-in): $out"
 echo "drop-in: clean"
+
+step "replica mode: musterd-replica.conf (+ musterd-etcd-tls.conf) verifies, exit 75 restarts, no worse score"
+replica=$src/deploy/systemd/musterd-replica.conf
+etcd_tls=$src/deploy/systemd/musterd-etcd-tls.conf
+# Exit 75 (lost the leadership) is a clean exit that is always restarted; exit 2 (a configuration
+# error) is not retried; no start limit, so a standby outlasts an etcd outage.
+for line in Restart=always SuccessExitStatus=75 RestartForceExitStatus=75 RestartPreventExitStatus=2 \
+  StartLimitIntervalSec=0 After=etcd.service; do
+  grep -Eq "^${line}\$" "$replica" || fail "musterd-replica.conf has no line ${line}"
+done
+# It changes how musterd is restarted, never what runs or its sandbox.
+grep -Eq '^(ExecStart|User|DynamicUser|Protect|Private|Restrict|SystemCall|Capability)' "$replica" &&
+  fail "musterd-replica.conf must not change ExecStart= or the hardening"
+for line in 'LoadCredential=etcd-ca.crt:' 'LoadCredential=etcd.crt:' 'LoadCredential=etcd.key:' \
+  'etcd-ca=\$\{CREDENTIALS_DIRECTORY\}/etcd-ca.crt' 'etcd-cert=\$\{CREDENTIALS_DIRECTORY\}/etcd.crt' \
+  'etcd-key=\$\{CREDENTIALS_DIRECTORY\}/etcd.key' 'ExecStart=/usr/bin/musterd --config=/etc/muster/musterd.conf .*\$MUSTERD_OPTS$'; do
+  grep -Eq -- "$line" "$etcd_tls" || fail "musterd-etcd-tls.conf has no $line"
+done
+# The config file documents the replica keys (commented: without them musterd runs alone).
+for key in etcd-endpoints etcd-prefix advertise-addr election-ttl; do
+  grep -Eq "^#${key} = " "$src/deploy/systemd/musterd.conf" || fail "musterd.conf does not document ${key}"
+done
+rm -rf "$SCRATCH/musterd.service.d"
+mkdir -p "$SCRATCH/replica/musterd.service.d"
+sed -e "s#/usr/bin/musterd#$bin/musterd#" "$unit" > "$SCRATCH/replica/musterd.service"
+cp "$replica" "$SCRATCH/replica/musterd.service.d/replica.conf"
+for with in replica.conf etcd-tls.conf; do
+  [[ $with == etcd-tls.conf ]] &&
+    sed -e "s#/usr/bin/musterd#$bin/musterd#" "$etcd_tls" > "$SCRATCH/replica/musterd.service.d/etcd-tls.conf"
+  out=$(cd "$SCRATCH/replica" && SYSTEMD_UNIT_PATH="$SCRATCH/replica:" systemd-analyze verify "$SCRATCH/replica/musterd.service" 2>&1) ||
+    fail "verify with $(ls "$SCRATCH/replica/musterd.service.d" | tr '\n' ' ')failed: $out"
+  [[ -z $out ]] || fail "systemd-analyze verify (with $with): $out"
+  echo "unit + $(ls "$SCRATCH/replica/musterd.service.d" | tr '\n' ' '): clean"
+done
+# security --offline reads the drop-ins beside the unit (a weakening drop-in raises the score,
+# checked below), so this is the replica's own exposure.
+replica_score=$(cd "$SCRATCH/replica" && SYSTEMD_UNIT_PATH="$SCRATCH/replica:" systemd-analyze security --offline=true "$SCRATCH/replica/musterd.service" 2>&1 |
+  sed -n 's/.*Overall exposure level for musterd.service: \([0-9.]*\).*/\1/p') || true
+[[ -n $replica_score ]] || fail "no exposure score for the replica unit"
+echo "replica exposure score: $replica_score (the plain unit's: $score)"
+awk -v r="$replica_score" -v s="$score" 'BEGIN { exit !(r <= s) }' || fail "replica exposure $replica_score > $score"
+printf '[Service]\nProtectSystem=no\nPrivateDevices=no\n' > "$SCRATCH/replica/musterd.service.d/zz-weaker.conf"
+weaker=$(cd "$SCRATCH/replica" && SYSTEMD_UNIT_PATH="$SCRATCH/replica:" systemd-analyze security --offline=true "$SCRATCH/replica/musterd.service" 2>&1 |
+  sed -n 's/.*Overall exposure level for musterd.service: \([0-9.]*\).*/\1/p') || true
+awk -v w="${weaker:-0}" -v r="$replica_score" 'BEGIN { exit !(w > r) }' ||
+  fail "a weakening drop-in did not raise the score ($weaker): drop-ins are not being scored"
+echo "a weakening drop-in scores $weaker: drop-ins are scored"
 echo "systemd unit: ok"

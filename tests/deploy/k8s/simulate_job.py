@@ -13,8 +13,10 @@ container, concurrently, each with:
     labels and annotations, the pod name, namespace and IP);
   - what the Job controller adds: JOB_COMPLETION_INDEX=0..N-1 and the pod's hostname;
 and these substitutions, which stand in for the cluster:
-  - the musterd Service's names (musterd, musterd.NS, musterd.NS.svc[.cluster.local]) with its
-    port become 127.0.0.1 and the local musterd's port;
+  - the names of every Service of musterd's pods (musterd, musterd.NS, musterd.NS.svc[.cluster.local];
+    with replicated musterd also the headless musterd-replicas) with their port become 127.0.0.1
+    and the local musterd's port: one musterd stands in for the replicas, whose failover this
+    does not simulate (the e2e tests of replica mode do);
   - absolute paths of the image (/usr/...) resolve under ROOT, the installed muster tree, and
     PATH starts with ROOT/usr/bin;
   - PET_LOCAL_ADDR=127.0.0.1 and MUSTER_SOCKET_IFNAME=lo: each pod would advertise and bind its
@@ -58,8 +60,9 @@ def find_agent_container(job):
     fail("no container of the Job runs muster")
 
 
-def musterd_service(docs):
-    """The Service selecting the pods of the Deployment that runs musterd: (name, port)."""
+def musterd_services(docs):
+    """The Services selecting the pods of the Deployment that runs musterd: [(name, port)]."""
+    found = []
     for d in docs:
         if d.get("kind") != "Deployment":
             continue
@@ -70,8 +73,10 @@ def musterd_service(docs):
         for s in docs:
             sel = s.get("spec", {}).get("selector") if s.get("kind") == "Service" else None
             if sel and all(labels.get(k) == v for k, v in sel.items()):
-                return s["metadata"]["name"], s["spec"]["ports"][0]["port"]
-    fail("no Service selects a musterd Deployment in the manifests")
+                found.append((s["metadata"]["name"], s["spec"]["ports"][0]["port"]))
+    if not found:
+        fail("no Service selects a musterd Deployment in the manifests")
+    return found
 
 
 def expand(text, env):
@@ -114,7 +119,7 @@ def field_ref(path, pod):
     return simple[path]
 
 
-def pod_environment(job, container, index, service, local_endpoint, root):
+def pod_environment(job, container, index, services, local_endpoint, root):
     name = job["metadata"]["name"]
     uid = f"00000000-0000-4000-8000-{index:012d}"
     tmpl_meta = job["spec"]["template"].get("metadata", {})
@@ -139,12 +144,14 @@ def pod_environment(job, container, index, service, local_endpoint, root):
     env.setdefault("JOB_COMPLETION_INDEX", str(index))
     command = [expand(str(a), env) for a in container.get("command", []) + container.get("args", [])]
     # The cluster's names for musterd -> the local one.
-    svc_name, svc_port = service
-    names = [f"{svc_name}.{NAMESPACE}.svc.cluster.local", f"{svc_name}.{NAMESPACE}.svc", f"{svc_name}.{NAMESPACE}", svc_name]
-    pattern = re.compile(r"(?<![\w.-])(" + "|".join(re.escape(n) for n in names) + rf"):{svc_port}\b")
+    patterns = []
+    for svc_name, svc_port in services:
+        names = [f"{svc_name}.{NAMESPACE}.svc.cluster.local", f"{svc_name}.{NAMESPACE}.svc", f"{svc_name}.{NAMESPACE}", svc_name]
+        patterns.append(re.compile(r"(?<![\w.-])(" + "|".join(re.escape(n) for n in names) + rf"):{svc_port}(?![\w.-])"))
 
     def local(text):
-        text = pattern.sub(local_endpoint, text)
+        for pattern in patterns:
+            text = pattern.sub(local_endpoint, text)
         if text.startswith("/") and os.path.exists(root + text):
             text = root + text
         return text
@@ -170,8 +177,9 @@ def main():
     n = spec["completions"]
     if spec.get("parallelism", 1) < n:
         fail(f"parallelism {spec.get('parallelism')} < completions {n}: the pods would not all run at once")
-    service = musterd_service(docs)
-    print(f"Job {job['metadata']['name']}: {n} pods (completionMode Indexed), musterd Service {service[0]}:{service[1]}", flush=True)
+    services = musterd_services(docs)
+    named = ", ".join(f"{name}:{port}" for name, port in services)
+    print(f"Job {job['metadata']['name']}: {n} pods (completionMode Indexed), musterd Service(s) {named}", flush=True)
 
     work = tempfile.mkdtemp(prefix="muster-job-sim.")
     procs = []
@@ -187,11 +195,11 @@ def main():
                 fail("musterd did not start")
             time.sleep(0.05)
         endpoint = f"127.0.0.1:{open(port_file).read().strip()}"
-        print(f"musterd (standing in for Service {service[0]}) on {endpoint}", flush=True)
+        print(f"musterd (standing in for Service(s) {named}) on {endpoint}", flush=True)
 
         base_env = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "MUSTER_", "TORCHELASTIC_"))}
         for index in range(n):
-            pod, command, env = pod_environment(job, container, index, service, endpoint, root)
+            pod, command, env = pod_environment(job, container, index, services, endpoint, root)
             full_env = {**base_env, **env, "HOSTNAME": f"{job['metadata']['name']}-{index}",
                         "PATH": f"{root}/usr/bin:{base_env.get('PATH', '/usr/bin:/bin')}",
                         "PET_LOCAL_ADDR": "127.0.0.1", "MUSTER_SOCKET_IFNAME": "lo"}
