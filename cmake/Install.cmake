@@ -67,6 +67,8 @@ install(TARGETS train RUNTIME DESTINATION ${CMAKE_INSTALL_LIBDIR}/muster/example
   COMPONENT runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/deployment.md
   ${PROJECT_SOURCE_DIR}/docs/security.md ${PROJECT_SOURCE_DIR}/deploy/systemd/musterd-security.conf
+  ${PROJECT_SOURCE_DIR}/deploy/systemd/musterd-replica.conf
+  ${PROJECT_SOURCE_DIR}/deploy/systemd/musterd-etcd-tls.conf
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/examples/train.cc ${PROJECT_SOURCE_DIR}/examples/ddp_train.py
   ${PROJECT_SOURCE_DIR}/deploy/slurm/muster.sbatch
