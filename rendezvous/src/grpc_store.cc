@@ -443,10 +443,13 @@ absl::Status GrpcStore::Connect(absl::Duration timeout) {
   need_stream_ = true;
   failing_since_ = absl::Now();
   cv_.SignalAll();
+  // Not needed any more: the tries failed for good (one musterd refused, or
+  // every replica for failover_timeout).
   auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return conn_open_ || use_unary_;
+    return conn_open_ || use_unary_ || !need_stream_;
   };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&settled), deadline)) {
+  if (!mu_.AwaitWithDeadline(absl::Condition(&settled), deadline) ||
+      (!conn_open_ && !use_unary_)) {
     return absl::UnavailableError(absl::StrCat(
         "no store replica of ", EndpointList(), " accepted a Store stream within ",
         absl::FormatDuration(timeout),
@@ -664,6 +667,10 @@ void GrpcStore::StreamDone(Conn* conn, const grpc::Status& status,
       std::sort(again.begin(), again.end());
       unsent_.insert(unsent_.begin(), again.begin(), again.end());
       const absl::Time now = absl::Now();
+      // One musterd and no leader named: nothing to fail over to. The ops in
+      // flight fail at once, as unary calls did, and the next op opens a new
+      // stream (a restarted musterd).
+      const bool failover = endpoints_.size() > 1 || !leader.empty();
       if (failing_since_ == absl::InfiniteFuture()) failing_since_ = now;
       if (!leader.empty() && leader != where) {
         // A standby named the leader: straight there.
@@ -682,7 +689,16 @@ void GrpcStore::StreamDone(Conn* conn, const grpc::Status& status,
                                : std::min(absl::Milliseconds(50) * rounds,
                                           absl::Milliseconds(500)));
       }
-      if (now - failing_since_ >= failover_timeout_) {
+      if (!failover) {
+        FailAllLocked(absl::UnavailableError(absl::StrCat(
+                          "the Store stream to ", where,
+                          " ended: ", status.error_message())),
+                      &failed);
+        need_stream_ = false;
+        failing_since_ = absl::InfiniteFuture();
+        failed_attempts_ = 0;
+        next_attempt_ = absl::InfinitePast();
+      } else if (now - failing_since_ >= failover_timeout_) {
         FailAllLocked(
             absl::UnavailableError(absl::StrCat(
                 "no store replica of ", EndpointList(),

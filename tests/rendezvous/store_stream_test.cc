@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "muster/common/net.h"
 #include "muster/rendezvous/grpc_store.h"
 #include "muster/rendezvous/kv_store.h"
 #include "muster/rendezvous/server.h"
@@ -384,8 +385,11 @@ TEST(StoreFailoverTest, TheStoreFailsOverWhenItsLeaderGoesAndAnotherLeads) {
 TEST(StoreFailoverTest, WithNoReplicaLeftOpsFailAfterTheFailoverTimeout) {
   auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
-  auto store = NewStore(LoopbackEndpoint(server->port()), "job/1",
-                        absl::Milliseconds(500));
+  auto gone = PickFreePort("127.0.0.1");  // a replica that is down
+  ASSERT_TRUE(gone.ok());
+  auto store = NewStore(absl::StrCat(LoopbackEndpoint(server->port()),
+                                     ",127.0.0.1:", *gone),
+                        "job/1", absl::Milliseconds(500));
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->Set("k", "v").ok());
   server->Shutdown(absl::Seconds(1));
@@ -393,6 +397,24 @@ TEST(StoreFailoverTest, WithNoReplicaLeftOpsFailAfterTheFailoverTimeout) {
   absl::Status s = store->Set("k", "w");
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("failover timeout"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST(StoreFailoverTest, WithOneMusterdOpsInFlightFailAtOnceWhenItGoes) {
+  auto server = StartLoopbackServer();
+  ASSERT_NE(server, nullptr);
+  auto store = NewStore(LoopbackEndpoint(server->port()), "job/1");
+  ASSERT_NE(store, nullptr);
+  absl::Status waited;
+  std::thread waiter(
+      [&] { waited = store->Get("never", absl::Seconds(30)).status(); });
+  EXPECT_TRUE(WaitUntil([&] { return server->store().PendingWaiters() == 1; },
+                        kDeadline));
+  const absl::Time start = absl::Now();
+  server->Shutdown(absl::Seconds(1));
+  waiter.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kUnavailable) << waited;
+  EXPECT_THAT(std::string(waited.message()), HasSubstr("shutting down"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
