@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "absl/container/flat_hash_map.h"
 #include "muster/v1/store.grpc.pb.h"
 
 namespace muster::storebench {
@@ -208,9 +208,9 @@ void StreamDriver::OnReadDone(bool ok) {
     for (const v1::StoreResponse& r : in_.responses()) {
       auto it = waiting_.find(r.id());
       if (it == waiting_.end()) continue;
-      done.emplace_back(it->second,
-                        grpc::Status(static_cast<grpc::StatusCode>(r.code()),
-                                     r.message()));
+      done.emplace_back(
+          it->second,
+          grpc::Status(static_cast<grpc::StatusCode>(r.code()), r.message()));
       waiting_.erase(it);
     }
   }
@@ -299,9 +299,9 @@ int Run(const std::string& endpoint, int clients, const std::string& op,
   std::printf(
       "op=%s mode=%s clients=%d ops=%lld seconds=%.2f ops_per_s=%.0f "
       "p50_us=%.0f p99_us=%.0f errors=%lld\n",
-      op.c_str(), stream ? "stream" : "unary", clients, static_cast<long long>(ops), elapsed,
-      static_cast<double>(ops) / elapsed, pct(0.5), pct(0.99),
-      static_cast<long long>(shared.errors.load()));
+      op.c_str(), stream ? "stream" : "unary", clients,
+      static_cast<long long>(ops), elapsed, static_cast<double>(ops) / elapsed,
+      pct(0.5), pct(0.99), static_cast<long long>(shared.errors.load()));
   {
     absl::MutexLock lock(&shared.mu);
     if (!shared.first_error.empty())

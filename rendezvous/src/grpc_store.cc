@@ -272,7 +272,7 @@ class GrpcStore final : public Store {
   int current_ ABSL_GUARDED_BY(mu_) = 0;
   // The unary fallback (an older musterd answered UNIMPLEMENTED).
   bool use_unary_ ABSL_GUARDED_BY(mu_) = false;
-  Conn* conn_ ABSL_GUARDED_BY(mu_) = nullptr;  // the stream, while it lives
+  Conn* conn_ ABSL_GUARDED_BY(mu_) = nullptr;    // the stream, while it lives
   bool conn_open_ ABSL_GUARDED_BY(mu_) = false;  // accepted, reads go on
   bool conn_reads_ended_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -359,8 +359,7 @@ GrpcStore::~GrpcStore() {
   }
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> GrpcStore::ChannelLocked(
-    int i) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> GrpcStore::ChannelLocked(int i) {
   if (channels_.size() < endpoints_.size()) {
     channels_.resize(endpoints_.size());
     stubs_.resize(endpoints_.size());
@@ -422,15 +421,14 @@ absl::Status GrpcStore::Connect(absl::Duration timeout) {
     if (!any) {
       std::vector<std::string> causes;
       for (size_t i = 0; i < channels.size(); ++i) {
-        absl::Status s = WaitForChannel(*channels[i], endpoints[i], "store",
-                                        absl::Milliseconds(1),
-                                        ChannelWait::kFailFast, security_.tls());
+        absl::Status s = WaitForChannel(
+            *channels[i], endpoints[i], "store", absl::Milliseconds(1),
+            ChannelWait::kFailFast, security_.tls());
         causes.push_back(std::string(s.message()));
       }
-      return absl::UnavailableError(
-          absl::StrCat("cannot reach any store replica within ",
-                       absl::FormatDuration(timeout), ": ",
-                       absl::StrJoin(causes, "; ")));
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach any store replica within ",
+          absl::FormatDuration(timeout), ": ", absl::StrJoin(causes, "; ")));
     }
   }
   if (unary_) {
@@ -451,8 +449,8 @@ absl::Status GrpcStore::Connect(absl::Duration timeout) {
   if (!mu_.AwaitWithDeadline(absl::Condition(&settled), deadline) ||
       (!conn_open_ && !use_unary_)) {
     return absl::UnavailableError(absl::StrCat(
-        "no store replica of ", EndpointList(), " accepted a Store stream within ",
-        absl::FormatDuration(timeout),
+        "no store replica of ", EndpointList(),
+        " accepted a Store stream within ", absl::FormatDuration(timeout),
         last_error_.empty() ? "" : absl::StrCat(": ", last_error_)));
   }
   return absl::OkStatus();
@@ -649,8 +647,7 @@ void GrpcStore::StreamDone(Conn* conn, const grpc::Status& status,
         Op& op = *it->second;
         if (op.written && op.is_add) {
           op.result = absl::UnavailableError(absl::StrCat(
-              "the Store stream to ", where, " broke (",
-              status.error_message(),
+              "the Store stream to ", where, " broke (", status.error_message(),
               ") while this Add was in flight: the leader changed or failed, "
               "and the Add may or may not have been applied; read the key "
               "before adding again"));
@@ -690,22 +687,21 @@ void GrpcStore::StreamDone(Conn* conn, const grpc::Status& status,
                                           absl::Milliseconds(500)));
       }
       if (!failover) {
-        FailAllLocked(absl::UnavailableError(absl::StrCat(
-                          "the Store stream to ", where,
-                          " ended: ", status.error_message())),
+        FailAllLocked(absl::UnavailableError(
+                          absl::StrCat("the Store stream to ", where,
+                                       " ended: ", status.error_message())),
                       &failed);
         need_stream_ = false;
         failing_since_ = absl::InfiniteFuture();
         failed_attempts_ = 0;
         next_attempt_ = absl::InfinitePast();
       } else if (now - failing_since_ >= failover_timeout_) {
-        FailAllLocked(
-            absl::UnavailableError(absl::StrCat(
-                "no store replica of ", EndpointList(),
-                " served within the failover timeout of ",
-                absl::FormatDuration(failover_timeout_), " (last: ",
-                last_error_, ")")),
-            &failed);
+        FailAllLocked(absl::UnavailableError(absl::StrCat(
+                          "no store replica of ", EndpointList(),
+                          " served within the failover timeout of ",
+                          absl::FormatDuration(failover_timeout_),
+                          " (last: ", last_error_, ")")),
+                      &failed);
         // Idle until the next op starts another round of tries.
         need_stream_ = false;
         failing_since_ = absl::InfiniteFuture();
@@ -781,8 +777,9 @@ absl::StatusOr<v1::StoreResponse> GrpcStore::Call(v1::StoreRequest r,
   if (!op->result.ok()) {
     const absl::Status& s = op->result.status();
     if (s.code() == absl::StatusCode::kUnavailable) {
-      const std::string what =
-          keys.empty() ? std::string(call) : absl::StrCat(call, " '", keys, "'");
+      const std::string what = keys.empty()
+                                   ? std::string(call)
+                                   : absl::StrCat(call, " '", keys, "'");
       return absl::UnavailableError(
           absl::StrCat(what, " on the store failed: ", s.message()));
     }
@@ -894,9 +891,9 @@ absl::Status GrpcStore::Check(const grpc::Status& status,
       keys.empty() ? std::string(call) : absl::StrCat(call, " '", keys, "'");
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
-      return absl::UnavailableError(absl::StrCat(
-          what, " on the store at ", endpoint, " failed: ",
-          status.error_message()));
+      return absl::UnavailableError(
+          absl::StrCat(what, " on the store at ", endpoint,
+                       " failed: ", status.error_message()));
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       if (status.error_message() ==
           "Deadline Exceeded") {  // gRPC's own, not the server's
@@ -927,10 +924,9 @@ absl::StatusOr<std::unique_ptr<Store>> NewGrpcStore(
         "store_prefix)");
   }
   if (options.failover_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("failover_timeout is ",
-                     absl::FormatDuration(options.failover_timeout),
-                     ": it must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "failover_timeout is ", absl::FormatDuration(options.failover_timeout),
+        ": it must be positive"));
   }
   std::vector<HostPort> endpoints;
   for (absl::string_view part : absl::StrSplit(options.endpoint, ',')) {

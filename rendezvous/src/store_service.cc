@@ -641,10 +641,10 @@ void StoreService::StreamCore::Handle(v1::StoreRequest& request) {
       if (check = CheckKey(r.key()); !check.ok()) break;
       store->CompareSetAsync(
           prefix, r.key(), r.expected(), r.desired(),
-          WriteDone(id, [](absl::StatusOr<std::string> v,
-                           v1::StoreResponse& out) {
-            out.mutable_compare_set()->set_value(*std::move(v));
-          }));
+          WriteDone(id,
+                    [](absl::StatusOr<std::string> v, v1::StoreResponse& out) {
+                      out.mutable_compare_set()->set_value(*std::move(v));
+                    }));
       return;
     }
     case v1::StoreRequest::kMultiSet: {
@@ -763,12 +763,12 @@ void StoreService::StreamCore::StartWait(uint64_t id, const std::string& ns,
     waits_.emplace(seq, Waiting{});
   }
   KvStore* store = s_->store_;
-  const KvStore::WaiterId waiter = store->WaitFor(
-      ns, std::move(keys),
-      [self = shared_from_this(), seq, id,
-       op](absl::StatusOr<std::vector<std::string>> result) {
-        self->WaitEnded(seq, id, op, std::move(result));
-      });
+  const KvStore::WaiterId waiter =
+      store->WaitFor(ns, std::move(keys),
+                     [self = shared_from_this(), seq, id,
+                      op](absl::StatusOr<std::vector<std::string>> result) {
+                       self->WaitEnded(seq, id, op, std::move(result));
+                     });
   if (waiter == 0) return;  // WaitEnded ran already: the keys were there
   std::optional<absl::Status> cancel_now;
   {

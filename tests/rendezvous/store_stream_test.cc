@@ -38,7 +38,8 @@ using ::muster::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);
-using RawStream = grpc::ClientReaderWriter<v1::StoreRequests, v1::StoreResponses>;
+using RawStream =
+    grpc::ClientReaderWriter<v1::StoreRequests, v1::StoreResponses>;
 
 v1::StoreRequest SetOp(uint64_t id, const std::string& prefix,
                        const std::string& key, const std::string& value) {
@@ -89,7 +90,8 @@ struct Raw {
   std::string Trailer(const std::string& key) {
     const auto& md = context.GetServerTrailingMetadata();
     auto it = md.find(key);
-    return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+    return it == md.end() ? ""
+                          : std::string(it->second.data(), it->second.size());
   }
   std::unique_ptr<v1::Store::Stub> stub;
   grpc::ClientContext context;
@@ -160,9 +162,9 @@ TEST(StoreStreamTest, AWaitingGetIsAnsweredAfterLaterOps) {
   ASSERT_NE(server, nullptr);
   Raw raw(server->port());
   // The Get waits; the Set and the Get of a set key after it answer first.
-  ASSERT_TRUE(raw.Send({GetOp(1, "job/1", "late", 10'000),
-                        SetOp(2, "job/1", "now", "x"),
-                        GetOp(3, "job/1", "now", 0)}));
+  ASSERT_TRUE(
+      raw.Send({GetOp(1, "job/1", "late", 10'000),
+                SetOp(2, "job/1", "now", "x"), GetOp(3, "job/1", "now", 0)}));
   auto first = raw.Receive(2);
   ASSERT_EQ(first.size(), 2u);
   EXPECT_EQ(first[2].code(), 0);
@@ -179,11 +181,14 @@ TEST(StoreStreamTest, AWaitingGetIsAnsweredAfterLaterOps) {
   ASSERT_TRUE(raw.Send({GetOp(4, "job/1", "never", 50), GetOp(5, "", "k", 0),
                         GetOp(6, "job/1", "", 0)}));
   auto errors = raw.Receive(3);
-  EXPECT_EQ(errors[4].code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(errors[4].code(),
+            static_cast<int>(absl::StatusCode::kDeadlineExceeded));
   EXPECT_THAT(errors[4].message(), HasSubstr("never"));
-  EXPECT_EQ(errors[5].code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(errors[5].code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(errors[5].message(), HasSubstr("prefix"));
-  EXPECT_EQ(errors[6].code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(errors[6].code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
   raw.stream->WritesDone();
   EXPECT_TRUE(raw.stream->Finish().ok());
 }
@@ -257,11 +262,13 @@ TEST_F(BoundedStreamTest, AMessageOverTheBatchLimitEndsTheStream) {
 TEST_F(BoundedStreamTest, AnswersPastTheQueuedBytesLimitAreRefused) {
   ASSERT_TRUE(kv_.Set("job/1", "big", std::string(3000, 'x')).ok());
   Raw raw(port_);
-  ASSERT_TRUE(raw.Send({GetOp(1, "job/1", "big", 0), GetOp(2, "job/1", "big", 0)}));
+  ASSERT_TRUE(
+      raw.Send({GetOp(1, "job/1", "big", 0), GetOp(2, "job/1", "big", 0)}));
   auto r = raw.Receive(2);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[1].get().value().size(), 3000u);
-  EXPECT_EQ(r[2].code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(r[2].code(),
+            static_cast<int>(absl::StatusCode::kResourceExhausted));
   EXPECT_THAT(r[2].message(), HasSubstr("max_queued_bytes"));
 }
 
@@ -270,7 +277,8 @@ TEST(StoreStandbyTest, AStandbyRefusesNamingTheLeaderAndEndsOpenStreams) {
   ASSERT_NE(server, nullptr);
   // Open before the standby: a stream with a parked wait, a unary wait.
   Raw open(server->port());
-  ASSERT_TRUE(open.Send({GetOp(1, "job/1", "k", 10'000), GetOp(2, "job/1", "x", 0)}));
+  ASSERT_TRUE(
+      open.Send({GetOp(1, "job/1", "k", 10'000), GetOp(2, "job/1", "x", 0)}));
   ASSERT_EQ(open.Receive(1).count(2), 1u);
   auto stub = v1::Store::NewStub(grpc::CreateChannel(
       LoopbackEndpoint(server->port()), grpc::InsecureChannelCredentials()));
@@ -283,11 +291,10 @@ TEST(StoreStandbyTest, AStandbyRefusesNamingTheLeaderAndEndsOpenStreams) {
   v1::GetResponse wait_resp;
   grpc::Status wait_status;
   absl::Notification wait_done;
-  stub->async()->Get(&unary_wait, &wait_req, &wait_resp,
-                     [&](grpc::Status s) {
-                       wait_status = s;
-                       wait_done.Notify();
-                     });
+  stub->async()->Get(&unary_wait, &wait_req, &wait_resp, [&](grpc::Status s) {
+    wait_status = s;
+    wait_done.Notify();
+  });
   ASSERT_TRUE(WaitUntil([&] { return server->store().PendingWaiters() == 2; },
                         kDeadline));
 
@@ -387,9 +394,9 @@ TEST(StoreFailoverTest, WithNoReplicaLeftOpsFailAfterTheFailoverTimeout) {
   ASSERT_NE(server, nullptr);
   auto gone = PickFreePort("127.0.0.1");  // a replica that is down
   ASSERT_TRUE(gone.ok());
-  auto store = NewStore(absl::StrCat(LoopbackEndpoint(server->port()),
-                                     ",127.0.0.1:", *gone),
-                        "job/1", absl::Milliseconds(500));
+  auto store = NewStore(
+      absl::StrCat(LoopbackEndpoint(server->port()), ",127.0.0.1:", *gone),
+      "job/1", absl::Milliseconds(500));
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->Set("k", "v").ok());
   server->Shutdown(absl::Seconds(1));
@@ -424,8 +431,8 @@ class SilentLeader final : public v1::Store::CallbackService {
  public:
   grpc::ServerBidiReactor<v1::StoreRequests, v1::StoreResponses>* Stream(
       grpc::CallbackServerContext* context) override {
-    class Reactor final
-        : public grpc::ServerBidiReactor<v1::StoreRequests, v1::StoreResponses> {
+    class Reactor final : public grpc::ServerBidiReactor<v1::StoreRequests,
+                                                         v1::StoreResponses> {
      public:
       Reactor(SilentLeader* owner, grpc::CallbackServerContext* context)
           : owner_(owner) {
@@ -470,7 +477,8 @@ TEST(StoreFailoverTest, AnAddInFlightWhenTheLeaderDiesIsReportedNotRepeated) {
   absl::StatusOr<std::string> got;
   std::thread adder([&] { added = store->Add("counter", 1); });
   std::thread getter([&] { got = store->Get("k", absl::Seconds(20)); });
-  ASSERT_TRUE(WaitUntil([&] { return silent.received_.load() == 2; }, kDeadline));
+  ASSERT_TRUE(
+      WaitUntil([&] { return silent.received_.load() == 2; }, kDeadline));
   dying->Shutdown(absl::ToChronoTime(absl::Now()));
   adder.join();
   getter.join();
