@@ -67,7 +67,10 @@ class GrpcStore final : public Store {
         security_(std::move(security)),
         failover_timeout_(failover_timeout),
         unary_(unary),
-        endpoints_(std::move(endpoints)) {}
+        endpoints_(std::move(endpoints)) {
+    absl::MutexLock lock(&link_->mu);
+    link_->owner = this;
+  }
 
   ~GrpcStore() override;
 
@@ -186,6 +189,13 @@ class GrpcStore final : public Store {
 
  private:
   class Conn;
+  // How a stream reaches its store: the store's destructor clears `owner`
+  // (waiting for calls in progress) should a stream outlive its wait for the
+  // streams to end, so a late reaction finds no store instead of a freed one.
+  struct Link {
+    absl::Mutex mu;
+    GrpcStore* owner ABSL_GUARDED_BY(mu) = nullptr;
+  };
 
   // One op from a caller, pending until answered or failed.
   struct Op {
@@ -289,6 +299,7 @@ class GrpcStore final : public Store {
       ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> unsent_ ABSL_GUARDED_BY(mu_);
   std::thread supervisor_;
+  const std::shared_ptr<Link> link_ = std::make_shared<Link>();
 };
 
 // One Store.Stream. Lives from StartCall until OnDone (deletes itself). A
@@ -298,7 +309,7 @@ class GrpcStore::Conn final
     : public grpc::ClientBidiReactor<v1::StoreRequests, v1::StoreResponses> {
  public:
   Conn(GrpcStore* owner, int endpoint, v1::Store::Stub* stub)
-      : owner_(owner), endpoint_(endpoint) {
+      : link_(owner->link_), endpoint_(endpoint) {
     stub->async()->Stream(&context_, this);
     StartRead(&read_);
     StartCall();
@@ -313,25 +324,39 @@ class GrpcStore::Conn final
     const auto& md = context_.GetServerInitialMetadata();
     if (md.find("muster-store-stream") == md.end()) return;
     accepted_.store(true);
-    owner_->Accepted(this);
+    if (auto owner = Owner()) owner->Accepted(this);
   }
   void OnReadDone(bool ok) override {
     if (!ok) {
-      owner_->ReadsEnded(this);
+      if (auto owner = Owner()) owner->ReadsEnded(this);
       return;
     }
-    owner_->Deliver(this, read_);
+    if (auto owner = Owner()) owner->Deliver(this, read_);
     read_.Clear();
     StartRead(&read_);
   }
-  void OnWriteDone(bool ok) override { owner_->WriteDone(this, ok); }
+  void OnWriteDone(bool ok) override {
+    if (auto owner = Owner()) owner->WriteDone(this, ok);
+  }
   void OnDone(const grpc::Status& status) override {
-    owner_->StreamDone(this, status, LeaderFromTrailers(context_));
+    if (auto owner = Owner()) {
+      owner->StreamDone(this, status, LeaderFromTrailers(context_));
+    }
     delete this;
   }
 
  private:
-  GrpcStore* const owner_;
+  // The store while it lives, held (reader lock) for the call into it.
+  struct Held {
+    explicit Held(Link* link) : lock(&link->mu), owner(link->owner) {}
+    GrpcStore* operator->() const { return owner; }
+    explicit operator bool() const { return owner != nullptr; }
+    absl::ReaderMutexLock lock;
+    GrpcStore* owner;
+  };
+  Held Owner() { return Held(link_.get()); }
+
+  const std::shared_ptr<Link> link_;
   const int endpoint_;
   grpc::ClientContext context_;
   v1::StoreRequests write_;
@@ -347,16 +372,21 @@ GrpcStore::~GrpcStore() {
     cv_.SignalAll();
   }
   if (supervisor_.joinable()) supervisor_.join();
-  absl::MutexLock lock(&mu_);
-  auto gone = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return live_conns_ == 0;
-  };
-  // A cancelled stream ends within milliseconds; the deadline keeps a wedged
-  // transport from hanging the process at exit.
-  if (!mu_.AwaitWithTimeout(absl::Condition(&gone), absl::Seconds(10))) {
-    MUSTER_LOG(WARNING) << "GrpcStore: a Store stream did not end within "
-                           "10s of closing the store";
+  {
+    absl::MutexLock lock(&mu_);
+    auto gone = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return live_conns_ == 0;
+    };
+    // A cancelled stream ends within milliseconds; the deadline keeps a wedged
+    // transport from hanging the process at exit.
+    if (!mu_.AwaitWithTimeout(absl::Condition(&gone), absl::Seconds(10))) {
+      MUSTER_LOG(WARNING) << "GrpcStore: a Store stream did not end within "
+                             "10s of closing the store";
+    }
   }
+  // Waits for reactions still inside this store (the tail of a StreamDone).
+  absl::MutexLock unlink(&link_->mu);
+  link_->owner = nullptr;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> GrpcStore::ChannelLocked(int i) {
