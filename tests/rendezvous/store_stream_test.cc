@@ -389,6 +389,59 @@ TEST(StoreFailoverTest, TheStoreFailsOverWhenItsLeaderGoesAndAnotherLeads) {
   EXPECT_TRUE(second->store().Get("job/1", "later").ok());
 }
 
+// Leadership moves back and forth under load: every Set of every thread ends
+// up applied by whichever replica leads (the two KvStores are not replicated
+// here, so only writes are checked).
+TEST(StoreFailoverTest, ThreadsKeepWritingWhileLeadershipMoves) {
+  auto first = StartLoopbackServer();
+  auto second = StartLoopbackServer();
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  const std::string a = LoopbackEndpoint(first->port());
+  const std::string b = LoopbackEndpoint(second->port());
+  second->StandBy(b, a);
+  auto store = NewStore(absl::StrCat(a, ",", b), "job/1");
+  ASSERT_NE(store, nullptr);
+  std::atomic<bool> stop{false};
+  std::atomic<int> sets{0};
+  absl::Mutex mu;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; !stop.load(); ++i) {
+        absl::Status s = store->Set(absl::StrCat("k", t, "-", i), "v");
+        if (s.ok()) {
+          ++sets;
+        } else {
+          absl::MutexLock lock(&mu);
+          errors.push_back(s.ToString());
+        }
+      }
+    });
+  }
+  for (int flip = 0; flip < 6; ++flip) {
+    const int before = sets.load();
+    EXPECT_TRUE(WaitUntil([&] { return sets.load() > before + 50; }, kDeadline))
+        << "no progress before flip " << flip;
+    if (flip % 2 == 0) {
+      first->StandBy(a, b);
+      second->Lead();
+    } else {
+      second->StandBy(b, a);
+      first->Lead();
+    }
+  }
+  const int before = sets.load();
+  EXPECT_TRUE(WaitUntil([&] { return sets.load() > before + 50; }, kDeadline));
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  absl::MutexLock lock(&mu);
+  EXPECT_TRUE(errors.empty())
+      << errors.size()
+      << " errors, the first: " << (errors.empty() ? "" : errors[0]);
+}
+
 TEST(StoreFailoverTest, WithNoReplicaLeftOpsFailAfterTheFailoverTimeout) {
   auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
