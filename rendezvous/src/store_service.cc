@@ -380,6 +380,7 @@ class StoreService::StreamCore final
   bool ending_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
+  std::string end_leader_ ABSL_GUARDED_BY(mu_);  // for the trailing metadata
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Waiting> waits_ ABSL_GUARDED_BY(mu_);
@@ -462,6 +463,9 @@ void StoreService::StreamCore::MaybeFinishLocked() {
   if (finished_ || reactor_ == nullptr || write_in_flight_) return;
   if (ending_) {
     finished_ = true;
+    if (!end_leader_.empty()) {
+      context_->AddTrailingMetadata(kLeaderMetadataKey, end_leader_);
+    }
     reactor_->Finish(ToGrpcStatus(end_status_));
   } else if (half_closed_ && in_flight_ == 0 && !in_batch_ &&
              queue_.responses_size() == 0) {
@@ -528,11 +532,9 @@ void StoreService::StreamCore::End(const absl::Status& why,
     if (ending_ || finished_) return;
     ending_ = true;
     end_status_ = why.ok() ? absl::UnavailableError("the stream ended") : why;
+    end_leader_ = leader;
     queued_bytes_ = writing_bytes_;  // the write in flight stays
     queue_.Clear();
-    if (!leader.empty() && reactor_ != nullptr) {
-      context_->AddTrailingMetadata(kLeaderMetadataKey, leader);
-    }
     for (auto& [seq, w] : waits_) {
       if (w.waiter != 0) waits.emplace_back(w.waiter, w.timer);
     }
