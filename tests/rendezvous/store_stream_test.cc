@@ -157,6 +157,40 @@ TEST(StoreStreamTest, OpsPipelinedFromManyThreadsOnOneStore) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The unary calls (older clients, GrpcStoreOptions.unary) answer every op
+// too, their writes through KvStore's async path.
+TEST(StoreStreamTest, TheUnaryCallsServeEveryOp) {
+  auto server = StartLoopbackServer();
+  ASSERT_NE(server, nullptr);
+  GrpcStoreOptions o;
+  o.endpoint = LoopbackEndpoint(server->port());
+  o.prefix = "job/1";
+  o.unary = true;
+  auto made = NewGrpcStore(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Store& store = **made;
+  ASSERT_TRUE(store.Set("a", "1").ok());
+  auto added = store.Add("n", 2);
+  ASSERT_TRUE(added.ok()) << added.status();
+  EXPECT_EQ(*added, 2);
+  auto cas = store.CompareSet("a", "1", "2");
+  ASSERT_TRUE(cas.ok());
+  EXPECT_EQ(*cas, "2");
+  ASSERT_TRUE(store.MultiSet({"b", "c"}, {"x", "y"}).ok());
+  auto values = store.MultiGet({"a", "b", "c"}, absl::Seconds(1));
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(*values, (std::vector<std::string>{"2", "x", "y"}));
+  auto deleted = store.Delete("b");
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_TRUE(*deleted);
+  auto n = store.NumKeys();
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 3);
+  EXPECT_EQ(store.Add("c", 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store.Wait({"a", "c"}, absl::Seconds(1)).ok());
+}
+
 TEST(StoreStreamTest, AWaitingGetIsAnsweredAfterLaterOps) {
   auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
