@@ -4,7 +4,11 @@
 // connections, driven by gRPC's callback API from one process.
 //
 //   muster-store-bench --endpoint=127.0.0.1:29400 --clients=1000 --op=set
-//                      [--seconds=5] [--value-bytes=64]
+//                      [--seconds=5] [--value-bytes=64] [--mode=stream|unary]
+//
+// --mode=stream (the default, as GrpcStore talks): the clients' ops go over
+// one Store.Stream per connection, batched per write as GrpcStore batches
+// them. --mode=unary: one unary call per op (the older protocol).
 //
 // Prints `op=set clients=1000 ops=N seconds=S ops_per_s=X p50_us=.. p99_us=..`.
 // set: each client sets its own keys (k<client>-<i>); get: each client reads a
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -29,6 +34,64 @@
 
 namespace muster::storebench {
 namespace {
+
+class Client;
+
+// One Store.Stream shared by many clients: their requests queue while a write
+// is in flight and go out together in the next (as GrpcStore sends them).
+class StreamDriver final
+    : public grpc::ClientBidiReactor<v1::StoreRequests, v1::StoreResponses> {
+ public:
+  explicit StreamDriver(v1::Store::Stub* stub) {
+    stub->async()->Stream(&context_, this);
+    StartRead(&in_);
+    StartCall();
+  }
+  void Submit(v1::StoreRequest request, Client* client) {
+    absl::MutexLock lock(&mu_);
+    const uint64_t id = next_id_++;
+    request.set_id(id);
+    waiting_.emplace(id, client);
+    *queue_.add_requests() = std::move(request);
+    MaybeWriteLocked();
+  }
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (ok) MaybeWriteLocked();
+  }
+  void OnDone(const grpc::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+    final_ = status;
+  }
+  void Cancel() { context_.TryCancel(); }
+  bool done() {
+    absl::MutexLock lock(&mu_);
+    return done_;
+  }
+
+ private:
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || queue_.requests_size() == 0) return;
+    out_.Swap(&queue_);
+    queue_.Clear();
+    writing_ = true;
+    StartWrite(&out_);
+  }
+
+  grpc::ClientContext context_;
+  v1::StoreResponses in_;
+  absl::Mutex mu_;
+  v1::StoreRequests queue_ ABSL_GUARDED_BY(mu_);
+  v1::StoreRequests out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, Client*> waiting_ ABSL_GUARDED_BY(mu_);
+};
 
 constexpr int kChannels = 8;
 
@@ -46,10 +109,11 @@ struct Shared {
 // completion.
 class Client {
  public:
-  Client(int id, v1::Store::Stub* stub, std::string op, std::string prefix,
-         std::string value, Shared* shared)
+  Client(int id, v1::Store::Stub* stub, StreamDriver* stream, std::string op,
+         std::string prefix, std::string value, Shared* shared)
       : id_(id),
         stub_(stub),
+        stream_(stream),
         op_(std::move(op)),
         prefix_(std::move(prefix)),
         value_(std::move(value)),
@@ -66,6 +130,21 @@ class Client {
     std::unique_ptr<grpc::ClientContext>& context = contexts_[n_ % 2];
     context = std::make_unique<grpc::ClientContext>();
     start_ = absl::Now();
+    if (stream_ != nullptr) {
+      v1::StoreRequest r;
+      r.set_prefix(prefix_);
+      if (op_ == "set") {
+        r.mutable_set()->set_key(absl::StrCat("k", id_, "-", n_ % 1000));
+        r.mutable_set()->set_value(value_);
+      } else if (op_ == "get") {
+        r.mutable_get()->set_key(absl::StrCat("k", id_));
+      } else {
+        r.mutable_add()->set_key("counter");
+        r.mutable_add()->set_delta(1);
+      }
+      stream_->Submit(std::move(r), this);
+      return;
+    }
     auto done = [this](grpc::Status s) { Done(s); };
     if (op_ == "set") {
       set_.set_prefix(prefix_);
@@ -86,7 +165,6 @@ class Client {
 
   std::vector<double>& latencies_us() { return latencies_us_; }
 
- private:
   void Done(const grpc::Status& s) {
     if (!s.ok()) {
       if (shared_->errors.fetch_add(1) == 0) {
@@ -104,8 +182,10 @@ class Client {
     Next();
   }
 
+ private:
   const int id_;
   v1::Store::Stub* const stub_;
+  StreamDriver* const stream_;  // null: unary calls
   const std::string op_, prefix_, value_;
   Shared* const shared_;
   std::unique_ptr<grpc::ClientContext> contexts_[2];
@@ -120,8 +200,27 @@ class Client {
   std::vector<double> latencies_us_;
 };
 
+void StreamDriver::OnReadDone(bool ok) {
+  if (!ok) return;
+  std::vector<std::pair<Client*, grpc::Status>> done;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const v1::StoreResponse& r : in_.responses()) {
+      auto it = waiting_.find(r.id());
+      if (it == waiting_.end()) continue;
+      done.emplace_back(
+          it->second,
+          grpc::Status(static_cast<grpc::StatusCode>(r.code()), r.message()));
+      waiting_.erase(it);
+    }
+  }
+  in_.Clear();
+  StartRead(&in_);
+  for (auto& [client, status] : done) client->Done(status);
+}
+
 int Run(const std::string& endpoint, int clients, const std::string& op,
-        double seconds, int value_bytes) {
+        double seconds, int value_bytes, bool stream) {
   std::vector<std::unique_ptr<v1::Store::Stub>> stubs;
   for (int i = 0; i < kChannels; ++i) {
     grpc::ChannelArguments args;
@@ -150,10 +249,18 @@ int Run(const std::string& endpoint, int clients, const std::string& op,
     }
   }
   Shared shared;
+  std::vector<std::unique_ptr<StreamDriver>> streams;
+  if (stream) {
+    for (auto& stub : stubs) {
+      streams.push_back(std::make_unique<StreamDriver>(stub.get()));
+    }
+  }
   std::vector<std::unique_ptr<Client>> all;
   for (int i = 0; i < clients; ++i) {
-    all.push_back(std::make_unique<Client>(i, stubs[i % kChannels].get(), op,
-                                           prefix, value, &shared));
+    all.push_back(std::make_unique<Client>(
+        i, stubs[i % kChannels].get(),
+        stream ? streams[i % kChannels].get() : nullptr, op, prefix, value,
+        &shared));
   }
   {
     absl::MutexLock lock(&shared.mu);
@@ -176,6 +283,12 @@ int Run(const std::string& endpoint, int clients, const std::string& op,
     shared.mu.AwaitWithTimeout(absl::Condition(&none_running),
                                absl::Seconds(30));
   }
+  for (auto& s : streams) s->Cancel();
+  for (auto& s : streams) {
+    for (int i = 0; i < 1000 && !s->done(); ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
   std::vector<double> lat;
   for (auto& c : all)
     lat.insert(lat.end(), c->latencies_us().begin(), c->latencies_us().end());
@@ -184,11 +297,11 @@ int Run(const std::string& endpoint, int clients, const std::string& op,
     return lat.empty() ? -1.0 : lat[static_cast<size_t>(p * (lat.size() - 1))];
   };
   std::printf(
-      "op=%s clients=%d ops=%lld seconds=%.2f ops_per_s=%.0f p50_us=%.0f "
-      "p99_us=%.0f errors=%lld\n",
-      op.c_str(), clients, static_cast<long long>(ops), elapsed,
-      static_cast<double>(ops) / elapsed, pct(0.5), pct(0.99),
-      static_cast<long long>(shared.errors.load()));
+      "op=%s mode=%s clients=%d ops=%lld seconds=%.2f ops_per_s=%.0f "
+      "p50_us=%.0f p99_us=%.0f errors=%lld\n",
+      op.c_str(), stream ? "stream" : "unary", clients,
+      static_cast<long long>(ops), elapsed, static_cast<double>(ops) / elapsed,
+      pct(0.5), pct(0.99), static_cast<long long>(shared.errors.load()));
   {
     absl::MutexLock lock(&shared.mu);
     if (!shared.first_error.empty())
@@ -202,7 +315,7 @@ int Run(const std::string& endpoint, int clients, const std::string& op,
 
 int main(int argc, char** argv) {
   CLI::App app{"muster-store-bench: Store throughput from many clients"};
-  std::string endpoint, op = "set";
+  std::string endpoint, op = "set", mode = "stream";
   int clients = 1000, value_bytes = 64;
   double seconds = 5;
   app.add_option("--endpoint", endpoint, "musterd address, HOST:PORT")
@@ -211,11 +324,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100'000));
   app.add_option("--op", op, "set, get or add")
       ->check(CLI::IsMember({"set", "get", "add"}));
+  app.add_option("--mode", mode,
+                 "stream (one Store.Stream per connection) or unary calls")
+      ->check(CLI::IsMember({"stream", "unary"}));
   app.add_option("--seconds", seconds, "measured time, s")
       ->check(CLI::Range(0.1, 600.0));
   app.add_option("--value-bytes", value_bytes, "size of each value")
       ->check(CLI::Range(0, 1 << 20));
   CLI11_PARSE(app, argc, argv);
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  return muster::storebench::Run(endpoint, clients, op, seconds, value_bytes);
+  return muster::storebench::Run(endpoint, clients, op, seconds, value_bytes,
+                                 mode == "stream");
 }

@@ -6,14 +6,23 @@
 #   bash bench/store.sh [CLIENTS] [SECONDS]      (default 1000 clients, 5 s per measurement)
 #
 # Each client issues one operation at a time. set: its own keys; get: a key set beforehand;
-# add: one counter shared by all (a barrier's case). Writes bench/results/store.md.
+# add: one counter shared by all (a barrier's case). musterd is measured twice per op: over
+# Store.Stream (as GrpcStore talks) and with one unary call per op (the older protocol).
+# Writes bench/results/store.md.
+#
+# Environment:
+#   MUSTERD_ARGS      extra flags for the musterd this script starts (e.g. a replicated
+#                     leader's --etcd-endpoints=...)
+#   MUSTERD_ENDPOINT  HOST:PORT of a musterd already running: measure that one, start none
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clients=${1:-1000}
 seconds=${2:-5}
 musterd=build/bin/musterd
 bench=build/bin/muster-store-bench
-for b in "$musterd" "$bench"; do
+need=("$bench")
+[[ -z ${MUSTERD_ENDPOINT:-} ]] && need+=("$musterd")
+for b in "${need[@]}"; do
   [[ -x $b ]] || { echo "missing $b: cmake --build build --target musterd muster-store-bench" >&2; exit 1; }
 done
 /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ||
@@ -27,33 +36,50 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$musterd" --listen=127.0.0.1:0 --port-file="$log/port" --log-level=warning 2>"$log/musterd.log" &
-mpid=$!
+if [[ -z ${MUSTERD_ENDPOINT:-} ]]; then
+  # shellcheck disable=SC2086  # MUSTERD_ARGS is a list of flags
+  "$musterd" --listen=127.0.0.1:0 --port-file="$log/port" --log-level=warning \
+    ${MUSTERD_ARGS:-} 2>"$log/musterd.log" &
+  mpid=$!
+fi
 mkfifo "$log/tcpstore.in"
 /usr/bin/python3 bench/tcpstore_bench.py server <"$log/tcpstore.in" >"$log/tcpstore.port" &
 tpid=$!
 exec {hold}>"$log/tcpstore.in"  # the TCPStore server lives while this stays open
-for _ in $(seq 300); do [[ -s $log/port && -s $log/tcpstore.port ]] && break; sleep 0.1; done
-mport=$(cat "$log/port")
+for _ in $(seq 300); do
+  [[ ( -n ${MUSTERD_ENDPOINT:-} || -s $log/port ) && -s $log/tcpstore.port ]] && break
+  sleep 0.1
+done
+if [[ -n ${MUSTERD_ENDPOINT:-} ]]; then
+  mendpoint=$MUSTERD_ENDPOINT
+else
+  [[ -s $log/port ]] || { echo "musterd did not start:" >&2; cat "$log/musterd.log" >&2; exit 1; }
+  mendpoint=127.0.0.1:$(cat "$log/port")
+fi
 tport=$(head -1 "$log/tcpstore.port")
-echo "musterd on $mport, TCPStore on $tport; $clients clients, $seconds s each" >&2
+echo "musterd at $mendpoint, TCPStore on $tport; $clients clients, $seconds s each" >&2
 
 res=bench/results/store.md
 {
-  echo "| op | musterd Store ops/s | p50 | p99 | TCPStore ops/s | p50 | p99 | musterd / TCPStore |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| op | musterd stream ops/s | p50 | p99 | musterd unary ops/s | TCPStore ops/s | p50 | p99 | stream / TCPStore | unary / TCPStore |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$res"
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "-" }'; }
 for op in set get add; do
-  m=$("$bench" --endpoint="127.0.0.1:$mport" --clients="$clients" --op="$op" --seconds="$seconds")
+  m=$("$bench" --endpoint="$mendpoint" --clients="$clients" --op="$op" --seconds="$seconds" \
+    --mode=stream)
   echo "muster:   $m" >&2
+  u=$("$bench" --endpoint="$mendpoint" --clients="$clients" --op="$op" --seconds="$seconds" \
+    --mode=unary)
+  echo "muster:   $u" >&2
   t=$(/usr/bin/python3 bench/tcpstore_bench.py clients "$tport" --clients="$clients" --op="$op" \
     --seconds="$seconds")
   echo "TCPStore: $t" >&2
   mo=$(field ops_per_s "$m")
+  uo=$(field ops_per_s "$u")
   to=$(field ops_per_s "$t")
-  ratio=$(awk -v a="$mo" -v b="$to" 'BEGIN { if (b > 0) printf "%.1f×", a / b; else print "-" }')
-  echo "| $op | $mo | $(field p50_us "$m") µs | $(field p99_us "$m") µs | $to | $(field p50_us "$t") µs | $(field p99_us "$t") µs | $ratio |" >>"$res"
+  echo "| $op | $mo | $(field p50_us "$m") µs | $(field p99_us "$m") µs | $uo | $to | $(field p50_us "$t") µs | $(field p99_us "$t") µs | $(ratio "$mo" "$to") | $(ratio "$uo" "$to") |" >>"$res"
 done
 exec {hold}>&-
 cat "$res"

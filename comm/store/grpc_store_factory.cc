@@ -189,6 +189,9 @@ absl::StatusOr<JobStore> OpenLauncherStore() {
                      " is outside [1, WORLD_SIZE=", job.world_size, "]"));
   }
   rendezvous::GrpcStoreOptions store_options;
+  // HOST:PORT, or every musterd replica's, comma-separated (H1:P1,H2:P2):
+  // passed through as it is; NewGrpcStore validates it (naming the forms it
+  // takes) and finds the leader among the replicas.
   store_options.endpoint = endpoint;
   store_options.prefix = prefix;
   // The round's Store credential and TLS settings the agent gave this worker

@@ -86,6 +86,7 @@ class RendezvousServer::Impl {
         session_service_(&coordinator_, &auth_, &metrics_),
         store_service_(&store_, &auth_) {
     session_service_.SetGate(&gate_);
+    store_service_.SetGate(&gate_);
   }
 
   ~Impl() { Shutdown(absl::Seconds(2)); }
@@ -299,6 +300,7 @@ class RendezvousServer::Impl {
     gate_.StandBy(self, leader);
     const absl::Status why = gate_.Check();
     session_service_.EndOpen(why, leader);
+    store_service_.EndOpen(why, leader);
   }
   void Lead() { gate_.Lead(); }
   bool leading() const { return gate_.serving(); }

@@ -3,6 +3,12 @@
 // they park a KvStore waiter and end when the keys are set, at their deadline
 // (DEADLINE_EXCEEDED naming the keys), when the client cancels, when the
 // namespace is dropped (ABORTED), or at shutdown (UNAVAILABLE).
+//
+// Besides the unary calls, Stream carries every op on one bidirectional stream
+// (store.proto): one ServerBidiReactor per stream, no thread of its own, ops
+// answered as they complete (out of order), answers batched into one message
+// per write. Writes go through KvStore's async write path everywhere, so that
+// a replicated musterd answers them once etcd committed them.
 #ifndef MUSTER_RENDEZVOUS_SRC_STORE_SERVICE_H_
 #define MUSTER_RENDEZVOUS_SRC_STORE_SERVICE_H_
 
@@ -28,6 +34,26 @@
 #include "muster/v1/store.grpc.pb.h"
 
 namespace muster::rendezvous {
+
+class LeaderGate;
+
+// Bounds of one Store stream, so that a client that floods it (or never reads
+// its answers) cannot exhaust musterd's memory.
+struct StoreStreamLimits {
+  // Ops accepted and not yet answered (mostly parked waits). An op past it
+  // fails at once with RESOURCE_EXHAUSTED naming the limit. A worker's
+  // GrpcStore has one op in flight per calling thread; a benchmark of 1,000
+  // clients on a few streams a few hundred per stream.
+  int64_t max_in_flight = 10'000;
+  // Requests in one StoreRequests message; past it the stream ends with
+  // RESOURCE_EXHAUSTED (GrpcStore sends at most 1,024).
+  int max_batch = 4'096;
+  // Bytes of answers waiting to be written (a client that stops reading).
+  // Reading the stream pauses at half of it (HTTP/2 flow control then holds
+  // the client back); an answer that would pass it becomes RESOURCE_EXHAUSTED
+  // naming the limit instead (a batch of large Gets, waits ending at once).
+  int64_t max_queued_bytes = int64_t{64} << 20;
+};
 
 // Runs callbacks at deadlines on one timer thread: an ordered map of (deadline,
 // id) as the min-heap, a mutex and a condition variable.
@@ -87,7 +113,8 @@ class StoreService {
  public:
   // auth, when given, decides every call by its namespace's job and the
   // caller's authorization metadata (auth.h); it must outlive the service.
-  explicit StoreService(KvStore* store, const JobAuthRegistry* auth = nullptr);
+  explicit StoreService(KvStore* store, const JobAuthRegistry* auth = nullptr,
+                        StoreStreamLimits stream_limits = {});
   // Shutdown(UNAVAILABLE) when not done yet.
   ~StoreService();
   StoreService(const StoreService&) = delete;
@@ -96,23 +123,49 @@ class StoreService {
   // The gRPC service to register with a grpc::ServerBuilder; owned by this.
   grpc::Service* service();
 
-  // Ends every pending wait with `status`, makes later waits fail with it at
-  // once, and stops the timer thread. Idempotent; does not wait for RPCs.
+  // Replicas: while `gate` does not serve, every unary call, every stream at
+  // its opening and at each of its ops is refused with the gate's UNAVAILABLE
+  // and the leader in the trailing metadata `muster-leader`. Call before the
+  // server starts; gate must outlive the service. None: always serve.
+  void SetGate(const LeaderGate* gate) { gate_ = gate; }
+
+  // This musterd stopped leading: ends every open stream and every pending
+  // unary wait with `why`, naming `leader` (HOST:PORT; empty: unknown) in the
+  // trailing metadata `muster-leader`. Unlike Shutdown the service goes on
+  // accepting calls (which the gate refuses while this replica stands by, and
+  // serves again once it leads). Does not block on RPCs.
+  void EndOpen(const absl::Status& why, const std::string& leader);
+
+  // Ends every pending wait and every open stream with `status`, makes later
+  // waits and streams fail with it at once, and stops the timer thread.
+  // Idempotent; does not wait for RPCs.
   void Shutdown(const absl::Status& status);
 
-  // Waiting calls in progress.
+  // Waiting calls in progress (unary calls; a stream's waits are its own).
   int64_t PendingWaits() const;
+  // Store streams open now.
+  int64_t OpenStreams() const;
 
  private:
   class Rpcs;
   class WaitReactor;
+  class StreamCore;
+  class StreamReactor;
 
-  // Records a parked wait for Shutdown. False (not recorded) after Shutdown,
-  // with its status.
+  // Records a parked wait for Shutdown and EndOpen. False (not recorded) after
+  // Shutdown, with its status.
   bool Track(KvStore::WaiterId id, absl::Status* refusal);
-  void Untrack(KvStore::WaiterId id);
+  // Forgets it; returns the leader EndOpen named for it (empty: none), for
+  // the call's trailing metadata.
+  std::string Untrack(KvStore::WaiterId id);
   absl::Status ShutdownStatus() const;
-  // The namespace is well-formed and the caller may use it.
+  // OK while this musterd serves (no gate, or the gate serves); otherwise the
+  // gate's UNAVAILABLE, and the leader goes into the call's trailing metadata.
+  absl::Status CheckGate(grpc::CallbackServerContext* context) const;
+  // The namespace is well-formed and `credential` may use it.
+  absl::Status CheckNamespace(const Credential& credential,
+                              const std::string& prefix) const;
+  // The gate, then the namespace is well-formed and the caller may use it.
   absl::Status CheckAccess(grpc::CallbackServerContext* context,
                            const std::string& prefix) const;
   // CheckAccess, then the one key of a single-key call is well-formed.
@@ -137,12 +190,24 @@ class StoreService {
       absl::string_view what,
       absl::AnyInvocable<void(std::vector<std::string> values)> fill);
 
+  // Streams: registered at open (false, with the refusal, after Shutdown),
+  // forgotten at OnDone.
+  bool Register(const std::shared_ptr<StreamCore>& stream,
+                absl::Status* refusal);
+  void Unregister(StreamCore* stream);
+
   KvStore* const store_;
   const JobAuthRegistry* const auth_;
+  const StoreStreamLimits stream_limits_;
+  const LeaderGate* gate_ = nullptr;  // set before serving
   DeadlineScheduler scheduler_;
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_set<KvStore::WaiterId> waits_ ABSL_GUARDED_BY(mu_);
+  // Parked unary waits, each with the leader EndOpen named for it.
+  absl::flat_hash_map<KvStore::WaiterId, std::string> waits_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<StreamCore*, std::shared_ptr<StreamCore>> streams_
+      ABSL_GUARDED_BY(mu_);
   absl::Status shutdown_ ABSL_GUARDED_BY(mu_);  // non-OK after Shutdown
 
   // Last: its handlers use everything above.

@@ -497,6 +497,23 @@ TEST(CommEnvironmentTest, FromEnvironmentRejectsMalformedValues) {
   EXPECT_THAT(comm.status().message(), HasSubstr("RANK=2"));
 }
 
+// MUSTER_STORE_ENDPOINT may list every musterd replica; a malformed list is
+// refused naming the variable and the forms it takes.
+TEST(CommEnvironmentTest, StoreEndpointListsAreValidated) {
+  ScopedEnv env;
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "1", 1);
+  setenv("MUSTER_STORE_PREFIX", "job/1", 1);
+  setenv("MUSTER_STORE_ENDPOINT", "127.0.0.1:1,,127.0.0.1:2", 1);
+  auto comm = Communicator::FromEnvironment();
+  ASSERT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument)
+      << comm.status();
+  EXPECT_THAT(comm.status().message(),
+              HasSubstr("MUSTER_STORE_ENDPOINT=127.0.0.1:1,,127.0.0.1:2"));
+  EXPECT_THAT(comm.status().message(), HasSubstr("comma-separated"));
+}
+
 TEST(CommEnvironmentTest, BadTimeoutVariableIsInvalidArgument) {
   for (const char* bad : {"soon", "0", "-1", "inf", "5 parsecs"}) {
     SCOPED_TRACE(bad);

@@ -16,3 +16,6 @@ muster_test(state_journal_test SRCS state_journal_test.cc DEPS muster_rendezvous
 # The heartbeat budget over gRPC: the client follows musterd's interval; musterd suggests it.
 muster_test(heartbeat_follow_test SRCS heartbeat_follow_test.cc DEPS muster_testing_rendezvous
             TIMEOUT 60)
+# Store.Stream: pipelined and out-of-order ops, its bounds, a standby's refusals, and GrpcStore's
+# failover between replicas (two servers on loopback; fake leaders for the Add ambiguity).
+muster_test(store_stream_test SRCS store_stream_test.cc DEPS muster_testing_rendezvous TIMEOUT 90)

@@ -6,8 +6,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -297,6 +300,51 @@ TEST_F(SecurityServerTest, GrpcStorePresentsTheRoundCredential) {
   ASSERT_TRUE(anonymous.ok());
   EXPECT_EQ((*anonymous)->Set("k", "x").code(),
             absl::StatusCode::kUnauthenticated);
+}
+
+// Store.Stream checks the caller's credential per op, by each op's namespace,
+// as the unary calls do.
+TEST_F(SecurityServerTest, TheStoreStreamChecksTheCredentialPerNamespace) {
+  auto server = StartServer(/*tls=*/true);
+  ASSERT_NE(server, nullptr);
+  auto agent = JoinedAgent(server->port());
+  auto store = v1::Store::NewStub(RawTlsChannel(server->port()));
+  auto op = [](uint64_t id, const std::string& prefix) {
+    v1::StoreRequest r;
+    r.set_id(id);
+    r.set_prefix(prefix);
+    r.mutable_set()->set_key("k");
+    r.mutable_set()->set_value("v");
+    return r;
+  };
+  for (const auto& [token, own, other] :
+       std::vector<std::tuple<std::string, grpc::StatusCode, grpc::StatusCode>>{
+           {"", grpc::StatusCode::UNAUTHENTICATED,
+            grpc::StatusCode::UNAUTHENTICATED},
+           {kWrong, grpc::StatusCode::PERMISSION_DENIED,
+            grpc::StatusCode::PERMISSION_DENIED},
+           {DeriveStoreCredential(kToken, "jobA/1"), grpc::StatusCode::OK,
+            grpc::StatusCode::PERMISSION_DENIED}}) {
+    grpc::ClientContext context;
+    PrepareContext(&context, token);
+    auto stream = store->Stream(&context);
+    v1::StoreRequests batch;
+    *batch.add_requests() = op(1, "jobA/1");
+    *batch.add_requests() = op(2, "jobA/2");
+    ASSERT_TRUE(stream->Write(batch));
+    std::map<uint64_t, int> codes;
+    v1::StoreResponses answers;
+    while (codes.size() < 2 && stream->Read(&answers)) {
+      for (const auto& a : answers.responses()) {
+        codes[a.id()] = a.code();
+        EXPECT_THAT(a.message(), Not(HasSubstr(kToken)));
+      }
+    }
+    EXPECT_EQ(codes[1], static_cast<int>(own)) << "token '" << token << "'";
+    EXPECT_EQ(codes[2], static_cast<int>(other)) << "token '" << token << "'";
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+  }
 }
 
 TEST_F(SecurityServerTest, ReloadSwapsTheCertificateForNewConnections) {
