@@ -7,6 +7,8 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -96,6 +99,15 @@ class StoreCalls {
   }
   std::unique_ptr<v1::Store::Stub> stub_;
 };
+
+std::vector<std::string> LinesOf(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
 
 class ReplicaE2eTest : public ::testing::Test {
  protected:
@@ -260,6 +272,60 @@ TEST_F(ReplicaE2eTest, BothReplicasRestartedFindTheStateInEtcd) {
   Answer a = on_new.Get("durable");
   ASSERT_TRUE(a.status.ok()) << a.status.error_message();
   EXPECT_EQ(a.value, "yes");
+}
+
+// The issue's promise: kill -9 of the leader restarts no worker anywhere and
+// fails no job. Two agents of two workers each follow the replicas
+// (--rdzv-endpoint lists both); each worker records its start, outlives the
+// failover, then trains through the new leader's Store.
+TEST_F(ReplicaE2eTest, KillOfTheLeaderRestartsNoWorkerAndTheJobSucceeds) {
+  const std::string dir = MakeTempDir("replica-job");
+  const std::string starts = dir + "/starts";
+  const std::string worker = dir + "/worker.sh";
+  {
+    std::ofstream(worker) << "#!/bin/bash\n"
+                          << "echo \"start $RANK $MUSTER_ROUND $$\" >> \""
+                          << starts << "\"\n"
+                          << "while [ ! -e \"" << dir << "/go\" ]; do sleep 0.05; done\n"
+                          << "exec \"" << BinPath("train")
+                          << "\" --epochs=100\n";
+  }
+  std::filesystem::permissions(worker, std::filesystem::perms::owner_all);
+  const std::string rdzv = absl::StrCat("--rdzv-endpoint=",
+                                        replicas_[0]->endpoint(), ",",
+                                        replicas_[1]->endpoint());
+  auto agent = [&] {
+    return std::make_unique<Subprocess>(
+        std::vector<std::string>{BinPath("muster"), "--nnodes=2",
+                                 "--nproc-per-node=2", "--max-restarts=3",
+                                 rdzv, "--rdzv-id=replicated", "--no-python",
+                                 worker},
+        EnvWithoutLauncher());
+  };
+  auto a = agent();
+  auto b = agent();
+  ASSERT_TRUE(WaitUntil([&] { return LinesOf(starts).size() >= 4; },
+                        absl::Seconds(60)))
+      << a->Output() << b->Output() << Logs();
+  const int leader = Leading();
+  ASSERT_GE(leader, 0);
+  const int standby = 1 - leader;
+  absl::SleepFor(absl::Milliseconds(500));  // renewals under way
+  replicas_[leader]->proc().Kill();
+  ASSERT_TRUE(
+      WaitUntil([&] { return Leading() == standby; }, absl::Seconds(15)))
+      << Logs();
+  ASSERT_TRUE(replicas_[standby]->proc().WaitForOutput("re-adopted",
+                                                       absl::Seconds(30)))
+      << Logs() << a->Output() << b->Output();
+  // Now the workers bootstrap Gloo through the new leader and train.
+  std::ofstream(dir + "/go") << "go\n";
+  EXPECT_EQ(a->WaitOrKill(absl::Seconds(120)), 0) << a->Output() << Logs();
+  EXPECT_EQ(b->WaitOrKill(absl::Seconds(120)), 0) << b->Output() << Logs();
+  const std::vector<std::string> lines = LinesOf(starts);
+  EXPECT_EQ(lines.size(), 4u) << "a worker started twice:\n"
+                              << absl::StrJoin(lines, "\n") << "\n"
+                              << Logs();
 }
 
 TEST(ReplicaFlagsE2eTest, BadReplicaFlagsAreRefusedNamingTheFix) {
