@@ -45,8 +45,7 @@ struct Answer {
 class StoreCalls {
  public:
   explicit StoreCalls(const std::string& endpoint)
-      : stub_(v1::Store::NewStub(grpc::CreateChannel(
-            endpoint, grpc::InsecureChannelCredentials()))) {}
+      : stub_(v1::Store::NewStub(Channel(endpoint))) {}
 
   Answer Set(const std::string& key, const std::string& value) {
     v1::SetRequest r;
@@ -92,6 +91,14 @@ class StoreCalls {
   static constexpr char kPrefix[] = "replica-job/1";
 
  private:
+  // A connection of its own: gRPC would otherwise reuse one a killed
+  // replica's predecessor on the same port left broken.
+  static std::shared_ptr<grpc::Channel> Channel(const std::string& endpoint) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(endpoint,
+                                     grpc::InsecureChannelCredentials(), args);
+  }
   static std::string Leader(const grpc::ClientContext& c) {
     auto it = c.GetServerTrailingMetadata().find("muster-leader");
     if (it == c.GetServerTrailingMetadata().end()) return "";
@@ -270,7 +277,7 @@ TEST_F(ReplicaE2eTest, BothReplicasRestartedFindTheStateInEtcd) {
       << Logs();
   StoreCalls on_new(replicas_[Leading()]->endpoint());
   Answer a = on_new.Get("durable");
-  ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+  ASSERT_TRUE(a.status.ok()) << a.status.error_message() << "\n" << Logs();
   EXPECT_EQ(a.value, "yes");
 }
 
