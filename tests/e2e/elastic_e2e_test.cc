@@ -183,6 +183,8 @@ std::unique_ptr<Subprocess> StartAgent(const MusterdProcess& server,
       "--rdzv-endpoint=" + server.endpoint(),
       "--rdzv-id=" + spec.job,
       "--rdzv-conf=" + spec.rdzv_conf,
+      // EnvBlocks tells the ranks' lines apart by muster's "[rank<N>]:".
+      "--prefix-output",
       "--no-python"};
   argv.insert(argv.end(), spec.program.begin(), spec.program.end());
   return std::make_unique<Subprocess>(argv);
