@@ -133,7 +133,8 @@ TEST(RdzvConfTest, MalformedValuesNameTheKeyAndTheFix) {
   EXPECT_EQ(Error("join_timeout=abc"),
             "join_timeout=abc: expected seconds > 0, e.g. join_timeout=30 or "
             "join_timeout=0.5");
-  EXPECT_THAT(Error("timeout=0"), HasSubstr("timeout=0: expected seconds > 0"));
+  EXPECT_THAT(Error("join_timeout=0"),
+              HasSubstr("join_timeout=0: expected seconds > 0"));
   EXPECT_THAT(Error("last_call_timeout=-1"),
               HasSubstr("last_call_timeout=-1: expected seconds >= 0"));
   EXPECT_EQ(Error("join_timeout"),
