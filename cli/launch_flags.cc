@@ -147,8 +147,9 @@ absl::StatusOr<std::vector<std::string>> ExpandAbbreviations(
           name, " taken as ", chosen->spelling,
           " (an abbreviation, as torchrun's argparse takes it; write the "
           "full name, which a later flag cannot make ambiguous)"));
-      a = eq == std::string::npos ? chosen->spelling
-                                  : absl::StrCat(chosen->spelling, a.substr(eq));
+      a = eq == std::string::npos
+              ? chosen->spelling
+              : absl::StrCat(chosen->spelling, a.substr(eq));
     }
     if (chosen != nullptr && chosen->takes_value && eq == std::string::npos) {
       ++i;  // its value
@@ -367,8 +368,7 @@ absl::StatusOr<LaunchCommand> Parse(
       ApplyFlags(FlagStage::kProgram, parsed.values, context, &s));
   MUSTER_RETURN_IF_ERROR(ResolveProgram(parsed.program_args, env, &s));
   cmd.config = std::move(s.config);
-  cmd.warnings.insert(cmd.warnings.end(), s.warnings.begin(),
-                      s.warnings.end());
+  cmd.warnings.insert(cmd.warnings.end(), s.warnings.begin(), s.warnings.end());
   return cmd;
 }
 

@@ -201,8 +201,7 @@ absl::Status RdzvConf::ApplyTo(agent::AgentConfig* config) const {
 }
 
 absl::StatusOr<RdzvConf> ParseRdzvConf(absl::string_view text,
-                                       RdzvConfScope scope,
-                                       bool etcd_aliases) {
+                                       RdzvConfScope scope, bool etcd_aliases) {
   RdzvConf conf;
   for (absl::string_view item :
        absl::StrSplit(text, ',', absl::SkipWhitespace())) {

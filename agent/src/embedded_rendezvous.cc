@@ -49,9 +49,9 @@ absl::Status StartEmbeddedRendezvous(
           " is not this machine; give the server's port, or this machine's "
           "name (e.g. localhost:0)"));
     }
-    if (local && (hp->port == 0 ||
-                  !CanConnect(hp->host.empty() ? "127.0.0.1" : hp->host,
-                              hp->port, absl::Milliseconds(200)))) {
+    if (local &&
+        (hp->port == 0 || !CanConnect(hp->host.empty() ? "127.0.0.1" : hp->host,
+                                      hp->port, absl::Milliseconds(200)))) {
       embed = true;
       listen = absl::StrCat("0.0.0.0:", hp->port);
     }

@@ -57,8 +57,10 @@ std::string ExpandLinePrefix(const std::string& line_template,
     size_t start = i + (braced ? 2 : 1);
     size_t end = start;
     while (end < t.size() && IsIdentifierChar(t[end], end == start)) ++end;
-    const bool complete = end > start && (!braced || (end < t.size() && t[end] == '}'));
-    auto it = complete ? values.find(t.substr(start, end - start)) : values.end();
+    const bool complete =
+        end > start && (!braced || (end < t.size() && t[end] == '}'));
+    auto it =
+        complete ? values.find(t.substr(start, end - start)) : values.end();
     if (it == values.end()) {  // safe_substitute leaves it as written
       out.push_back('$');
       ++i;
@@ -163,11 +165,10 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     p.env = w.env;
     p.cpu_affinity = w.cpu_affinity;
     p.name = absl::StrCat("worker local_rank ", w.local_rank);
-    p.line_prefix = ExpandLinePrefix(output.line_prefix_template.empty()
-                                         ? kDefaultLinePrefix
-                                         : output.line_prefix_template,
-                                     output.role, w.global_rank, w.local_rank,
-                                     output.hostname);
+    p.line_prefix = ExpandLinePrefix(
+        output.line_prefix_template.empty() ? kDefaultLinePrefix
+                                            : output.line_prefix_template,
+        output.role, w.global_rank, w.local_rank, output.hostname);
     const int redirected = StreamsFor(output.redirects, w.local_rank);
     const int teed = StreamsFor(output.tees, w.local_rank);
     const bool console_ok = output.console_local_ranks.empty() ||

@@ -283,9 +283,10 @@ TEST_F(ElasticAgentTest, WorkersSucceedThenJobSucceeds) {
   // torchrun's log layout: <log-dir>/<run-id>_<random>/attempt_<n>/<local>/.
   const std::string error_file =
       workers->specs()[1].env.at("TORCHELASTIC_ERROR_FILE");
-  const std::filesystem::path run_dir =
-      std::filesystem::path(error_file).parent_path().parent_path()
-          .parent_path();
+  const std::filesystem::path run_dir = std::filesystem::path(error_file)
+                                            .parent_path()
+                                            .parent_path()
+                                            .parent_path();
   EXPECT_EQ(run_dir.parent_path(), log_dir_);
   EXPECT_TRUE(absl::StartsWith(run_dir.filename().string(), "job_"))
       << error_file;

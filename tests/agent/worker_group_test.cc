@@ -702,7 +702,8 @@ TEST(WorkerGroupTest, LinePrefixTemplateReplacesTheTeeHeader) {
   EXPECT_THAT(c.out.Lines(),
               UnorderedElementsAre("[rank6]: test_worker rank 6 done",
                                    "[rank7]: test_worker rank 7 done"));
-  EXPECT_THAT(c.err.Lines(), UnorderedElementsAre("[rank6]: e0", "[rank7]: e1"));
+  EXPECT_THAT(c.err.Lines(),
+              UnorderedElementsAre("[rank6]: e0", "[rank7]: e1"));
   EXPECT_EQ(ReadFile(dir.path() / "1" / "stderr.log"), "e1\n");
 }
 
@@ -713,9 +714,9 @@ TEST(ExpandLinePrefixTest, AsPythonsSafeSubstitute) {
                              "trainer", 12, 3, "node7"),
             "[trainer 12/3@node7] ");
   // $$ is $; unknown names, a lone $, an unclosed brace stay as written.
-  EXPECT_EQ(ExpandLinePrefix("$$rank $group_rank ${nope} $ ${rank", "r", 1, 0,
-                             ""),
-            "$rank $group_rank ${nope} $ ${rank");
+  EXPECT_EQ(
+      ExpandLinePrefix("$$rank $group_rank ${nope} $ ${rank", "r", 1, 0, ""),
+      "$rank $group_rank ${nope} $ ${rank");
   // An identifier runs as far as it can: $ranks is not $rank.
   EXPECT_EQ(ExpandLinePrefix("$ranks ${rank}s", "r", 2, 0, ""), "$ranks 2s");
 }

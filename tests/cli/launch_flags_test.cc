@@ -266,9 +266,8 @@ std::vector<FlagCase> AllFlagCases() {
        "/opt/py/bin/python",
        {"--run-path"},
        [](const LaunchCommand& c) {
-         EXPECT_THAT(c.config.program,
-                     ElementsAre("/opt/py/bin/python", "-u", "-c", _,
-                                 "train.exe"));
+         EXPECT_THAT(c.config.program, ElementsAre("/opt/py/bin/python", "-u",
+                                                   "-c", _, "train.exe"));
        }},
   };
 }
@@ -695,10 +694,10 @@ TEST(LaunchFlagsTest, MalformedPortsAndAddresses) {
   EXPECT_THAT(
       ParseError({"--rdzv-endpoint=h:abc", "x"}),
       HasSubstr("--rdzv-endpoint=h:abc: address 'h:abc' has port 'abc'"));
-  // Port 0 is a free port of the server this node embeds (RdzvEndpointPortZero).
-  EXPECT_THAT(
-      ParseError({"--rdzv-endpoint=h:0", "--rdzv-conf=is_host=0", "x"}),
-      HasSubstr("--rdzv-endpoint=h:0: port 0 means"));
+  // Port 0 is a free port of the server this node embeds
+  // (RdzvEndpointPortZero).
+  EXPECT_THAT(ParseError({"--rdzv-endpoint=h:0", "--rdzv-conf=is_host=0", "x"}),
+              HasSubstr("--rdzv-endpoint=h:0: port 0 means"));
   EXPECT_THAT(ParseError({"--rdzv-endpoint=:29400", "x"}),
               HasSubstr("needs the host"));
   EXPECT_THAT(ParseError({"--master-addr=node0:29500", "x"}),
@@ -768,12 +767,12 @@ TEST(LaunchFlagsTest, DiagnosticsFlags) {
 }
 
 TEST(LaunchFlagsTest, RdzvConf) {
-  LaunchCommand c =
-      ParseOk({"--rdzv-endpoint=h", "--rdzv-id=j",
-               "--rdzv-conf=join_timeout=900,last_call_timeout=0.5,close_timeout=2,"
-               "read_timeout=7,connect_timeout=1.5,keep_alive_interval=5,keep_"
-               "alive_max_attempt=3,is_host=0",
-               "x"});
+  LaunchCommand c = ParseOk(
+      {"--rdzv-endpoint=h", "--rdzv-id=j",
+       "--rdzv-conf=join_timeout=900,last_call_timeout=0.5,close_timeout=2,"
+       "read_timeout=7,connect_timeout=1.5,keep_alive_interval=5,keep_"
+       "alive_max_attempt=3,is_host=0",
+       "x"});
   const AgentConfig& cfg = c.config;
   EXPECT_EQ(cfg.join_timeout, absl::Seconds(900));
   EXPECT_EQ(cfg.last_call_timeout, absl::Milliseconds(500));
@@ -900,8 +899,8 @@ TEST(LaunchFlagsTest, UnambiguousAbbreviationsAreTaken) {
   EXPECT_EQ(c.config.redirects, (std::map<int, int>{{-1, 3}}));
   EXPECT_THAT(c.warnings,
               Contains(HasSubstr("--redirect taken as --redirects")));
-  for (const std::string& spelling : std::vector<std::string>
-       {"--nproc-per-nod", "--nproc_per_nod", "--nproc"}) {
+  for (const std::string& spelling : std::vector<std::string>{
+           "--nproc-per-nod", "--nproc_per_nod", "--nproc"}) {
     SCOPED_TRACE(spelling);
     EXPECT_EQ(ParseOk({spelling + "=4", "x"}).config.nproc_per_node, 4);
     // The value as the next argument is skipped, not taken for PROGRAM.
@@ -933,7 +932,8 @@ TEST(LaunchFlagsTest, AmbiguousAbbreviationNamesTheCandidates) {
 // test_launch_elastic's and test_launch_elastic_multiple_agents' --rdzv-conf,
 // in both spellings: keys torchrun's c10d backend does not read are ignored.
 TEST(LaunchFlagsTest, RdzvConfOfPyTorchsOwnTests) {
-  for (const std::string& flag : std::vector<std::string>{"--rdzv-conf", "--rdzv_conf"}) {
+  for (const std::string& flag :
+       std::vector<std::string>{"--rdzv-conf", "--rdzv_conf"}) {
     SCOPED_TRACE(flag);
     LaunchCommand c = ParseOk(
         {"--nnodes=1:2", "--nproc-per-node=4", "--rdzv-backend=c10d",
@@ -960,8 +960,10 @@ TEST(LaunchFlagsTest, OutputPrefixDefaultsToTorchruns) {
   LaunchCommand c = ParseOk({"--nproc-per-node=2", "x"});
   EXPECT_FALSE(c.config.prefix_output);
   EXPECT_EQ(c.config.log_line_prefix_template, "");
-  const Env tmpl = {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[rank${rank}]: "}};
-  for (const std::string& flag : std::vector<std::string>{"--nproc-per-node=2", "--nproc_per_node=2"}) {
+  const Env tmpl = {
+      {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[rank${rank}]: "}};
+  for (const std::string& flag :
+       std::vector<std::string>{"--nproc-per-node=2", "--nproc_per_node=2"}) {
     c = ParseOk({flag, "--tee=3", "x"}, tmpl);
     EXPECT_FALSE(c.config.prefix_output);
     EXPECT_EQ(c.config.log_line_prefix_template, "[rank${rank}]: ");
@@ -979,7 +981,8 @@ TEST(LaunchFlagsTest, OutputPrefixDefaultsToTorchruns) {
 // test_launch_elastic* use --rdzv-endpoint=localhost:<free port>; port 0 asks
 // the server this node embeds to take a free one.
 TEST(LaunchFlagsTest, RdzvEndpointPortZero) {
-  for (const std::string& flag : std::vector<std::string>{"--rdzv-endpoint", "--rdzv_endpoint"}) {
+  for (const std::string& flag :
+       std::vector<std::string>{"--rdzv-endpoint", "--rdzv_endpoint"}) {
     SCOPED_TRACE(flag);
     LaunchCommand c = ParseOk({"--nnodes=1:2", "--rdzv-backend=c10d",
                                flag + "=localhost:0", "--rdzv-id=j", "x"});

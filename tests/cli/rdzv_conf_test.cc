@@ -77,7 +77,8 @@ TEST(RdzvConfTest, KeysTheC10dBackendDoesNotReadAreIgnored) {
   ASSERT_EQ(c->warnings.size(), 2u);
   EXPECT_THAT(c->warnings[0], HasSubstr("ignoring key ''join_timeout'"));
   EXPECT_THAT(c->warnings[1], HasSubstr("ignoring key 'timeout'"));
-  EXPECT_THAT(c->warnings[1], HasSubstr("etcd backend reads it as join_timeout"));
+  EXPECT_THAT(c->warnings[1],
+              HasSubstr("etcd backend reads it as join_timeout"));
   // --rdzv_conf=timeout=5 of test_launch_elastic_multiple_agents.
   c = ParseRdzvConf("timeout=5");
   ASSERT_TRUE(c.ok()) << c.status();

@@ -52,7 +52,8 @@ std::map<int, std::map<std::string, std::string>> EnvByRank(
 }
 
 // With --prefix-output: these tests tell the ranks' lines apart by muster's
-// "[rank<N>]:" (torchrun's default output is tests/e2e/torchrun_suite_e2e_test).
+// "[rank<N>]:" (torchrun's default output is
+// tests/e2e/torchrun_suite_e2e_test).
 std::vector<std::string> Muster(std::vector<std::string> flags) {
   std::vector<std::string> argv = {BinPath("muster"), "--prefix-output"};
   argv.insert(argv.end(), flags.begin(), flags.end());

@@ -317,10 +317,10 @@ TEST(ParityE2eTest, DuplicateFiltersCopyMatchingTeedLines) {
 }
 
 TEST(ParityE2eTest, VirtualLocalRankAndTorchrunsEnvironment) {
-  Subprocess p(Muster({"--nproc-per-node=2", "--virtual_local_rank",
-                       "--prefix-output", "--no-python", BinPath("test_worker"),
-                       "--print-env"}),
-               {{"CUDA_VISIBLE_DEVICES", "4,6"}});
+  Subprocess p(
+      Muster({"--nproc-per-node=2", "--virtual_local_rank", "--prefix-output",
+              "--no-python", BinPath("test_worker"), "--print-env"}),
+      {{"CUDA_VISIBLE_DEVICES", "4,6"}});
   ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
   const std::string out = p.Output();
   EXPECT_THAT(out, HasSubstr("[rank0]:env LOCAL_RANK=0\n"));
@@ -338,10 +338,9 @@ TEST(ParityE2eTest, VirtualLocalRankAndTorchrunsEnvironment) {
 TEST(ParityE2eTest, NumaBindingRunsEverywhere) {
   // Bound where the machine has GPUs with NUMA nodes; elsewhere one warning
   // that says why, and the job runs.
-  Subprocess p(
-      Muster({"--numa_binding=node", "--nproc-per-node=2", "--prefix_output",
-              "--no-python", "/bin/sh", "-c",
-              "grep Cpus_allowed_list /proc/self/status"}));
+  Subprocess p(Muster({"--numa_binding=node", "--nproc-per-node=2",
+                       "--prefix_output", "--no-python", "/bin/sh", "-c",
+                       "grep Cpus_allowed_list /proc/self/status"}));
   ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
   const std::string out = p.Output();
   if (out.find("workers run without binding") == std::string::npos) {

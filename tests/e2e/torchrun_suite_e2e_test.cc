@@ -54,8 +54,8 @@ bool TorchAvailable() {
 const char* const kNproc[] = {"--nproc-per-node=2", "--nproc_per_node=2"};
 
 // A worker writing one line to each stream.
-const std::vector<std::string> kEcho = {
-    "--no-python", "/bin/sh", "-c", "echo out$RANK; echo err$RANK >&2"};
+const std::vector<std::string> kEcho = {"--no-python", "/bin/sh", "-c",
+                                        "echo out$RANK; echo err$RANK >&2"};
 
 std::vector<std::string> With(std::vector<std::string> a,
                               const std::vector<std::string>& b) {
@@ -81,13 +81,12 @@ TEST(TorchrunSuiteE2eTest, TeedLinesCarryTorchrunsHeader) {
     SCOPED_TRACE(nproc);
     const std::string logs = MakeTempDir("tee-header");
     // -t 1: stdout teed with the header, stderr as written.
-    Subprocess p(Muster(With({nproc, "--log-dir", logs, "--tee=1",
-                              "--role=trainer"},
-                             kEcho)));
+    Subprocess p(Muster(
+        With({nproc, "--log-dir", logs, "--tee=1", "--role=trainer"}, kEcho)));
     ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
-    EXPECT_THAT(Lines(p.Output()),
-                IsSupersetOf({"[trainer0]:out0", "[trainer1]:out1", "err0",
-                              "err1"}))
+    EXPECT_THAT(
+        Lines(p.Output()),
+        IsSupersetOf({"[trainer0]:out0", "[trainer1]:out1", "err0", "err1"}))
         << p.Output();
   }
 }
@@ -97,15 +96,15 @@ TEST(TorchrunSuiteE2eTest, TeedLinesCarryTorchrunsHeader) {
 TEST(TorchrunSuiteE2eTest, CaptureLogsWithThePrefixTemplate) {
   for (const char* nproc : kNproc) {
     SCOPED_TRACE(nproc);
-    Subprocess p(Muster(With({nproc, "--rdzv-id=capture", "--redirect=3",
-                              "--tee=3", "--monitor-interval=1",
-                              "--start-method=spawn"},
-                             kEcho)),
-                 {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[rank${rank}]: "}});
+    Subprocess p(
+        Muster(With({nproc, "--rdzv-id=capture", "--redirect=3", "--tee=3",
+                     "--monitor-interval=1", "--start-method=spawn"},
+                    kEcho)),
+        {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[rank${rank}]: "}});
     ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
     EXPECT_THAT(Lines(p.Output()),
-                IsSupersetOf({"[rank0]: out0", "[rank1]: out1",
-                              "[rank0]: err0", "[rank1]: err1"}))
+                IsSupersetOf({"[rank0]: out0", "[rank1]: out1", "[rank0]: err0",
+                              "[rank1]: err1"}))
         << p.Output();
     EXPECT_THAT(p.Output(), HasSubstr("--redirect taken as --redirects"));
   }
@@ -136,9 +135,9 @@ TEST(TorchrunSuiteE2eTest, EveryRunGetsItsOwnLogFolder) {
   const std::string logs = MakeTempDir("log-layout");
   for (const char* nproc : kNproc) {
     SCOPED_TRACE(nproc);
-    Subprocess p(Muster(With({nproc, "--log_dir=" + logs, "--rdzv-id=same",
-                              "--redirects=3"},
-                             kEcho)));
+    Subprocess p(Muster(
+        With({nproc, "--log_dir=" + logs, "--rdzv-id=same", "--redirects=3"},
+             kEcho)));
     ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
   }
   std::vector<std::string> runs;
@@ -169,7 +168,8 @@ TEST(TorchrunSuiteE2eTest, LaunchElasticOnPortZeroWithQuotedRdzvConf) {
       Subprocess p(Muster(
           {"--nnodes=1:2", nproc, "--rdzv-backend=c10d",
            "--rdzv_endpoint=localhost:0",
-           absl::StrCat(conf, "='join_timeout=5,last_call_timeout=1,timeout=5'"),
+           absl::StrCat(conf,
+                        "='join_timeout=5,last_call_timeout=1,timeout=5'"),
            "--rdzv-id=elastic", "--monitor-interval=1", "--start-method=spawn",
            "--prefix-output", "--no-python", BinPath("test_worker")}));
       ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
@@ -193,7 +193,7 @@ TEST(TorchrunSuiteE2eTest, RunPathRunsTheScriptAsTorchrunDoes) {
   if (!TorchAvailable()) GTEST_SKIP() << "needs torch for /usr/bin/python3";
   const std::string dir = MakeTempDir("run-path");
   const std::string script = testing::WriteFile(
-      dir + "/train", // no .py, no run bit: --run-path runs it with Python
+      dir + "/train",  // no .py, no run bit: --run-path runs it with Python
       "import atexit, os, sys\n"
       "import torch.distributed as dist\n"
       "assert __name__ == '__main__', __name__\n"
@@ -214,15 +214,15 @@ TEST(TorchrunSuiteE2eTest, RunPathRunsTheScriptAsTorchrunDoes) {
       0644);
   for (const char* nproc : kNproc) {
     SCOPED_TRACE(nproc);
-    Subprocess p(Muster({"--run-path", "--nnodes=1", nproc,
-                         "--monitor-interval=1", "--start-method=spawn", script,
-                         dir + "/out"}),
-                 {{"PYTHON_EXEC", kTorchPython}});
+    Subprocess p(
+        Muster({"--run-path", "--nnodes=1", nproc, "--monitor-interval=1",
+                "--start-method=spawn", script, dir + "/out"}),
+        {{"PYTHON_EXEC", kTorchPython}});
     ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
     for (int r : {0, 1}) {
-      EXPECT_EQ(testing::ReadFile(absl::StrCat(dir, "/out", r)), "True train 2");
-      EXPECT_TRUE(
-          std::filesystem::exists(absl::StrCat(dir, "/out.atexit", r)));
+      EXPECT_EQ(testing::ReadFile(absl::StrCat(dir, "/out", r)),
+                "True train 2");
+      EXPECT_TRUE(std::filesystem::exists(absl::StrCat(dir, "/out.atexit", r)));
     }
     EXPECT_THAT(Lines(p.Output()), Contains("rank 1 done"));
   }
@@ -230,7 +230,8 @@ TEST(TorchrunSuiteE2eTest, RunPathRunsTheScriptAsTorchrunDoes) {
                            dir + "/out", "exit3"}),
                    {{"PYTHON_EXEC", kTorchPython}});
   EXPECT_EQ(exit3.WaitOrKill(kJobDeadline), 1) << exit3.Output();
-  EXPECT_THAT(exit3.Output(), HasSubstr("exited with code 3")) << exit3.Output();
+  EXPECT_THAT(exit3.Output(), HasSubstr("exited with code 3"))
+      << exit3.Output();
   Subprocess raise(Muster({"--run-path", "--nproc-per-node=1", script,
                            dir + "/out", "raise"}),
                    {{"PYTHON_EXEC", kTorchPython}});
