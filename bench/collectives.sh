@@ -34,7 +34,7 @@ echo "== muster-bench: libmuster_comm and raw Gloo, $nproc ranks, $min..$max" >&
   --min="$min" --max="$max" --seconds="$seconds" --batches="$batches" --csv="$csv" \
   --impls=muster,muster:shm,gloo:ring,gloo:ring_chunked,gloo:halving_doubling,gloo:bcube \
   > "$out/muster-bench-n$nproc.txt"
-sed 's/^\[rank0\]://' "$out/muster-bench-n$nproc.txt" | grep -v '^\S* [IWD] \[muster\]' >&2 || true
+grep -v '^\S* [IWD] \[muster\]' "$out/muster-bench-n$nproc.txt" >&2 || true
 
 if $python -c 'import torch.distributed' 2>/dev/null; then
   echo "== torch.distributed (gloo), $nproc ranks" >&2
@@ -42,7 +42,7 @@ if $python -c 'import torch.distributed' 2>/dev/null; then
     bench/torch_allreduce.py --min="$min" --max="$max" --seconds="$seconds" --batches="$batches" \
     --csv="$csv" \
     > "$out/torch-n$nproc.txt"
-  sed 's/^\[rank0\]://' "$out/torch-n$nproc.txt" | grep -v '^\S* [IWD] \[muster\]' >&2 || true
+  grep -v '^\S* [IWD] \[muster\]' "$out/torch-n$nproc.txt" >&2 || true
 else
   echo "torch.distributed not importable by $python (apt-get install python3-torch): skipped" >&2
 fi

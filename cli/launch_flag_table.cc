@@ -83,7 +83,9 @@ absl::StatusOr<std::string> WordValue(
 // --- the flags whose value needs more than one of the helpers
 
 absl::Status ApplyRdzvConf(const Given& g, LaunchSettings* s) {
-  absl::StatusOr<RdzvConf> conf = ParseRdzvConf(g.value);
+  // --rdzv-backend comes first in the table, so its value is known here.
+  absl::StatusOr<RdzvConf> conf = ParseRdzvConf(
+      g.value, RdzvConfScope::kAll, /*etcd_aliases=*/s->backend == "etcd");
   if (!conf.ok()) return BadValue(g, conf.status().message());
   for (const std::string& w : conf->warnings) {
     s->warnings.push_back(absl::StrCat(g.source, ": ", w));
@@ -358,10 +360,14 @@ std::vector<LaunchFlag> MakeTable() {
  .fills = "LaunchSettings::endpoint",
  .help = "The rendezvous server (musterd) to join; port 29400 by default. "
          "This node runs it itself when HOST is this machine and nothing "
-         "listens there (see is_host).",
+         "listens there (see is_host); port 0 then picks a free port (one "
+         "node only).",
  .apply = MUSTER_APPLY {
    s->endpoint_text = g.value;
-   absl::StatusOr<HostPort> hp = ParseHostPort(g.value, kDefaultRdzvPort);
+   // Port 0: a free port for the server this node embeds (torchrun's c10d
+   // store binds port 0 the same way); cli/launch_resolve.cc checks the rest.
+   absl::StatusOr<HostPort> hp = ParseHostPort(g.value, kDefaultRdzvPort,
+                                               /*allow_zero_port=*/true);
    if (!hp.ok()) {
      return BadValue(g, absl::StrCat(hp.status().message(),
                                      "; write HOST[:PORT], e.g. node0:29400"));
@@ -376,7 +382,8 @@ std::vector<LaunchFlag> MakeTable() {
  .apply = MUSTER_APPLY { return ApplyRdzvId(g, s); }},
 {.name = "rdzv-conf", .value_name = "KEY=VALUE,...", .group = kGroupRdzv,
  .fills = "AgentConfig timeouts, heartbeat, security; LaunchSettings::is_host",
- .help = "Rendezvous settings, in seconds: join_timeout (alias timeout), "
+ .help = "Rendezvous settings, in seconds: join_timeout (alias timeout with "
+         "--rdzv-backend=etcd), "
          "last_call_timeout, close_timeout, read_timeout, connect_timeout, "
          "reconnect_timeout, preflight_timeout, keep_alive_interval; "
          "keep_alive_max_attempt; is_host=true|false; tls_ca, tls_cert, "
@@ -453,6 +460,26 @@ std::vector<LaunchFlag> MakeTable() {
          "everything).",
  .apply = MUSTER_APPLY {
    MUSTER_ASSIGN_OR_RETURN(s->config.local_ranks_filter, ParseRankList(g));
+   return absl::OkStatus();
+ }},
+{.name = "prefix-output", .group = kGroupOutput, .default_value = "0",
+ .fills = "AgentConfig::prefix_output, AgentConfig::log_line_prefix_template",
+ .help = "Prefix every console line of the workers, teed or not, with "
+         "[rank<global rank>]: (muster's own output before torchrun's became "
+         "the default), or with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE when "
+         "set. Default: as torchrun, lines as the workers write them, and "
+         "teed lines (-t) prefixed [<role><local rank>]: or with that "
+         "template (${rank}, ${local_rank}, ${role_name}, ${hostname}).",
+ .apply = MUSTER_APPLY { return SwitchValue(g, &s->config.prefix_output); },
+ .finish = [](const C& ctx, S* s) {
+   // torchrun reads the template from its environment only; an empty one is
+   // no template.
+   auto t = ctx.env.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+   if (t != ctx.env.end() && !t->second.empty()) {
+     s->config.log_line_prefix_template = t->second;
+   } else if (s->config.prefix_output) {
+     s->config.log_line_prefix_template = "[rank${rank}]:";
+   }
    return absl::OkStatus();
  }},
 {.name = "duplicate-stdout-filters", .value_name = "TEXT,...",

@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cli/flag_util.h"
@@ -58,30 +59,12 @@ absl::Status UnknownFlagError(const std::string& arg) {
       best = known;
     }
   }
-  // Flags that `flag` abbreviates, counting both spellings of one flag once.
-  std::vector<std::string> abbreviated;
-  for (const LaunchFlag& f : LaunchFlagTable()) {
-    if (flag.size() <= 3) break;  // "--" and one letter abbreviate too much
-    const std::string dashed = absl::StrCat("--", f.name);
-    const std::string underscored = absl::StrCat("--", f.UnderscoreName());
-    if (absl::StartsWith(dashed, flag)) {
-      abbreviated.push_back(dashed);
-    } else if (absl::StartsWith(underscored, flag)) {
-      abbreviated.push_back(underscored);
-    }
-  }
   // Close enough to be a typo: two edits, or a quarter of a long name. A
   // single-letter flag is too short for any guess to mean something.
+  // (Abbreviations never get here: ExpandAbbreviations took them.)
   const int tolerance = std::max<int>(2, static_cast<int>(flag.size()) / 4);
   std::string suggestion;
-  if (flag.size() > 2 && best_distance <= tolerance) {
-    suggestion = best;
-  } else if (abbreviated.size() == 1) {
-    // argparse accepts unambiguous abbreviations (--nproc); we name the full
-    // flag instead of guessing, so that a later flag with the same prefix
-    // cannot change what a script means.
-    suggestion = abbreviated.front();
-  }
+  if (flag.size() > 2 && best_distance <= tolerance) suggestion = best;
   if (!suggestion.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown flag ", flag, " (did you mean ", suggestion, "?)"));
@@ -89,6 +72,90 @@ absl::Status UnknownFlagError(const std::string& arg) {
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown flag ", flag, "; the program's own flags go after it: ",
       kLaunchUsage, " (muster --help lists the launcher's flags)"));
+}
+
+// The long flags a prefix may abbreviate: the table's, both spellings, and
+// --help and --version (argparse's own).
+struct LongFlag {
+  std::string spelling;  // "--nproc_per_node"
+  std::string flag;      // "nproc-per-node": one entry per flag, not spelling
+  bool takes_value;
+};
+
+std::vector<LongFlag> LongFlags() {
+  std::vector<LongFlag> out;
+  for (const LaunchFlag& f : LaunchFlagTable()) {
+    out.push_back({absl::StrCat("--", f.name), f.name, f.takes_value()});
+    if (f.UnderscoreName() != f.name) {
+      out.push_back(
+          {absl::StrCat("--", f.UnderscoreName()), f.name, f.takes_value()});
+    }
+  }
+  out.push_back({"--help", "help", false});
+  out.push_back({"--version", "version", false});
+  return out;
+}
+
+// torchrun's argparse takes any unambiguous prefix of a long flag (PyTorch's
+// own tests write --redirect=3 for --redirects), so muster does too: each
+// abbreviation among the launcher's flags is replaced by the flag's full
+// spelling, in the spelling it abbreviates. A prefix of both spellings of one
+// flag (--nproc) is that flag. Scans as CLI11 will: the launcher's part ends
+// at `--` or at the first positional argument, and a flag's separate value is
+// skipped. Errors: INVALID_ARGUMENT for a prefix of several flags, naming
+// them. Each abbreviation adds a warning: a flag added later could make it
+// ambiguous.
+absl::StatusOr<std::vector<std::string>> ExpandAbbreviations(
+    std::vector<std::string> args, std::vector<std::string>* warnings) {
+  const std::vector<LongFlag> flags = LongFlags();
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--" || a.size() < 2 || a[0] != '-') break;
+    if (a[1] != '-') {  // -r 3, -r3, -m: one letter, never abbreviated
+      const LaunchFlag* f = FindLaunchFlag(a.substr(1, 1), /*is_short=*/true);
+      if (a.size() == 2 && f != nullptr && f->takes_value()) ++i;
+      continue;
+    }
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    const LongFlag* exact = nullptr;
+    std::vector<const LongFlag*> matches;
+    for (const LongFlag& f : flags) {
+      if (f.spelling == name) exact = &f;
+      if (name.size() > 2 && absl::StartsWith(f.spelling, name)) {
+        matches.push_back(&f);
+      }
+    }
+    const LongFlag* chosen = exact;
+    if (chosen == nullptr && !matches.empty()) {
+      std::vector<std::string> distinct;  // one spelling per flag
+      for (const LongFlag* m : matches) {
+        if (std::find(distinct.begin(), distinct.end(), m->flag) ==
+            distinct.end()) {
+          distinct.push_back(m->flag);
+        }
+      }
+      if (distinct.size() > 1) {
+        std::vector<std::string> names;
+        for (const std::string& d : distinct) names.push_back("--" + d);
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ambiguous flag ", name, ": it abbreviates ",
+            absl::StrJoin(names, ", "), "; write more of its name"));
+      }
+      chosen = matches.front();  // the first spelling it abbreviates
+      warnings->push_back(absl::StrCat(
+          name, " taken as ", chosen->spelling,
+          " (an abbreviation, as torchrun's argparse takes it; write the "
+          "full name, which a later flag cannot make ambiguous)"));
+      a = eq == std::string::npos
+              ? chosen->spelling
+              : absl::StrCat(chosen->spelling, a.substr(eq));
+    }
+    if (chosen != nullptr && chosen->takes_value && eq == std::string::npos) {
+      ++i;  // its value
+    }
+  }
+  return args;
 }
 
 constexpr char kDescription[] =
@@ -123,6 +190,8 @@ class LaunchFormatter : public CLI::Formatter {
 };
 
 struct ParsedArgs {
+  // Abbreviated flags taken (ExpandAbbreviations).
+  std::vector<std::string> warnings;
   // By dash name: from the command line, PET_ or the flag's fallback_env.
   std::map<std::string, Given> values;
   std::vector<std::string> program_args;
@@ -163,7 +232,7 @@ absl::Status RejectEmptyValues(const std::vector<std::string>& args) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ParsedArgs> RunCli11(const std::vector<std::string>& args,
+absl::StatusOr<ParsedArgs> RunCli11(const std::vector<std::string>& given,
                                     const Env& env) {
   CLI::App app(kDescription, "muster");
   app.footer(kExamples);
@@ -198,6 +267,8 @@ absl::StatusOr<ParsedArgs> RunCli11(const std::vector<std::string>& args,
 
   ParsedArgs out;
   out.help_text = app.help();
+  MUSTER_ASSIGN_OR_RETURN(const std::vector<std::string> args,
+                          ExpandAbbreviations(given, &out.warnings));
   MUSTER_RETURN_IF_ERROR(RejectEmptyValues(args));
   // CLI11 consumes its argument vector from the back.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -264,6 +335,7 @@ absl::StatusOr<LaunchCommand> Parse(
     const std::function<HostResources()>& host) {
   MUSTER_ASSIGN_OR_RETURN(ParsedArgs parsed, RunCli11(args, env));
   LaunchCommand cmd;
+  cmd.warnings = std::move(parsed.warnings);
   cmd.help_text = std::move(parsed.help_text);
   cmd.show_help = parsed.show_help;
   cmd.show_version = parsed.show_version;
@@ -296,7 +368,7 @@ absl::StatusOr<LaunchCommand> Parse(
       ApplyFlags(FlagStage::kProgram, parsed.values, context, &s));
   MUSTER_RETURN_IF_ERROR(ResolveProgram(parsed.program_args, env, &s));
   cmd.config = std::move(s.config);
-  cmd.warnings = std::move(s.warnings);
+  cmd.warnings.insert(cmd.warnings.end(), s.warnings.begin(), s.warnings.end());
   return cmd;
 }
 
@@ -399,11 +471,13 @@ absl::Status CheckProgram(const AgentConfig& config, const Env& env) {
           absl::StrCat(exe, ": not found in PATH", hint));
     }
   }
-  // A script run through Python: [python, -u, script, ...] (not [python, -u,
-  // -m, module]).
+  // A script run through Python: [python, -u, script, ...] or --run-path's
+  // [python, -u, -c, bootstrap, script, ...] (not [python, -u, -m, module]).
+  const bool run_path = config.program.size() > 4 &&
+                        config.program[1] == "-u" && config.program[2] == "-c";
   if (config.program.size() > 2 && config.program[1] == "-u" &&
       config.program[2] != "-m") {
-    const std::string& script = config.program[2];
+    const std::string& script = config.program[run_path ? 4 : 2];
     const os::PathKind kind = os::StatPath(script);
     if (kind != os::PathKind::kExecutableFile &&
         kind != os::PathKind::kPlainFile) {

@@ -75,8 +75,11 @@ HostResources DetectHostResources(
 // environment; PET_* and PYTHON_EXEC are read from it) into a LaunchCommand.
 // Errors: INVALID_ARGUMENT whose message names the flag (or PET_ variable), the
 // bad value and the fix, e.g. `--nproc-per-node=abc: expected a number, "auto",
-// "cpu" or "gpu"` or `unknown flag --nproc-per-nod (did you mean
-// --nproc-per-node?)`. The caller prints it and exits agent::kExitConfigError.
+// "cpu" or "gpu"`, `unknown flag --nproc-per-nodes (did you mean
+// --nproc-per-node?)` or `ambiguous flag --no: it abbreviates --node-rank,
+// --no-preflight, --no-python; ...` (an unambiguous prefix of a long flag is
+// that flag, as with torchrun's argparse, with a warning). The caller prints
+// it and exits agent::kExitConfigError.
 // Does not block; thread-compatible. The overload without `host` calls
 // DetectHostResources(env) only when --nproc-per-node asks for it.
 absl::StatusOr<LaunchCommand> ParseLaunchCommand(

@@ -18,7 +18,9 @@ namespace {
 // One key of rdzv-conf. Exactly one of the value pointers is set.
 struct RdzvConfKey {
   const char* name;
-  const char* alias = nullptr;
+  // Another name of the key, read only by torchrun's etcd (v1) backend; its
+  // c10d backend ignores it (see ParseRdzvConf).
+  const char* etcd_alias = nullptr;
   // A duration, within `range`.
   std::optional<absl::Duration> RdzvConf::*duration = nullptr;
   DurationRange range = {};
@@ -53,7 +55,7 @@ constexpr DurationRange kLease = {rendezvous::kMinLease, rendezvous::kMaxLease,
 
 // clang-format off
 const RdzvConfKey kRdzvConfKeys[] = {
-    {.name = "join_timeout", .alias = "timeout",
+    {.name = "join_timeout", .etcd_alias = "timeout",
      .duration = &RdzvConf::join_timeout, .range = kTimeout},
     {.name = "last_call_timeout",
      .duration = &RdzvConf::last_call_timeout, .range = kTimeoutOrZero},
@@ -80,9 +82,12 @@ const RdzvConfKey kRdzvConfKeys[] = {
 };
 // clang-format on
 
-const RdzvConfKey* FindKey(absl::string_view key) {
+const RdzvConfKey* FindKey(absl::string_view key, bool etcd_aliases) {
   for (const RdzvConfKey& k : kRdzvConfKeys) {
-    if (key == k.name || (k.alias != nullptr && key == k.alias)) return &k;
+    if (key == k.name) return &k;
+    if (etcd_aliases && k.etcd_alias != nullptr && key == k.etcd_alias) {
+      return &k;
+    }
   }
   return nullptr;
 }
@@ -92,9 +97,6 @@ std::string KeyList() {
   return absl::StrJoin(kRdzvConfKeys, ", ",
                        [](std::string* out, const RdzvConfKey& k) {
                          absl::StrAppend(out, k.name);
-                         if (k.alias != nullptr) {
-                           absl::StrAppend(out, " (alias ", k.alias, ")");
-                         }
                        });
 }
 
@@ -103,6 +105,11 @@ std::string UnknownKeyWarning(const std::string& key) {
   for (const RdzvConfKey& k : kRdzvConfKeys) {
     if (EditDistance(key, k.name) <= 2) {
       hint = absl::StrCat(" (did you mean ", k.name, "?)");
+      break;
+    }
+    if (k.etcd_alias != nullptr && key == k.etcd_alias) {
+      hint = absl::StrCat(" (torchrun's etcd backend reads it as ", k.name,
+                          "; its c10d backend ignores it, as muster does)");
       break;
     }
   }
@@ -194,7 +201,7 @@ absl::Status RdzvConf::ApplyTo(agent::AgentConfig* config) const {
 }
 
 absl::StatusOr<RdzvConf> ParseRdzvConf(absl::string_view text,
-                                       RdzvConfScope scope) {
+                                       RdzvConfScope scope, bool etcd_aliases) {
   RdzvConf conf;
   for (absl::string_view item :
        absl::StrSplit(text, ',', absl::SkipWhitespace())) {
@@ -203,7 +210,7 @@ absl::StatusOr<RdzvConf> ParseRdzvConf(absl::string_view text,
     const std::string key =
         absl::AsciiStrToLower(absl::StripAsciiWhitespace(kv.first));
     const absl::string_view value = absl::StripAsciiWhitespace(kv.second);
-    const RdzvConfKey* k = FindKey(key);
+    const RdzvConfKey* k = FindKey(key, etcd_aliases);
     if (scope == RdzvConfScope::kSecurityOnly) {
       // Everything but the files is the launcher's to check; "tls_ca" alone
       // is a file path left out.

@@ -4,15 +4,18 @@
 // that one PET_RDZV_CONF serves all three.
 //
 // Keys (see kRdzvConfKeys in rdzv_conf.cc for the bounds):
-//   join_timeout (alias timeout), last_call_timeout, close_timeout,
+//   join_timeout, last_call_timeout, close_timeout,
 //   read_timeout, connect_timeout, reconnect_timeout, preflight_timeout,
 //   keep_alive_interval   durations: seconds (30, 0.5) or 500ms, 2m
 //   keep_alive_max_attempt  heartbeats missed before an agent is lost, 1..1000
 //   is_host               true|false: whether this node runs the server
 //   tls_ca, tls_cert, tls_key, token_file   PEM files, the job token's file
-// Keys muster does not know (torchrun's use_libuv, a backend's own settings)
-// are warnings, not errors: the same command line must run under both
-// launchers.
+// Keys muster does not read (torchrun's use_libuv, a backend's own settings,
+// PyTorch's own tests' `'join_timeout=5,...,timeout=5'` with the shell's
+// quotes inside the value) are ignored with a warning naming them, as
+// torchrun's c10d backend ignores what it does not read: the same command
+// line must run under both launchers. Values of the keys muster reads are
+// checked.
 #ifndef MUSTER_CLI_RDZV_CONF_H_
 #define MUSTER_CLI_RDZV_CONF_H_
 
@@ -68,9 +71,13 @@ enum class RdzvConfScope {
 // INVALID_ARGUMENT whose message names the item and the fix, without the
 // source, e.g. "join_timeout=abc: expected seconds > 0, e.g. join_timeout=30
 // or join_timeout=0.5" or "keep_alive_interval=1e-9 is out of range: expected
-// seconds from 10ms to 1m". Pure; thread-safe.
+// seconds from 10ms to 1m". Pure; thread-safe. `etcd_aliases`: also read
+// `timeout` as join_timeout, as torchrun's etcd (v1) backend does; its c10d
+// backend (the default) reads no `timeout` key, and PyTorch's own tests pass
+// one that is not a number.
 absl::StatusOr<RdzvConf> ParseRdzvConf(
-    absl::string_view text, RdzvConfScope scope = RdzvConfScope::kAll);
+    absl::string_view text, RdzvConfScope scope = RdzvConfScope::kAll,
+    bool etcd_aliases = false);
 
 }  // namespace muster::cli
 

@@ -96,7 +96,8 @@ int ElasticAgent::Impl::Setup() {
   if (absl::Status s = StartEmbeddedRendezvous(config_, &server_, &local_);
       !s.ok()) {
     MUSTER_LOG(ERROR) << "cannot start the rendezvous server: " << s.message();
-    if (config_.mode != RendezvousMode::kStandalone) {
+    if (config_.mode != RendezvousMode::kStandalone &&
+        s.code() != absl::StatusCode::kInvalidArgument) {
       MUSTER_LOG(ERROR) << "this node serves the job's rendezvous on "
                         << config_.embed_listen
                         << ": free that port, or move it with "
@@ -108,6 +109,15 @@ int ElasticAgent::Impl::Setup() {
                : kExitJobFailed;
   }
   endpoint_ = config_.rdzv_endpoint;
+  if (auto hp = ParseHostPort(endpoint_, 29400, /*allow_zero_port=*/true);
+      server_ != nullptr && hp.ok() && hp->port == 0) {
+    // --rdzv-endpoint=HOST:0: the embedded server took a free port.
+    hp->port = server_->port();
+    endpoint_ = hp->ToString();
+    MUSTER_LOG(INFO) << "rendezvous server on " << endpoint_
+                     << " (a free port, for --rdzv-endpoint="
+                     << config_.rdzv_endpoint << ")";
+  }
   if (local_ != nullptr) {
     endpoint_ = local_->store_endpoint();
   } else if (config_.mode == RendezvousMode::kStandalone || endpoint_.empty()) {

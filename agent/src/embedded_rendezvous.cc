@@ -37,10 +37,21 @@ absl::Status StartEmbeddedRendezvous(
   if (!embed && config.embed_if_local) {
     // torchrun's is_host guess: the endpoint names this host and nobody serves
     // it yet.
-    auto hp = ParseHostPort(config.rdzv_endpoint, 29400);
-    if (hp.ok() && IsLocalHost(hp->host) &&
-        !CanConnect(hp->host.empty() ? "127.0.0.1" : hp->host, hp->port,
-                    absl::Milliseconds(200))) {
+    auto hp = ParseHostPort(config.rdzv_endpoint, 29400,
+                            /*allow_zero_port=*/true);
+    const bool local = hp.ok() && IsLocalHost(hp->host);
+    if (hp.ok() && hp->port == 0 && !local) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-endpoint=", config.rdzv_endpoint,
+          ": port 0 starts the rendezvous server on a free port of this "
+          "machine, but ",
+          hp->host,
+          " is not this machine; give the server's port, or this machine's "
+          "name (e.g. localhost:0)"));
+    }
+    if (local &&
+        (hp->port == 0 || !CanConnect(hp->host.empty() ? "127.0.0.1" : hp->host,
+                                      hp->port, absl::Milliseconds(200)))) {
       embed = true;
       listen = absl::StrCat("0.0.0.0:", hp->port);
     }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "muster/agent/worker_env.h"
 #include "muster/common/logging.h"
+#include "muster/common/net.h"
 #include "muster/platform/files.h"
 #include "muster/rendezvous/auth.h"
 
@@ -67,6 +68,12 @@ RoundWorkers MakeRoundWorkers(
   output.tees = config.tees;
   output.console_local_ranks = config.local_ranks_filter;
   output.attempt_dir = attempt_dir;
+  output.line_prefix_template = config.log_line_prefix_template;
+  output.prefix_all_lines = config.prefix_output;
+  output.role = config.role;
+  if (output.line_prefix_template.find("hostname") != std::string::npos) {
+    output.hostname = LocalHostname();
+  }
   output.duplicate_stdout_filters = config.duplicate_stdout_filters;
   output.duplicate_stderr_filters = config.duplicate_stderr_filters;
   return round;
@@ -74,30 +81,29 @@ RoundWorkers MakeRoundWorkers(
 
 std::string MakeRunDir(const AgentConfig& config, bool* temporary) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string run_dir;
   *temporary = false;
-  if (config.log_dir.empty()) {
+  std::string base = config.log_dir;
+  if (base.empty()) {
     auto dir = platform::MakeTempDirectory("muster-");
     if (dir.ok()) {
-      run_dir = (fs::path(*dir) / config.run_id).string();
+      base = *dir;
       *temporary = true;
     }
   } else {
-    // Never overwrite the logs of an earlier run with the same id: add a suffix
-    // instead.
-    fs::path base = fs::path(config.log_dir) / config.run_id;
-    fs::path dir = base;
-    for (int i = 1; fs::exists(dir, ec); ++i) {
-      dir = base.string() + "_" + std::to_string(i);
-    }
-    run_dir = dir.string();
+    std::error_code ec;
+    fs::create_directories(base, ec);
   }
-  fs::create_directories(run_dir, ec);
-  if (ec)
-    MUSTER_LOG(WARNING) << "cannot create log directory " << run_dir << ": "
-                        << ec.message();
-  return run_dir;
+  // torchrun's DefaultLogsSpecs: tempfile.mkdtemp(prefix=f"{run_id}_",
+  // dir=log_dir), so every run gets a folder of its own, even a rerun with
+  // the same id, and two agents of one job on one host never share one.
+  absl::StatusOr<std::string> run_dir =
+      platform::MakeTempDirectory(absl::StrCat(config.run_id, "_"), base);
+  if (run_dir.ok()) return *run_dir;
+  MUSTER_LOG(WARNING) << "cannot create the log directory: "
+                      << run_dir.status().message()
+                      << "; check --log-dir (logs and error files of this "
+                         "run are lost)";
+  return (fs::path(base.empty() ? "." : base) / config.run_id).string();
 }
 
 }  // namespace muster::agent

@@ -34,10 +34,11 @@ RoundWorkers MakeRoundWorkers(
     const std::map<std::string, std::string>& base_env,
     const std::vector<std::vector<int>>& numa_cpus);
 
-// The job's log directory: <--log-dir>/<run_id> (with _1, _2, ... when it
-// exists: an earlier run's logs are never overwritten), or <tmp>/muster-XXXXXX/
-// <run_id> without --log-dir (*temporary set). Created; a directory that
-// cannot be made is logged, and the path returned all the same.
+// The job's log directory, torchrun's layout: a new folder
+// <--log-dir>/<run_id>_<random> (mode 0700) per run, so an earlier run's logs
+// are never overwritten, or <tmp>/muster-XXXXXX/<run_id>_<random> without
+// --log-dir (*temporary set). A directory that cannot be made is logged, and
+// <base>/<run_id> returned all the same.
 std::string MakeRunDir(const AgentConfig& config, bool* temporary);
 
 }  // namespace muster::agent

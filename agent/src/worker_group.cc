@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -24,7 +25,52 @@ int StreamsFor(const std::map<int, int>& by_rank, int local_rank) {
   return it != by_rank.end() ? it->second : kStdNone;
 }
 
+bool IsIdentifierChar(char c, bool first) {
+  return c == '_' || absl::ascii_isalpha(static_cast<unsigned char>(c)) ||
+         (!first && absl::ascii_isdigit(static_cast<unsigned char>(c)));
+}
+
 }  // namespace
+
+std::string ExpandLinePrefix(const std::string& line_template,
+                             const std::string& role_name, int rank,
+                             int local_rank, const std::string& hostname) {
+  const std::map<std::string, std::string> values = {
+      {"role_name", role_name},
+      {"rank", std::to_string(rank)},
+      {"local_rank", std::to_string(local_rank)},
+      {"hostname", hostname}};
+  std::string out;
+  const std::string& t = line_template;
+  size_t i = 0;
+  while (i < t.size()) {
+    if (t[i] != '$') {
+      out.push_back(t[i++]);
+      continue;
+    }
+    if (i + 1 < t.size() && t[i + 1] == '$') {  // $$
+      out.push_back('$');
+      i += 2;
+      continue;
+    }
+    const bool braced = i + 1 < t.size() && t[i + 1] == '{';
+    size_t start = i + (braced ? 2 : 1);
+    size_t end = start;
+    while (end < t.size() && IsIdentifierChar(t[end], end == start)) ++end;
+    const bool complete =
+        end > start && (!braced || (end < t.size() && t[end] == '}'));
+    auto it =
+        complete ? values.find(t.substr(start, end - start)) : values.end();
+    if (it == values.end()) {  // safe_substitute leaves it as written
+      out.push_back('$');
+      ++i;
+      continue;
+    }
+    out.append(it->second);
+    i = end + (braced ? 1 : 0);
+  }
+  return out;
+}
 
 std::string ReadErrorFile(const std::string& path) {
   return ReadErrorFileContents(path).message;
@@ -119,9 +165,10 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     p.env = w.env;
     p.cpu_affinity = w.cpu_affinity;
     p.name = absl::StrCat("worker local_rank ", w.local_rank);
-    if (output.prefix_lines) {
-      p.line_prefix = absl::StrCat("[rank", w.global_rank, "]:");
-    }
+    p.line_prefix = ExpandLinePrefix(
+        output.line_prefix_template.empty() ? kDefaultLinePrefix
+                                            : output.line_prefix_template,
+        output.role, w.global_rank, w.local_rank, output.hostname);
     const int redirected = StreamsFor(output.redirects, w.local_rank);
     const int teed = StreamsFor(output.tees, w.local_rank);
     const bool console_ok = output.console_local_ranks.empty() ||
@@ -132,6 +179,9 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
       // tee wins over redirect for the console (as torchrun: tee = redirect +
       // tail).
       r.console = console_ok && (!(redirected & which) || (teed & which));
+      // As torchrun: a teed line is tailed from the log file with a header;
+      // one that is not teed is the worker's own output on the console.
+      r.prefixed = (teed & which) || output.prefix_all_lines;
       // As torchrun: the filtered files copy what is teed to the console
       // (--local-ranks-filter removes a rank's tee there too).
       r.filtered = (teed & which) && console_ok;

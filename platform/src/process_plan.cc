@@ -39,7 +39,7 @@ std::vector<StreamPlan> PlanStreams(const std::vector<ProcessSpec>& specs,
       StreamPlan plan;
       plan.proc_index = index;
       plan.is_stderr = is_stderr;
-      plan.prefix = p.line_prefix;
+      if (route.prefixed) plan.prefix = p.line_prefix;
       if (route.console) {
         plan.console_fd =
             is_stderr ? options.console_stderr : options.console_stdout;

@@ -276,7 +276,23 @@ TEST_F(ElasticAgentTest, WorkersSucceedThenJobSucceeds) {
   EXPECT_EQ(workers->specs()[1].env.at("RANK"), "1");
   EXPECT_EQ(workers->specs()[1].env.at("WORLD_SIZE"), "2");
   EXPECT_EQ(workers->specs()[1].env.at("MASTER_PORT"), "29500");
-  EXPECT_EQ(workers->specs()[1].line_prefix, "[rank1]:");
+  // torchrun's console: the tee header is "[<role><local rank>]:", and a
+  // stream that is not teed is not prefixed.
+  EXPECT_EQ(workers->specs()[1].line_prefix, "[default1]:");
+  EXPECT_FALSE(workers->specs()[1].stdout_route.prefixed);
+  // torchrun's log layout: <log-dir>/<run-id>_<random>/attempt_<n>/<local>/.
+  const std::string error_file =
+      workers->specs()[1].env.at("TORCHELASTIC_ERROR_FILE");
+  const std::filesystem::path run_dir = std::filesystem::path(error_file)
+                                            .parent_path()
+                                            .parent_path()
+                                            .parent_path();
+  EXPECT_EQ(run_dir.parent_path(), log_dir_);
+  EXPECT_TRUE(absl::StartsWith(run_dir.filename().string(), "job_"))
+      << error_file;
+  EXPECT_GT(run_dir.filename().string().size(), 4u) << error_file;
+  EXPECT_TRUE(absl::EndsWith(error_file, "/attempt_0/1/error.json"))
+      << error_file;
   EXPECT_EQ(workers->specs()[0].argv, config_.program);
   workers->Exit(0, 0);
   workers->Exit(1, 0);

@@ -37,6 +37,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 
 std::string TestWorker() {
   if (const char* dir = getenv("MUSTER_BIN_DIR");
@@ -179,10 +180,20 @@ WorkerSpec Spec(int local_rank, int global_rank, std::vector<std::string> args,
 struct Consoles {
   Console out;
   Console err;
-  OutputOptions Options() {
+  // torchrun's console output (the default): lines as written, teed lines
+  // prefixed "[<role><local rank>]:".
+  OutputOptions Torchrun() {
     OutputOptions o;
     o.console_stdout_fd = out.fd();
     o.console_stderr_fd = err.fd();
+    return o;
+  }
+  // --prefix-output: every console line prefixed "[rank<global rank>]:", so
+  // that a test can tell the ranks' lines apart.
+  OutputOptions Options() {
+    OutputOptions o = Torchrun();
+    o.line_prefix_template = "[rank${rank}]:";
+    o.prefix_all_lines = true;
     return o;
   }
 };
@@ -617,27 +628,97 @@ TEST(WorkerGroupTest, TeeWritesFilesAndConsoleFilteredByLocalRank) {
   }
 }
 
-TEST(WorkerGroupTest, PerRankRedirectTeeAndNoPrefix) {
+TEST(WorkerGroupTest, PerRankRedirectTeeTorchrunPrefixes) {
   TempDir dir;
   Consoles c;
-  OutputOptions o = c.Options();
+  OutputOptions o = c.Torchrun();
   o.attempt_dir = dir.path().string();
   o.redirects = {{0, kStdAll}};
   o.tees = {{0, kStdErr}};  // tee wins over redirect for rank 0's stderr
-  o.prefix_lines = false;
   auto g = WorkerGroup::Start(
       {Spec(0, 0, {"--stderr=e0"}), Spec(1, 1, {"--stderr=e1"})}, o);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ((*g)->Wait(absl::Seconds(30)).state, GroupState::kSucceeded);
   (*g)->Stop(SIGTERM, absl::Seconds(5));
   EXPECT_EQ(c.out.Finish(), "test_worker rank 1 done\n");
-  const std::string err = c.err.Finish();
-  EXPECT_THAT(err, HasSubstr("e0\n"));
-  EXPECT_THAT(err, HasSubstr("e1\n"));
+  // Rank 0's stderr is teed (torchrun's tail header), rank 1's is the
+  // worker's own.
+  EXPECT_THAT(c.err.Lines(), UnorderedElementsAre("[default0]:e0", "e1"));
   EXPECT_EQ(ReadFile(dir.path() / "0" / "stdout.log"),
             "test_worker rank 0 done\n");
   EXPECT_EQ(ReadFile(dir.path() / "0" / "stderr.log"), "e0\n");
   EXPECT_FALSE(fs::exists(dir.path() / "1"));
+}
+
+// torchrun's console, byte for byte: without -r/-t the workers' lines as
+// they wrote them; teed lines with the tail header "[<role><local rank>]:".
+TEST(WorkerGroupTest, DefaultConsoleOutputIsTorchruns) {
+  {
+    Consoles c;
+    auto g = WorkerGroup::Start(
+        {Spec(0, 4, {"--stderr=e0"}), Spec(1, 5, {"--stderr=e1"})},
+        c.Torchrun());
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ((*g)->Wait(absl::Seconds(30)).state, GroupState::kSucceeded);
+    (*g)->Stop(SIGTERM, absl::Seconds(5));
+    EXPECT_THAT(c.out.Lines(), UnorderedElementsAre("test_worker rank 4 done",
+                                                    "test_worker rank 5 done"));
+    EXPECT_THAT(c.err.Lines(), UnorderedElementsAre("e0", "e1"));
+  }
+  {
+    TempDir dir;
+    Consoles c;
+    OutputOptions o = c.Torchrun();
+    o.attempt_dir = dir.path().string();
+    o.tees = {{-1, kStdOut}};  // -t 1: stdout teed, stderr as written
+    o.role = "trainer";
+    auto g = WorkerGroup::Start(
+        {Spec(0, 4, {"--stderr=e0"}), Spec(1, 5, {"--stderr=e1"})}, o);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ((*g)->Wait(absl::Seconds(30)).state, GroupState::kSucceeded);
+    (*g)->Stop(SIGTERM, absl::Seconds(5));
+    EXPECT_THAT(c.out.Lines(),
+                UnorderedElementsAre("[trainer0]:test_worker rank 4 done",
+                                     "[trainer1]:test_worker rank 5 done"));
+    EXPECT_THAT(c.err.Lines(), UnorderedElementsAre("e0", "e1"));
+  }
+}
+
+// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE replaces the tee header, as in
+// PyTorch's test_capture_logs_using_default_logs_specs.
+TEST(WorkerGroupTest, LinePrefixTemplateReplacesTheTeeHeader) {
+  TempDir dir;
+  Consoles c;
+  OutputOptions o = c.Torchrun();
+  o.attempt_dir = dir.path().string();
+  o.redirects = {{-1, kStdAll}};
+  o.tees = {{-1, kStdAll}};
+  o.line_prefix_template = "[rank${rank}]: ";
+  auto g = WorkerGroup::Start(
+      {Spec(0, 6, {"--stderr=e0"}), Spec(1, 7, {"--stderr=e1"})}, o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->Wait(absl::Seconds(30)).state, GroupState::kSucceeded);
+  (*g)->Stop(SIGTERM, absl::Seconds(5));
+  EXPECT_THAT(c.out.Lines(),
+              UnorderedElementsAre("[rank6]: test_worker rank 6 done",
+                                   "[rank7]: test_worker rank 7 done"));
+  EXPECT_THAT(c.err.Lines(),
+              UnorderedElementsAre("[rank6]: e0", "[rank7]: e1"));
+  EXPECT_EQ(ReadFile(dir.path() / "1" / "stderr.log"), "e1\n");
+}
+
+TEST(ExpandLinePrefixTest, AsPythonsSafeSubstitute) {
+  EXPECT_EQ(ExpandLinePrefix(kDefaultLinePrefix, "default", 9, 1, "h"),
+            "[default1]:");
+  EXPECT_EQ(ExpandLinePrefix("[$role_name ${rank}/$local_rank@${hostname}] ",
+                             "trainer", 12, 3, "node7"),
+            "[trainer 12/3@node7] ");
+  // $$ is $; unknown names, a lone $, an unclosed brace stay as written.
+  EXPECT_EQ(
+      ExpandLinePrefix("$$rank $group_rank ${nope} $ ${rank", "r", 1, 0, ""),
+      "$rank $group_rank ${nope} $ ${rank");
+  // An identifier runs as far as it can: $ranks is not $rank.
+  EXPECT_EQ(ExpandLinePrefix("$ranks ${rank}s", "r", 2, 0, ""), "$ranks 2s");
 }
 
 TEST(WorkerGroupTest, ErrorFileMessageIsReadIntoTheExit) {

@@ -25,6 +25,8 @@ namespace {
 
 using agent::AgentConfig;
 using agent::RendezvousMode;
+using ::testing::_;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -178,7 +180,8 @@ std::vector<FlagCase> AllFlagCases() {
        {},
        [](const LaunchCommand& c) {
          EXPECT_THAT(c.config.program,
-                     ElementsAre("python3", "-u", "train.exe"));
+                     ElementsAre("python3", "-u", "-c",
+                                 HasSubstr("runpy.run_path"), "train.exe"));
        }},
       {"log-dir",
        "/tmp/logs",
@@ -197,6 +200,13 @@ std::vector<FlagCase> AllFlagCases() {
        {"--nproc-per-node=2"},
        [](const LaunchCommand& c) {
          EXPECT_EQ(c.config.tees, (std::map<int, int>{{0, 1}, {1, 2}}));
+       }},
+      {"prefix-output",
+       "",
+       {},
+       [](const LaunchCommand& c) {
+         EXPECT_TRUE(c.config.prefix_output);
+         EXPECT_EQ(c.config.log_line_prefix_template, "[rank${rank}]:");
        }},
       {"local-ranks-filter",
        "0,2",
@@ -256,8 +266,8 @@ std::vector<FlagCase> AllFlagCases() {
        "/opt/py/bin/python",
        {"--run-path"},
        [](const LaunchCommand& c) {
-         EXPECT_THAT(c.config.program,
-                     ElementsAre("/opt/py/bin/python", "-u", "train.exe"));
+         EXPECT_THAT(c.config.program, ElementsAre("/opt/py/bin/python", "-u",
+                                                   "-c", _, "train.exe"));
        }},
   };
 }
@@ -684,8 +694,10 @@ TEST(LaunchFlagsTest, MalformedPortsAndAddresses) {
   EXPECT_THAT(
       ParseError({"--rdzv-endpoint=h:abc", "x"}),
       HasSubstr("--rdzv-endpoint=h:abc: address 'h:abc' has port 'abc'"));
-  EXPECT_THAT(ParseError({"--rdzv-endpoint=h:0", "x"}),
-              HasSubstr("--rdzv-endpoint=h:0"));
+  // Port 0 is a free port of the server this node embeds
+  // (RdzvEndpointPortZero).
+  EXPECT_THAT(ParseError({"--rdzv-endpoint=h:0", "--rdzv-conf=is_host=0", "x"}),
+              HasSubstr("--rdzv-endpoint=h:0: port 0 means"));
   EXPECT_THAT(ParseError({"--rdzv-endpoint=:29400", "x"}),
               HasSubstr("needs the host"));
   EXPECT_THAT(ParseError({"--master-addr=node0:29500", "x"}),
@@ -755,12 +767,12 @@ TEST(LaunchFlagsTest, DiagnosticsFlags) {
 }
 
 TEST(LaunchFlagsTest, RdzvConf) {
-  LaunchCommand c =
-      ParseOk({"--rdzv-endpoint=h", "--rdzv-id=j",
-               "--rdzv-conf=timeout=900,last_call_timeout=0.5,close_timeout=2,"
-               "read_timeout=7,connect_timeout=1.5,keep_alive_interval=5,keep_"
-               "alive_max_attempt=3,is_host=0",
-               "x"});
+  LaunchCommand c = ParseOk(
+      {"--rdzv-endpoint=h", "--rdzv-id=j",
+       "--rdzv-conf=join_timeout=900,last_call_timeout=0.5,close_timeout=2,"
+       "read_timeout=7,connect_timeout=1.5,keep_alive_interval=5,keep_"
+       "alive_max_attempt=3,is_host=0",
+       "x"});
   const AgentConfig& cfg = c.config;
   EXPECT_EQ(cfg.join_timeout, absl::Seconds(900));
   EXPECT_EQ(cfg.last_call_timeout, absl::Milliseconds(500));
@@ -877,20 +889,127 @@ TEST(LaunchFlagsTest, RedirectAndTeeMaps) {
   EXPECT_THAT(w.warnings[1], HasSubstr("local rank 7 does not exist"));
 }
 
+// --- torchrun parity (issue 30)
+// ---------------------------------------------------------------
+
+// argparse takes any unambiguous prefix of a long flag; PyTorch's own
+// test_capture_logs_using_default_logs_specs writes --redirect=3.
+TEST(LaunchFlagsTest, UnambiguousAbbreviationsAreTaken) {
+  LaunchCommand c = ParseOk({"--redirect=3", "--tee", "3", "x"});
+  EXPECT_EQ(c.config.redirects, (std::map<int, int>{{-1, 3}}));
+  EXPECT_THAT(c.warnings,
+              Contains(HasSubstr("--redirect taken as --redirects")));
+  for (const std::string& spelling : std::vector<std::string>{
+           "--nproc-per-nod", "--nproc_per_nod", "--nproc"}) {
+    SCOPED_TRACE(spelling);
+    EXPECT_EQ(ParseOk({spelling + "=4", "x"}).config.nproc_per_node, 4);
+    // The value as the next argument is skipped, not taken for PROGRAM.
+    LaunchCommand d = ParseOk({spelling, "4", "--standalon", "x", "--nnod"});
+    EXPECT_EQ(d.config.nproc_per_node, 4);
+    EXPECT_EQ(d.config.mode, RendezvousMode::kStandalone);
+    EXPECT_THAT(d.config.program, ElementsAre("x", "--nnod"));
+  }
+  EXPECT_EQ(ParseOk({"--max_rest=2", "x"}).config.max_restarts, 2);
+  // The full name is never an abbreviation: --tee is --tee, not ambiguous.
+  EXPECT_THAT(ParseOk({"--tee=1", "x"}).warnings, IsEmpty());
+  EXPECT_TRUE(ParseOk({"--hel"}).show_help);
+  EXPECT_THAT(ParseError({"--he", "x"}),
+              HasSubstr("it abbreviates --health-port, --help"));
+}
+
+TEST(LaunchFlagsTest, AmbiguousAbbreviationNamesTheCandidates) {
+  EXPECT_EQ(ParseError({"--no", "x"}),
+            "ambiguous flag --no: it abbreviates --node-rank, --no-preflight, "
+            "--no-python; write more of its name");
+  EXPECT_THAT(ParseError({"--rdzv_=1", "x"}),
+              HasSubstr("ambiguous flag --rdzv_: it abbreviates "
+                        "--rdzv-backend, --rdzv-endpoint, --rdzv-id, "
+                        "--rdzv-conf"));
+  EXPECT_THAT(ParseError({"--nproc-per-node=2", "--ma", "1", "x"}),
+              HasSubstr("ambiguous flag --ma"));
+}
+
+// test_launch_elastic's and test_launch_elastic_multiple_agents' --rdzv-conf,
+// in both spellings: keys torchrun's c10d backend does not read are ignored.
+TEST(LaunchFlagsTest, RdzvConfOfPyTorchsOwnTests) {
+  for (const std::string& flag :
+       std::vector<std::string>{"--rdzv-conf", "--rdzv_conf"}) {
+    SCOPED_TRACE(flag);
+    LaunchCommand c = ParseOk(
+        {"--nnodes=1:2", "--nproc-per-node=4", "--rdzv-backend=c10d",
+         "--rdzv-endpoint=localhost:29411", "--rdzv-id=r",
+         flag + "='join_timeout=5,last_call_timeout=1,timeout=5'", "x"});
+    EXPECT_EQ(c.config.last_call_timeout, absl::Seconds(1));
+    EXPECT_EQ(c.config.join_timeout, agent::AgentConfig().join_timeout);
+    EXPECT_THAT(c.warnings, Contains(HasSubstr("ignoring key 'timeout'")));
+    EXPECT_THAT(c.warnings,
+                Contains(HasSubstr("ignoring key ''join_timeout'")));
+    c = ParseOk({"--nnodes=1:2", "--rdzv-endpoint=localhost:29411",
+                 "--rdzv-id=r", flag + "=timeout=5", "x"});
+    EXPECT_THAT(c.warnings, Contains(HasSubstr("ignoring key 'timeout'")));
+    // With the etcd backend, timeout is read (as torchrun's etcd backend
+    // does) and checked.
+    EXPECT_THAT(ParseError({"--nnodes=1:2", "--rdzv-backend=etcd",
+                            "--rdzv-endpoint=localhost:29411", "--rdzv-id=r",
+                            flag + "=timeout=5'", "x"}),
+                HasSubstr("timeout=5': expected seconds"));
+  }
+}
+
+TEST(LaunchFlagsTest, OutputPrefixDefaultsToTorchruns) {
+  LaunchCommand c = ParseOk({"--nproc-per-node=2", "x"});
+  EXPECT_FALSE(c.config.prefix_output);
+  EXPECT_EQ(c.config.log_line_prefix_template, "");
+  const Env tmpl = {
+      {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[rank${rank}]: "}};
+  for (const std::string& flag :
+       std::vector<std::string>{"--nproc-per-node=2", "--nproc_per_node=2"}) {
+    c = ParseOk({flag, "--tee=3", "x"}, tmpl);
+    EXPECT_FALSE(c.config.prefix_output);
+    EXPECT_EQ(c.config.log_line_prefix_template, "[rank${rank}]: ");
+    // The template wins over --prefix-output's own prefix.
+    c = ParseOk({flag, "--prefix_output", "x"}, tmpl);
+    EXPECT_TRUE(c.config.prefix_output);
+    EXPECT_EQ(c.config.log_line_prefix_template, "[rank${rank}]: ");
+  }
+  // An empty template is none (torchrun: `if template:`).
+  EXPECT_EQ(ParseOk({"x"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", ""}})
+                .config.log_line_prefix_template,
+            "");
+}
+
+// test_launch_elastic* use --rdzv-endpoint=localhost:<free port>; port 0 asks
+// the server this node embeds to take a free one.
+TEST(LaunchFlagsTest, RdzvEndpointPortZero) {
+  for (const std::string& flag :
+       std::vector<std::string>{"--rdzv-endpoint", "--rdzv_endpoint"}) {
+    SCOPED_TRACE(flag);
+    LaunchCommand c = ParseOk({"--nnodes=1:2", "--rdzv-backend=c10d",
+                               flag + "=localhost:0", "--rdzv-id=j", "x"});
+    EXPECT_EQ(c.config.mode, RendezvousMode::kDynamic);
+    EXPECT_EQ(c.config.rdzv_endpoint, "localhost:0");
+    EXPECT_TRUE(c.config.embed_if_local);
+    EXPECT_THAT(ParseError({"--nnodes=1:2", flag + "=localhost:0",
+                            "--rdzv-conf=is_host=0", "--rdzv-id=j", "x"}),
+                HasSubstr("port 0 means"));
+    EXPECT_THAT(ParseError({"--nnodes=2", "--node-rank=0",
+                            "--master-addr=127.0.0.1", flag + "=:0", "x"}),
+                HasSubstr("port 0 gives node rank 0's server a free port"));
+  }
+}
+
 // --- unknown flags, help, version
 // ---------------------------------------------------------------
 
 TEST(LaunchFlagsTest, UnknownFlagSuggestsTheClosest) {
-  EXPECT_EQ(ParseError({"--nproc-per-nod=4", "x"}),
-            "unknown flag --nproc-per-nod (did you mean --nproc-per-node?)");
-  EXPECT_EQ(ParseError({"--nproc_per_nod", "4", "x"}),
-            "unknown flag --nproc_per_nod (did you mean --nproc_per_node?)");
-  EXPECT_EQ(ParseError({"--standalon", "x"}),
-            "unknown flag --standalon (did you mean --standalone?)");
+  EXPECT_EQ(ParseError({"--nproc-per-nodes=4", "x"}),
+            "unknown flag --nproc-per-nodes (did you mean --nproc-per-node?)");
+  EXPECT_EQ(ParseError({"--nproc_per_nodes", "4", "x"}),
+            "unknown flag --nproc_per_nodes (did you mean --nproc_per_node?)");
+  EXPECT_EQ(ParseError({"--standalome", "x"}),
+            "unknown flag --standalome (did you mean --standalone?)");
   EXPECT_EQ(ParseError({"--rdvz-endpoint=h", "x"}),
             "unknown flag --rdvz-endpoint (did you mean --rdzv-endpoint?)");
-  EXPECT_EQ(ParseError({"--nproc", "2", "x"}),
-            "unknown flag --nproc (did you mean --nproc-per-node?)");
   EXPECT_THAT(
       ParseError({"--learning-rate", "0.1", "train.py"}),
       HasSubstr(
@@ -963,7 +1082,7 @@ TEST(LaunchFlagsTest, ProgramWrapping) {
       ParseOk({"--no_python", "bash", "-c", "echo $RANK"}).config.program,
       ElementsAre("bash", "-c", "echo $RANK"));
   EXPECT_THAT(ParseOk({"--run-path", "/abs/script"}).config.program,
-              ElementsAre("python3", "-u", "/abs/script"));
+              ElementsAre("python3", "-u", "-c", _, "/abs/script"));
   EXPECT_THAT(ParseOk({"./train.exe", "-x"}).config.program,
               ElementsAre("./train.exe", "-x"));
 }

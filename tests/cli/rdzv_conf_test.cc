@@ -54,9 +54,44 @@ TEST(RdzvConfTest, EmptyAndAliasAndLastWins) {
   ASSERT_TRUE(empty.ok());
   EXPECT_FALSE(empty->join_timeout.has_value());
   EXPECT_FALSE(empty->is_host.has_value());
-  absl::StatusOr<RdzvConf> c = ParseRdzvConf("timeout=5,join_timeout=7");
+  absl::StatusOr<RdzvConf> c = ParseRdzvConf(
+      "timeout=5,join_timeout=7", RdzvConfScope::kAll, /*etcd_aliases=*/true);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->join_timeout, absl::Seconds(7));
+  c = ParseRdzvConf("join_timeout=7,timeout=5", RdzvConfScope::kAll,
+                    /*etcd_aliases=*/true);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->join_timeout, absl::Seconds(5));
+}
+
+// PyTorch's own test_launch_elastic passes the shell's quotes inside the
+// value. torchrun's c10d backend reads join_timeout and last_call_timeout and
+// nothing named 'join_timeout or timeout; so does muster, with a warning for
+// each key it ignores.
+TEST(RdzvConfTest, KeysTheC10dBackendDoesNotReadAreIgnored) {
+  absl::StatusOr<RdzvConf> c =
+      ParseRdzvConf("'join_timeout=5,last_call_timeout=1,timeout=5'");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->join_timeout.has_value());
+  EXPECT_EQ(c->last_call_timeout, absl::Seconds(1));
+  ASSERT_EQ(c->warnings.size(), 2u);
+  EXPECT_THAT(c->warnings[0], HasSubstr("ignoring key ''join_timeout'"));
+  EXPECT_THAT(c->warnings[1], HasSubstr("ignoring key 'timeout'"));
+  EXPECT_THAT(c->warnings[1],
+              HasSubstr("etcd backend reads it as join_timeout"));
+  // --rdzv_conf=timeout=5 of test_launch_elastic_multiple_agents.
+  c = ParseRdzvConf("timeout=5");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->join_timeout.has_value());
+  // A key muster reads is still checked, whatever surrounds it.
+  c = ParseRdzvConf("'join_timeout=5,last_call_timeout=1'");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("last_call_timeout=1'"));
+  // With --rdzv-backend=etcd, timeout is join_timeout (torchrun's etcd
+  // backend reads it) and so is checked.
+  c = ParseRdzvConf("timeout=5'", RdzvConfScope::kAll, /*etcd_aliases=*/true);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("timeout=5'"));
 }
 
 TEST(RdzvConfTest, ApplyToTouchesOnlyWhatWasGiven) {
@@ -87,7 +122,7 @@ TEST(RdzvConfTest, UnknownKeysAreWarningsWithAGuess) {
   EXPECT_THAT(c->warnings[2], HasSubstr("(did you mean keep_alive_interval?)"));
   EXPECT_THAT(
       c->warnings[0],
-      HasSubstr("its keys are join_timeout (alias timeout), "
+      HasSubstr("its keys are join_timeout, "
                 "last_call_timeout, close_timeout, read_timeout, "
                 "connect_timeout, reconnect_timeout, preflight_timeout, "
                 "keep_alive_interval, lease_timeout, keep_alive_max_attempt, "
@@ -99,7 +134,8 @@ TEST(RdzvConfTest, MalformedValuesNameTheKeyAndTheFix) {
   EXPECT_EQ(Error("join_timeout=abc"),
             "join_timeout=abc: expected seconds > 0, e.g. join_timeout=30 or "
             "join_timeout=0.5");
-  EXPECT_THAT(Error("timeout=0"), HasSubstr("timeout=0: expected seconds > 0"));
+  EXPECT_THAT(Error("join_timeout=0"),
+              HasSubstr("join_timeout=0: expected seconds > 0"));
   EXPECT_THAT(Error("last_call_timeout=-1"),
               HasSubstr("last_call_timeout=-1: expected seconds >= 0"));
   EXPECT_EQ(Error("join_timeout"),

@@ -31,7 +31,8 @@ using ::testing::HasSubstr;
 
 TEST(ProcessTest, EveryCollectiveUnderMusterAcrossThreeRanks) {
   Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=3",
-                "--no-python", BinPath("comm_worker"), "--mode=check"},
+                "--prefix-output", "--no-python", BinPath("comm_worker"),
+                "--mode=check"},
                EnvWithoutLauncher());
   ASSERT_EQ(p.WaitOrKill(absl::Seconds(300)), 0) << p.Output();
   for (int r = 0; r < 3; ++r) {

@@ -52,9 +52,12 @@ Result RunMuster(std::vector<std::string> flags) {
 }
 
 TEST(BadInputE2eTest, UnknownFlagIsNamed) {
-  Result r = RunMuster({"--nproc-per-nod=4", "/bin/true"});
+  // (--nproc-per-nod would be an abbreviation, which argparse and muster
+  // take.)
+  Result r = RunMuster({"--nproc-per-nodes=4", "/bin/true"});
   EXPECT_EQ(r.rc, kExitConfigError) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--nproc-per-nod"));
+  EXPECT_THAT(r.output, HasSubstr("unknown flag --nproc-per-nodes (did you "
+                                  "mean --nproc-per-node?)"));
 }
 
 TEST(BadInputE2eTest, MalformedNprocAndNnodesAreNamed) {

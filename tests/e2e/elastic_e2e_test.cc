@@ -172,6 +172,8 @@ struct AgentSpec {
   std::vector<std::string> program;
 };
 
+// With --prefix-output: EnvBlocks tells the ranks' lines apart by muster's
+// "[rank<N>]:".
 std::unique_ptr<Subprocess> StartAgent(const MusterdProcess& server,
                                        const AgentSpec& spec) {
   std::vector<std::string> argv = {
@@ -183,6 +185,7 @@ std::unique_ptr<Subprocess> StartAgent(const MusterdProcess& server,
       "--rdzv-endpoint=" + server.endpoint(),
       "--rdzv-id=" + spec.job,
       "--rdzv-conf=" + spec.rdzv_conf,
+      "--prefix-output",
       "--no-python"};
   argv.insert(argv.end(), spec.program.begin(), spec.program.end());
   return std::make_unique<Subprocess>(argv);

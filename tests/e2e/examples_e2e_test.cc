@@ -35,8 +35,9 @@ std::set<std::string> Checksums(const std::string& output) {
 }
 
 TEST(ExamplesE2eTest, CppTrainerAgreesOnParametersAcrossFourRanks) {
+  // --prefix-output: each rank's lines are told apart by "[rank<N>]:".
   Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=4",
-                BinPath("train")});
+                "--prefix-output", BinPath("train")});
   ASSERT_EQ(p.WaitOrKill(absl::Seconds(120)), 0) << p.Output();
   const std::string out = p.Output();
   for (int rank = 0; rank < 4; ++rank) {
@@ -56,7 +57,7 @@ TEST(ExamplesE2eTest, PytorchDdpScriptRunsUnchanged) {
     GTEST_SKIP() << "python3-torch is not installed: " << probe.Output();
   }
   Subprocess p({BinPath("muster"), "--standalone", "--nproc-per-node=2",
-                SourceDir() + "/examples/ddp_train.py"},
+                "--prefix_output", SourceDir() + "/examples/ddp_train.py"},
                {{"PYTHON_EXEC", "/usr/bin/python3"}});
   const std::optional<int> rc = p.Wait(absl::Seconds(120));
   if (!rc.has_value()) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -50,8 +51,11 @@ std::map<int, std::map<std::string, std::string>> EnvByRank(
   return out;
 }
 
+// With --prefix-output: these tests tell the ranks' lines apart by muster's
+// "[rank<N>]:" (torchrun's default output is
+// tests/e2e/torchrun_suite_e2e_test).
 std::vector<std::string> Muster(std::vector<std::string> flags) {
-  std::vector<std::string> argv = {BinPath("muster")};
+  std::vector<std::string> argv = {BinPath("muster"), "--prefix-output"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   return argv;
 }
@@ -171,8 +175,15 @@ TEST(LauncherE2eTest, WorkerFailingOnceIsRestartedAndTheJobSucceeds) {
   auto lines =
       testing::LinesWith(p.Output(), "env TORCHELASTIC_RESTART_COUNT=1");
   EXPECT_EQ(lines.size(), 2u) << p.Output();
-  EXPECT_TRUE(std::filesystem::exists(logs + "/fails-once/attempt_0"));
-  EXPECT_TRUE(std::filesystem::exists(logs + "/fails-once/attempt_1"));
+  // torchrun's layout: <log-dir>/<run-id>_<random>/attempt_<n>.
+  std::vector<std::filesystem::path> runs;
+  for (const auto& e : std::filesystem::directory_iterator(logs)) {
+    runs.push_back(e.path());
+  }
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(runs[0].filename().string(), "fails-once_"));
+  EXPECT_TRUE(std::filesystem::exists(runs[0] / "attempt_0"));
+  EXPECT_TRUE(std::filesystem::exists(runs[0] / "attempt_1"));
 }
 
 TEST(LauncherE2eTest, WorkerFailureWithoutRestartsNamesTheRootCause) {

@@ -220,9 +220,10 @@ TEST_F(PythonInterpreterTest, PythonFlagOrPythonExecRunsTheUnchangedScript) {
                   {{"PATH", path_}, {"PYTHON_EXEC", kTorchPython}});
   EXPECT_EQ(flag.WaitOrKill(kJobDeadline), 0) << flag.Output();
   EXPECT_EQ(exec.WaitOrKill(kJobDeadline), 0) << exec.Output();
-  EXPECT_THAT(flag.Output(), HasSubstr("[rank0]:torch "));
+  // torchrun's console: the worker's line as it wrote it.
+  EXPECT_THAT(flag.Output(), HasSubstr("\ntorch "));
   EXPECT_THAT(flag.Output(), HasSubstr("(--python)"));
-  EXPECT_THAT(exec.Output(), HasSubstr("[rank0]:torch "));
+  EXPECT_THAT(exec.Output(), HasSubstr("\ntorch "));
   EXPECT_THAT(exec.Output(), HasSubstr("(PYTHON_EXEC)"));
 }
 
@@ -275,7 +276,7 @@ TEST(ParityE2eTest, SignalsToHandleForwardsTheListedSignal) {
         << p.Output();
     kill(p.pid(), SIGUSR1);
     EXPECT_EQ(p.WaitOrKill(absl::Seconds(30)), 128 + SIGUSR1) << p.Output();
-    EXPECT_THAT(p.Output(), HasSubstr("[rank0]:got USR1"));
+    EXPECT_THAT(p.Output(), HasSubstr("\ngot USR1\n"));
   }
 }
 
@@ -309,15 +310,17 @@ TEST(ParityE2eTest, DuplicateFiltersCopyMatchingTeedLines) {
       filtered = testing::ReadFile(e.path().string());
     EXPECT_NE(e.path().filename(), "filtered_stderr.log");
   }
-  EXPECT_THAT(filtered, HasSubstr("[rank0]:loss,x=0\n"));
-  EXPECT_THAT(filtered, HasSubstr("[rank1]:loss,x=1\n"));
+  // With the prefix of the teed line: torchrun's "[<role><local rank>]:".
+  EXPECT_THAT(filtered, HasSubstr("[default0]:loss,x=0\n"));
+  EXPECT_THAT(filtered, HasSubstr("[default1]:loss,x=1\n"));
   EXPECT_THAT(filtered, Not(HasSubstr("step=")));
 }
 
 TEST(ParityE2eTest, VirtualLocalRankAndTorchrunsEnvironment) {
-  Subprocess p(Muster({"--nproc-per-node=2", "--virtual_local_rank",
-                       "--no-python", BinPath("test_worker"), "--print-env"}),
-               {{"CUDA_VISIBLE_DEVICES", "4,6"}});
+  Subprocess p(
+      Muster({"--nproc-per-node=2", "--virtual_local_rank", "--prefix-output",
+              "--no-python", BinPath("test_worker"), "--print-env"}),
+      {{"CUDA_VISIBLE_DEVICES", "4,6"}});
   ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
   const std::string out = p.Output();
   EXPECT_THAT(out, HasSubstr("[rank0]:env LOCAL_RANK=0\n"));
@@ -335,9 +338,9 @@ TEST(ParityE2eTest, VirtualLocalRankAndTorchrunsEnvironment) {
 TEST(ParityE2eTest, NumaBindingRunsEverywhere) {
   // Bound where the machine has GPUs with NUMA nodes; elsewhere one warning
   // that says why, and the job runs.
-  Subprocess p(
-      Muster({"--numa_binding=node", "--nproc-per-node=2", "--no-python",
-              "/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status"}));
+  Subprocess p(Muster({"--numa_binding=node", "--nproc-per-node=2",
+                       "--prefix_output", "--no-python", "/bin/sh", "-c",
+                       "grep Cpus_allowed_list /proc/self/status"}));
   ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
   const std::string out = p.Output();
   if (out.find("workers run without binding") == std::string::npos) {
@@ -368,7 +371,7 @@ TEST(ParityE2eTest, ScriptWithoutRunBitOrExtensionRunsWithPython) {
   Subprocess p(Muster({"--start-method=fork", script}),
                {{"PYTHON_EXEC", kTorchPython}});
   ASSERT_EQ(p.WaitOrKill(kJobDeadline), 0) << p.Output();
-  EXPECT_THAT(p.Output(), HasSubstr("[rank0]:ran 0"));
+  EXPECT_THAT(p.Output(), HasSubstr("\nran 0\n"));
   EXPECT_THAT(p.Output(), HasSubstr("--start-method=fork has no effect"));
 }
 

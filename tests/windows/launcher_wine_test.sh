@@ -7,7 +7,7 @@
 # (win_worker.cc says what its flags do) and checks the outcome:
 # 1. success: exit 0; each rank printed the torchrun environment (RANK, LOCAL_RANK,
 #    WORLD_SIZE=2, MASTER_ADDR, MASTER_PORT, MUSTER_STORE_ENDPOINT, MUSTER_STOP_EVENT, ...)
-#    with its [rankN]: prefix, and its "done" line;
+#    with its [rankN]: prefix (--prefix-output), and its "done" line;
 # 2. a failing worker (rank 1 exits 3): exit 1, the failure summary names rank 1 and
 #    "exited with code 3";
 # 3. a crashing worker: the summary names 0xC0000005 (STATUS_ACCESS_VIOLATION);
@@ -54,7 +54,8 @@ WORKER=$(winpath "$WORKER_EXE")
 run() {
   local name=$1
   shift
-  timeout 120 "$WINE" "$MUSTER_EXE" --standalone --nproc-per-node=2 "$@" \
+  # --prefix-output: the checks tell the ranks' lines apart by [rankN]:.
+  timeout 120 "$WINE" "$MUSTER_EXE" --standalone --nproc-per-node=2 --prefix-output "$@" \
     >"$WORK/$name.log" 2>&1
   RC=$?
   ((RC != 124)) || fail "$name: muster.exe did not end within 120 s"

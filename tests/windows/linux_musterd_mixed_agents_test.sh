@@ -105,7 +105,8 @@ echo "$SERVER musterd serves on 127.0.0.1:$PORT"
 run_job() {
   local job=$1 linux_cmd=$2 windows_cmd=$3 rc flags p
   flags=(--nnodes=2 --nproc-per-node=1 --rdzv-backend=muster
-    --rdzv-endpoint="127.0.0.1:$PORT" --rdzv-id="$job" --max-restarts=0 --no-python)
+    --rdzv-endpoint="127.0.0.1:$PORT" --rdzv-id="$job" --max-restarts=0 --prefix-output
+    --no-python)
   # shellcheck disable=SC2086 # the commands are word lists
   timeout 240 "$LINUX_BUILD/bin/muster" "${flags[@]}" $linux_cmd >"$WORK/$job-linux.log" 2>&1 &
   AGENT_PIDS=($!)
@@ -128,7 +129,7 @@ run_job() {
 }
 
 # The value of `env NAME=VALUE` in log $1 for NAME $2 (the worker's line, after the agent's
-# [rankN]: prefix; wine's lines end in \r).
+# [rankN]: prefix of --prefix-output; wine's lines end in \r).
 env_of() {
   grep -aE "^\[rank[0-9]+\]:env $2=" "$1" | head -n 1 | sed -E "s/^[^=]*=//; s/\r$//"
 }

@@ -223,7 +223,7 @@ def main():
             status = codes.get(index, "still running at the deadline")
             print(f"--- pod {index}: exit {status}", flush=True)
             lines = text.splitlines()
-            shown = lines if not ok else [l for l in lines if l.startswith("[rank") or "succeeded" in l]
+            shown = lines if not ok else [l for l in lines if l.startswith("rank ") or "succeeded" in l]
             for line in shown[-60:]:
                 print(f"  {line}")
         if not ok:

@@ -150,6 +150,14 @@ struct AgentConfig {
   std::map<int, int> tees;
   // --local-ranks-filter (empty = all).
   std::set<int> local_ranks_filter;
+  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (or "[rank${rank}]:" with
+  // --prefix-output): the console prefix of teed lines, ${rank},
+  // ${local_rank}, ${role_name}, ${hostname} expanded. Empty: torchrun's
+  // "[<role><local rank>]:".
+  std::string log_line_prefix_template;
+  // --prefix-output: every console line carries the prefix, teed or not
+  // (torchrun prefixes teed lines only).
+  bool prefix_output = false;
   // --duplicate-stdout-filters / --duplicate-stderr-filters: lines of teed
   // streams that contain any of these go also to
   // attempt_<n>/filtered_{stdout,stderr}.log.

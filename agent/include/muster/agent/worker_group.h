@@ -2,9 +2,12 @@
 // and stopped as a unit, on a platform::ProcessLauncher (the OS's, or a fake in
 // tests). Each worker runs in its own process tree (a process group with
 // PR_SET_PDEATHSIG on Linux), and has its stdout/stderr read through pipes:
-// every whole line goes to the console with a "[rank<N>]:" prefix (never torn,
-// never interleaved mid-line) and/or to
-// <attempt_dir>/<local_rank>/{stdout,stderr}.log, as the output options say.
+// every whole line goes to the console (never torn, never interleaved
+// mid-line) and/or to <attempt_dir>/<local_rank>/{stdout,stderr}.log, as the
+// output options say. As under torchrun, console lines are the worker's own
+// unless teed (-t), which prefixes them "[<role><local rank>]:" or with
+// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; muster's --prefix-output prefixes
+// every console line.
 // What is the agent's here: torchrun's -r/-t routing, ranks, and the workers'
 // error files (TORCHELASTIC_ERROR_FILE), read when a worker fails.
 #ifndef MUSTER_AGENT_WORKER_GROUP_H_
@@ -59,13 +62,22 @@ struct OutputOptions {
   // <log_dir>/<run_id>/attempt_<n>: log files go under
   // <attempt_dir>/<local_rank>/. Required when any redirect or tee is set.
   std::string attempt_dir;
-  // Prefix console lines with "[rank<global>]:" (torchrun's --tee style).
-  bool prefix_lines = true;
+  // The console prefix of a worker's lines, as torchrun's
+  // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (ExpandLinePrefix); empty: torchrun's
+  // tee header "[<role><local rank>]:" (kDefaultLinePrefix).
+  std::string line_prefix_template;
+  // What the template's ${role_name} and ${hostname} are.
+  std::string role = "default";
+  std::string hostname;
+  // Which console lines carry the prefix: false, teed lines only (torchrun:
+  // the lines of a stream that is not teed reach the console as the worker
+  // wrote them); true, every console line (muster's --prefix-output).
+  bool prefix_all_lines = false;
   // torchrun's --duplicate-stdout-filters / --duplicate-stderr-filters: a
   // teed line (of a rank console_local_ranks lets through) that contains any
-  // of these strings is also written, with its
-  // "[rank<global>]:" prefix, to <attempt_dir>/filtered_stdout.log /
-  // filtered_stderr.log (one file for all local ranks).
+  // of these strings is also written, with its prefix, to
+  // <attempt_dir>/filtered_stdout.log / filtered_stderr.log (one file for all
+  // local ranks).
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
   // Console file descriptors (tests may point them at pipes).
@@ -177,6 +189,17 @@ inline absl::StatusOr<std::string> ResolveProgram(const std::string& argv0,
                                                   const std::string& path_env) {
   return platform::FindExecutable(argv0, path_env);
 }
+
+// torchrun's console prefix of teed lines when no template is set.
+inline constexpr char kDefaultLinePrefix[] = "[${role_name}${local_rank}]:";
+
+// Expands a log line prefix template as torchrun does (Python's
+// string.Template.safe_substitute): $NAME or ${NAME} for role_name, rank (the
+// global rank), local_rank and hostname; $$ is one $; any other $ stays as
+// written. Pure.
+std::string ExpandLinePrefix(const std::string& line_template,
+                             const std::string& role_name, int rank,
+                             int local_rank, const std::string& hostname);
 
 // Reads a torchelastic JSON error file: {"message": "..."} or
 // {"message": {"message": "...", "extraInfo": {...}}}. Empty when absent or

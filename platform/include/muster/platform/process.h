@@ -26,9 +26,12 @@ namespace muster::platform {
 
 // Where one output stream of a process goes.
 struct StreamRoute {
-  // Each line, prefixed with ProcessSpec::line_prefix, to the console stream
-  // (LaunchOptions::console_stdout / console_stderr).
+  // Each line to the console stream (LaunchOptions::console_stdout /
+  // console_stderr), prefixed with ProcessSpec::line_prefix when `prefixed`.
   bool console = true;
+  // Whether console and filtered lines of this stream carry the process's
+  // line prefix (torchrun prefixes teed streams only).
+  bool prefixed = true;
   // The process's bytes exactly (no prefix, no '\n' added to a partial last
   // line) to this file, created or truncated, its directories made. Empty:
   // none.
