@@ -21,6 +21,7 @@ rendezvous::GrpcClientOptions ElasticAgent::Impl::ClientOptions(
   options.follow_server_heartbeat_interval = !config_.heartbeat_interval_fixed;
   options.lease = config_.lease_timeout;
   options.security = security_;
+  options.replicas = replicas_;
   LeaseFence* fence = fence_.get();
   options.lease_seq = [fence] { return fence->NextSeq(); };
   options.on_lease_renewed = [fence](int64_t seq) { fence->OnRenewed(seq); };
@@ -158,9 +159,14 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     clock_->SleepFor(std::min(
         backoff, std::max(absl::ZeroDuration(), deadline - clock_->Now())));
     // While workers run, their lease is running out: try at least twice a
-    // second (a musterd restarted in 0.3 s is found at once).
-    backoff = std::min(backoff * 2, group_ != nullptr ? absl::Milliseconds(500)
-                                                      : absl::Seconds(1));
+    // second (a musterd restarted in 0.3 s is found at once). With replicas
+    // the client already paced its passes over them (every 250 ms, see
+    // replica_client.cc): a new leader's election is the wait, and the fence
+    // leaves little beyond it (docs/architecture.md, "Following the leader").
+    const absl::Duration cap = several_replicas_ ? absl::Milliseconds(100)
+                               : group_ != nullptr ? absl::Milliseconds(500)
+                                                   : absl::Seconds(1);
+    backoff = std::min(backoff * 2, cap);
   }
   MUSTER_LOG(ERROR) << "could not rejoin through the rendezvous server at "
                     << endpoint_ << " within "

@@ -113,6 +113,8 @@ int ElasticAgent::Impl::Setup() {
   } else if (config_.mode == RendezvousMode::kStandalone || endpoint_.empty()) {
     endpoint_ = absl::StrCat("127.0.0.1:", server_ ? server_->port() : 29400);
   }
+  several_replicas_ =
+      local_ == nullptr && endpoint_.find(',') != std::string::npos;
   security_ = config_.security;
   if (server_ != nullptr && security_.tls()) {
     // The embedded server speaks plaintext (TLS is musterd's: --tls-cert).
