@@ -254,14 +254,11 @@ class FollowingClient final : public RendezvousClient {
     memory_->Avoid(where, absl::Now() + options_.lease);
     inner->Abandon();
     armed_.store(false);
-    MUSTER_LOG(WARNING) << "the rendezvous server at " << where
-                        << " has not answered for "
-                        << absl::FormatDuration(silence_)
-                        << "; trying the other replicas";
     return absl::UnavailableError(absl::StrCat(
         "lost the rendezvous server at ", where, ": no answer for ",
         absl::FormatDuration(silence_),
-        " while it renewed this node's lease (a frozen or cut-off leader)"));
+        " while it renewed this node's lease (a frozen or cut-off leader); "
+        "trying the other replicas"));
   }
 
   // The order of one pass: the last leader, the list, the avoided replica.

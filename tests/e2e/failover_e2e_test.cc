@@ -171,7 +171,7 @@ TEST_P(FrozenOrKilledLeaderTest, RestartsNoWorkerAndTheJobSucceeds) {
   RunFailover(
       absl::StrCat(standby_->address(), ",", leader_at),
       [&] { kill(musterd.pid(), sig); }, absl::Milliseconds(2500),
-      sig == SIGSTOP ? "has not answered for" : "reconnected");
+      sig == SIGSTOP ? "no answer for 4.5s" : "reconnected");
   musterd.Kill();
 }
 

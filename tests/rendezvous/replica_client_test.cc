@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -22,9 +23,14 @@
 namespace muster::rendezvous {
 namespace {
 
-using ::muster::testing::MakeJoin;
 using ::muster::testing::StartLoopbackServer;
 using ::testing::HasSubstr;
+
+// A Join to a job of 2 nodes (so that it waits), node "a".
+v1::Join Join2(const std::string& job) {
+  return testing::MakeJoin(
+      {.job_id = job, .node_id = "a", .min_nodes = 2, .max_nodes = 2});
+}
 
 // A port nothing listens on: bound, then released.
 std::string ClosedEndpoint() {
@@ -89,7 +95,7 @@ TEST_F(ReplicaClientTest, AStandbyFirstSendsTheAgentToTheLeader) {
       Options(absl::StrCat(standby_->address(), ",", leader_->address()));
   o.replicas = memory;
   auto client = NewGrpcRendezvousClient(o);
-  ASSERT_TRUE(client->Start(MakeJoin("job", "a", 2, 2)).ok());
+  ASSERT_TRUE(client->Start(Join2("job")).ok());
   auto waiting = testing::NextOfKind(*client, v1::ServerMessage::kWaiting);
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_EQ(leader_->coordinator().Status("job").jobs_size(), 1);
@@ -102,7 +108,7 @@ TEST_F(ReplicaClientTest, AnUnreachableReplicaIsSkipped) {
       Options(absl::StrCat(ClosedEndpoint(), ",", leader_->address()));
   auto client = NewGrpcRendezvousClient(o);
   const absl::Time start = absl::Now();
-  ASSERT_TRUE(client->Start(MakeJoin("job", "a", 2, 2)).ok());
+  ASSERT_TRUE(client->Start(Join2("job")).ok());
   // Refused at once: no connect timeout spent on it.
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_TRUE(
@@ -114,7 +120,7 @@ TEST_F(ReplicaClientTest, AStandbyWithoutALeaderSendsItToTheNext) {
   standby_->StandBy(standby_->address(), "");
   auto client = NewGrpcRendezvousClient(
       Options(absl::StrCat(standby_->address(), ",", leader_->address())));
-  ASSERT_TRUE(client->Start(MakeJoin("job", "a", 2, 2)).ok());
+  ASSERT_TRUE(client->Start(Join2("job")).ok());
   EXPECT_TRUE(
       testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
   client->Close("");
@@ -127,7 +133,7 @@ TEST_F(ReplicaClientTest, NoLeaderAnywhereNamesEveryReplicaAndWhy) {
   o.connect_timeout = absl::Seconds(1);
   auto client = NewGrpcRendezvousClient(o);
   const absl::Time start = absl::Now();
-  absl::Status s = client->Start(MakeJoin("job", "a", 2, 2));
+  absl::Status s = client->Start(Join2("job"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(standby_->address(), ": ")));
@@ -141,7 +147,7 @@ TEST_F(ReplicaClientTest, ALeaderThatStepsDownIsLeftForTheOneItNames) {
       Options(absl::StrCat(standby_->address(), ",", leader_->address()));
   o.replicas = memory;
   auto client = NewGrpcRendezvousClient(o);
-  ASSERT_TRUE(client->Start(MakeJoin("job", "a", 2, 2)).ok());
+  ASSERT_TRUE(client->Start(Join2("job")).ok());
   ASSERT_TRUE(
       testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
   // The roles swap: the open stream ends UNAVAILABLE naming the new leader.
@@ -152,7 +158,7 @@ TEST_F(ReplicaClientTest, ALeaderThatStepsDownIsLeftForTheOneItNames) {
       << end.status();
   EXPECT_EQ(memory->leader(), standby_->address());
   auto again = NewGrpcRendezvousClient(o);
-  ASSERT_TRUE(again->Start(MakeJoin("job", "a", 2, 2)).ok());
+  ASSERT_TRUE(again->Start(Join2("job")).ok());
   EXPECT_TRUE(
       testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
   EXPECT_EQ(standby_->coordinator().Status("job").jobs_size(), 1);
@@ -182,7 +188,7 @@ TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
   o.lease_seq = [] { return 7; };
   o.on_lease_renewed = [&renewed](int64_t seq) { renewed = seq; };
   auto client = NewGrpcRendezvousClient(o);
-  ASSERT_TRUE(client->Start(MakeJoin("job", "a", 2, 2)).ok());
+  ASSERT_TRUE(client->Start(Join2("job")).ok());
   ASSERT_TRUE(frozen.WaitJoined(absl::Seconds(5)));
   auto ready = testing::NextOfKind(*client, v1::ServerMessage::kRoundReady);
   ASSERT_TRUE(ready.ok()) << ready.status();
@@ -201,7 +207,7 @@ TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
 
   // The next session goes to the other replica first.
   auto again = NewGrpcRendezvousClient(o);
-  ASSERT_TRUE(again->Start(MakeJoin("job", "a", 2, 2)).ok());
+  ASSERT_TRUE(again->Start(Join2("job")).ok());
   EXPECT_TRUE(
       testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
   EXPECT_EQ(memory->leader(), leader_->address());
@@ -209,9 +215,45 @@ TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
   server->Shutdown(std::chrono::system_clock::now());
 }
 
+// A leader that stands down (or shuts down) ends every stream, and the end
+// of the first is no lost node for the others: none hears a Restart, so the
+// round is re-adopted elsewhere with its workers running.
+TEST_F(ReplicaClientTest, ALeaderStandingDownSendsNoRestart) {
+  for (int trial = 0; trial < 5; ++trial) {
+    auto server = StartLoopbackServer();
+    ASSERT_NE(server, nullptr);
+    std::vector<std::unique_ptr<RendezvousClient>> clients;
+    for (const char* node : {"a", "b", "c"}) {
+      clients.push_back(NewGrpcRendezvousClient(Options(server->address())));
+      ASSERT_TRUE(clients.back()
+                      ->Start(testing::MakeJoin({.job_id = "round",
+                                                 .node_id = node,
+                                                 .min_nodes = 3,
+                                                 .max_nodes = 3}))
+                      .ok());
+    }
+    for (auto& c : clients) {
+      ASSERT_TRUE(
+          testing::NextOfKind(*c, v1::ServerMessage::kRoundReady).ok());
+    }
+    if (trial % 2 == 0) {
+      server->StandBy(server->address(), "127.0.0.1:1");
+    } else {
+      server->Shutdown(absl::Seconds(1));
+    }
+    for (auto& c : clients) {
+      auto restart = testing::NextOfKind(*c, v1::ServerMessage::kRestart);
+      EXPECT_EQ(restart.status().code(), absl::StatusCode::kUnavailable)
+          << "trial " << trial << ": "
+          << (restart.ok() ? restart->DebugString() : "");
+      c->Close("");
+    }
+  }
+}
+
 TEST_F(ReplicaClientTest, StatusFollowsTheLeaderAndNamesEveryReplicaTried) {
   auto client = NewGrpcRendezvousClient(Options(leader_->address()));
-  ASSERT_TRUE(client->Start(MakeJoin("seen", "a", 2, 2)).ok());
+  ASSERT_TRUE(client->Start(Join2("seen")).ok());
   ASSERT_TRUE(
       testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
   auto status = QueryStatus(
