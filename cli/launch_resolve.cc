@@ -170,6 +170,9 @@ absl::Status ResolveDynamic(const LaunchSettings& in, AgentConfig* c,
   }
   if (in.replicas.size() > 1) return ResolveReplicas(in, c, warnings);
   c->rdzv_endpoint = in.endpoint->ToString();
+  // A name with several addresses is several replicas (the agent counts
+  // them when it starts).
+  c->replicated_lease_default = !in.lease_given;
   const std::string listen =
       WildcardListen(in.endpoint->host, in.endpoint->port);
   if (in.is_host.has_value()) {

@@ -19,7 +19,7 @@ rendezvous::GrpcClientOptions ElasticAgent::Impl::ClientOptions(
   options.connect_timeout = connect_timeout;
   options.heartbeat_interval = config_.heartbeat_interval;
   options.follow_server_heartbeat_interval = !config_.heartbeat_interval_fixed;
-  options.lease = config_.lease_timeout;
+  options.lease = fence_->lease();
   options.security = security_;
   options.replicas = replicas_;
   LeaseFence* fence = fence_.get();
@@ -138,8 +138,12 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     // Lease fencing: a connect attempt ends before the fence is due, and the
     // fence is checked between attempts.
     if (FenceDue()) FenceWorkers();
+    // With replicas the client paces its own passes over them (a second
+    // each at most): 3 s lets a pass reach every replica of three, and a stop
+    // signal is still seen within that.
     absl::Duration connect =
-        std::min(absl::Seconds(1), deadline - clock_->Now());
+        std::min(several_replicas_ ? absl::Seconds(3) : absl::Seconds(1),
+                 deadline - clock_->Now());
     if (group_ != nullptr && fence_->armed()) {
       connect = std::max(absl::Milliseconds(50),
                          std::min(connect, fence_->FenceAt() - clock_->Now()));

@@ -129,6 +129,13 @@ class FollowingClient final : public RendezvousClient {
           absl::StrCat("bad rendezvous endpoint: ", list.status().message()));
     }
     replicas_ = Expand(*list, options_.security.tls());
+    // Pointed at one replica, a standby, the agent still reaches the leader
+    // it named, and follows it from then on as among several.
+    if (const std::string leader = memory_->leader();
+        !leader.empty() && std::find(replicas_.begin(), replicas_.end(),
+                                     leader) == replicas_.end()) {
+      replicas_.insert(replicas_.begin(), leader);
+    }
     if (replicas_.size() == 1) {
       // One musterd: the plain session, patient through refusals (an agent
       // may start before its musterd).
@@ -405,6 +412,13 @@ class FollowingClient final : public RendezvousClient {
 };
 
 }  // namespace
+
+int CountReplicas(const std::string& endpoint, bool tls) {
+  absl::StatusOr<std::vector<HostPort>> list =
+      ParseHostPortList(endpoint, kDefaultRendezvousPort);
+  if (!list.ok()) return 0;
+  return static_cast<int>(Expand(*list, tls).size());
+}
 
 std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(
     GrpcClientOptions options) {

@@ -78,15 +78,23 @@ absl::StatusOr<v1::GetStatusResponse> QueryStatus(
   MUSTER_ASSIGN_OR_RETURN(std::vector<HostPort> replicas,
                           ParseHostPortList(endpoint, 29400));
   std::string leader;
-  if (replicas.size() == 1) {
-    return QueryOne(replicas[0], job_id, timeout, security, page_size, &leader);
-  }
-  // Replicas: the leader answers; a standby names it (tried next), and one
-  // that cannot be reached sends the query to the next in the list.
   std::vector<std::string> queue;
-  for (const HostPort& r : replicas) queue.push_back(r.ToString());
   std::vector<std::string> tried;
   std::vector<std::string> why;
+  if (replicas.size() == 1) {
+    absl::StatusOr<v1::GetStatusResponse> one = QueryOne(
+        replicas[0], job_id, timeout, security, page_size, &leader);
+    // One musterd answers for itself; a standby's refusal names the leader,
+    // which is asked next.
+    if (one.ok() || leader.empty()) return one;
+    tried.push_back(replicas[0].ToString());
+    why.push_back(std::string(one.status().message()));
+    queue.push_back(leader);
+  } else {
+    // Replicas: the leader answers; a standby names it (tried next), and one
+    // that cannot be reached sends the query to the next in the list.
+    for (const HostPort& r : replicas) queue.push_back(r.ToString());
+  }
   while (!queue.empty()) {
     const std::string replica = queue.front();
     queue.erase(queue.begin());

@@ -604,6 +604,12 @@ TEST(LaunchFlagsTest, ReplicasJoinAlwaysWithTheReplicatedLease) {
   LaunchCommand one = ParseOk({"--rdzv-endpoint=h1:1", "--rdzv-id=j", "x"});
   EXPECT_EQ(one.config.lease_timeout, rendezvous::kDefaultLease);
   EXPECT_TRUE(one.config.embed_if_local);
+  // ... unless the name turns out to have several addresses (the agent
+  // counts them at start-up), when no lease_timeout was given.
+  EXPECT_TRUE(one.config.replicated_lease_default);
+  EXPECT_FALSE(ParseOk({"--rdzv-endpoint=h1:1", "--rdzv-id=j",
+                        "--rdzv-conf=lease_timeout=5", "x"})
+                   .config.replicated_lease_default);
 }
 
 TEST(LaunchFlagsTest, BadReplicaListsNamed) {

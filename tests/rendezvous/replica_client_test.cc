@@ -103,6 +103,25 @@ TEST_F(ReplicaClientTest, AStandbyFirstSendsTheAgentToTheLeader) {
   client->Close("");
 }
 
+TEST_F(ReplicaClientTest, OneStandbyGivenSendsTheAgentToTheLeaderItNames) {
+  auto memory = std::make_shared<ReplicaMemory>();
+  GrpcClientOptions o = Options(standby_->address());
+  o.replicas = memory;
+  auto first = NewGrpcRendezvousClient(o);
+  ASSERT_TRUE(first->Start(Join2("job")).ok());  // one musterd: as before
+  auto refused = testing::NextOfKind(*first, v1::ServerMessage::kWaiting);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(refused.status().message(), HasSubstr("standby"));
+  EXPECT_EQ(memory->leader(), leader_->address());
+  first->Close("");
+  // The agent's reconnect: straight to the leader.
+  auto again = NewGrpcRendezvousClient(o);
+  ASSERT_TRUE(again->Start(Join2("job")).ok());
+  EXPECT_TRUE(
+      testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
+  again->Close("");
+}
+
 TEST_F(ReplicaClientTest, AnUnreachableReplicaIsSkipped) {
   GrpcClientOptions o =
       Options(absl::StrCat(ClosedEndpoint(), ",", leader_->address()));
@@ -262,6 +281,10 @@ TEST_F(ReplicaClientTest, StatusFollowsTheLeaderAndNamesEveryReplicaTried) {
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_EQ(status->jobs_size(), 1);
   EXPECT_EQ(status->jobs(0).job_id(), "seen");
+  // Given the standby alone, it asks the leader the standby names.
+  auto via_standby = QueryStatus(standby_->address(), "", absl::Seconds(5));
+  ASSERT_TRUE(via_standby.ok()) << via_standby.status();
+  EXPECT_EQ(via_standby->jobs_size(), 1);
   client->Close("");
 
   standby_->StandBy(standby_->address(), "");

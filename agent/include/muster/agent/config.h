@@ -88,6 +88,11 @@ struct AgentConfig {
   // replicas and lease_timeout is not given: the fence must outlast a
   // leader's replacement (docs/architecture.md, "Following the leader").
   absl::Duration lease_timeout = rendezvous::kDefaultLease;
+  // Set by the launcher when lease_timeout was not given: an endpoint that
+  // turns out to name several replicas at start-up (a name with several
+  // addresses, e.g. a Kubernetes headless Service) raises lease_timeout to
+  // kDefaultReplicatedLease too, as a list does.
+  bool replicated_lease_default = false;
   // How long the agent keeps trying to get its session back after losing the
   // server (a network blip, musterd restarted by systemd) before it stops its
   // workers and gives up. The workers keep running meanwhile: they need the

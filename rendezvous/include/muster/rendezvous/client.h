@@ -88,6 +88,12 @@ class ReplicaMemory {
 absl::Duration LeaderSilenceBound(absl::Duration lease,
                                   absl::Duration heartbeat);
 
+// How many musterd replicas `endpoint` names (GrpcClientOptions::endpoint: a
+// list's entries, a name with several non-loopback addresses counting as that
+// many, except under TLS); 0 when it does not parse. Blocks for name
+// resolution, up to 2 s a name.
+int CountReplicas(const std::string& endpoint, bool tls);
+
 struct GrpcClientOptions {
   // musterd: HOST:PORT, or replicas as a comma-separated list
   // "H1:P1,H2:P2" (every HOST:PORT of one musterd cluster; a name that
