@@ -34,7 +34,7 @@ struct LaunchSettings {
 
   // --- mode inputs, as given (nullopt / empty / false: not given)
   bool standalone = false;
-  std::string backend;  // lower case
+  std::string backend;               // lower case
   std::optional<HostPort> endpoint;  // the first of `replicas`
   std::vector<HostPort> replicas;    // every entry of --rdzv-endpoint
   std::string endpoint_text;

@@ -167,7 +167,7 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     // the client already paced its passes over them (every 250 ms, see
     // replica_client.cc): a new leader's election is the wait, and the fence
     // leaves little beyond it (docs/architecture.md, "Following the leader").
-    const absl::Duration cap = several_replicas_ ? absl::Milliseconds(100)
+    const absl::Duration cap = several_replicas_   ? absl::Milliseconds(100)
                                : group_ != nullptr ? absl::Milliseconds(500)
                                                    : absl::Seconds(1);
     backoff = std::min(backoff * 2, cap);

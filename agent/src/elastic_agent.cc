@@ -114,11 +114,11 @@ int ElasticAgent::Impl::Setup() {
   }
   security_ = config_.security;
   // musterd replicas: a list, or a name with several addresses.
-  several_replicas_ = local_ == nullptr && server_ == nullptr &&
-                      (endpoint_.find(',') != std::string::npos ||
-                       (config_.replicated_lease_default &&
-                        rendezvous::CountReplicas(endpoint_,
-                                                  security_.tls()) > 1));
+  several_replicas_ =
+      local_ == nullptr && server_ == nullptr &&
+      (endpoint_.find(',') != std::string::npos ||
+       (config_.replicated_lease_default &&
+        rendezvous::CountReplicas(endpoint_, security_.tls()) > 1));
   absl::Duration lease = config_.lease_timeout;
   if (several_replicas_ && config_.replicated_lease_default &&
       lease < rendezvous::kDefaultReplicatedLease) {

@@ -79,9 +79,9 @@ absl::StatusOr<std::vector<HostPort>> ParseHostPortList(absl::string_view text,
   for (size_t k = 0; k < items.size(); ++k) {
     absl::string_view item = absl::StripAsciiWhitespace(items[k]);
     if (item.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", text, "': entry ", k + 1,
-          " is empty; list the replicas as HOST:PORT,HOST:PORT"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "': entry ", k + 1,
+                       " is empty; list the replicas as HOST:PORT,HOST:PORT"));
     }
     absl::StatusOr<HostPort> hp = ParseHostPort(item, default_port);
     if (!hp.ok()) {

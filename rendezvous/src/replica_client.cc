@@ -116,8 +116,8 @@ class FollowingClient final : public RendezvousClient {
         memory_(options_.replicas != nullptr
                     ? options_.replicas
                     : std::make_shared<ReplicaMemory>()),
-        silence_(LeaderSilenceBound(options_.lease,
-                                    options_.heartbeat_interval)) {}
+        silence_(
+            LeaderSilenceBound(options_.lease, options_.heartbeat_interval)) {}
 
   ~FollowingClient() override { Close(""); }
 
@@ -308,8 +308,8 @@ class FollowingClient final : public RendezvousClient {
       if (left <= absl::ZeroDuration()) return false;
       tried.push_back(replica);
       std::string leader;
-      absl::Status s = TryReplica(replica, join, std::min(kReplicaAnswer, left),
-                                  &leader);
+      absl::Status s =
+          TryReplica(replica, join, std::min(kReplicaAnswer, left), &leader);
       if (s.ok()) return true;
       note(replica, s.message());
       MUSTER_LOG(DEBUG) << "replica " << replica << ": " << s.message();
@@ -337,8 +337,8 @@ class FollowingClient final : public RendezvousClient {
     one.connect_timeout = budget;
     // A renewal answers the Join too (a claim of running workers is renewed
     // at once), and keeps the silence watch going.
-    one.on_lease_renewed = [this, hook = options_.on_lease_renewed](
-                               int64_t seq) {
+    one.on_lease_renewed = [this,
+                            hook = options_.on_lease_renewed](int64_t seq) {
       Heard();
       answered_.store(true);
       armed_.store(true);
@@ -358,9 +358,9 @@ class FollowingClient final : public RendezvousClient {
       if (left <= absl::ZeroDuration()) break;
       absl::StatusOr<v1::ServerMessage> next =
           inner->Next(std::min(left, absl::Milliseconds(10)));
-      if (next.status().code() == absl::StatusCode::kDeadlineExceeded)
-        continue;
-      if (!next.ok() && next.status().code() == absl::StatusCode::kUnavailable) {
+      if (next.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
+      if (!next.ok() &&
+          next.status().code() == absl::StatusCode::kUnavailable) {
         // A standby (or a leader shutting down, or refusing a rerun for a
         // moment): the next replica.
         *leader = inner->leader();

@@ -198,8 +198,8 @@ class SessionStream final : public AgentChannel,
   bool write_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool done_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // Close was called
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;   // a write failed
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;       // Close was called
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;        // a write failed
   bool stop_sending_ ABSL_GUARDED_BY(mu_) = false;  // StopSending
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   std::string leader_trailer_ ABSL_GUARDED_BY(mu_);  // CloseNamingLeader

@@ -82,8 +82,8 @@ absl::StatusOr<v1::GetStatusResponse> QueryStatus(
   std::vector<std::string> tried;
   std::vector<std::string> why;
   if (replicas.size() == 1) {
-    absl::StatusOr<v1::GetStatusResponse> one = QueryOne(
-        replicas[0], job_id, timeout, security, page_size, &leader);
+    absl::StatusOr<v1::GetStatusResponse> one =
+        QueryOne(replicas[0], job_id, timeout, security, page_size, &leader);
     // One musterd answers for itself; a standby's refusal names the leader,
     // which is asked next.
     if (one.ok() || leader.empty()) return one;
@@ -118,9 +118,9 @@ absl::StatusOr<v1::GetStatusResponse> QueryStatus(
     why.push_back(std::string(status.status().message()));
     if (!leader.empty()) queue.insert(queue.begin(), leader);
   }
-  return absl::UnavailableError(absl::StrCat(
-      "no replica of ", endpoint, " answered as the leader: ",
-      absl::StrJoin(why, "; ")));
+  return absl::UnavailableError(
+      absl::StrCat("no replica of ", endpoint,
+                   " answered as the leader: ", absl::StrJoin(why, "; ")));
 }
 
 }  // namespace muster::rendezvous

@@ -584,8 +584,9 @@ TEST(LaunchFlagsTest, DynamicIsHost) {
 // Issue 25: --rdzv-endpoint lists musterd replicas; the agent always joins
 // (no embedded server) and gets the replicated lease unless one is given.
 TEST(LaunchFlagsTest, ReplicasJoinAlwaysWithTheReplicatedLease) {
-  LaunchCommand c = ParseOk({"--nnodes=1:4", "--rdzv-endpoint=h1:1, h2 ,[::1]:3",
-                             "--rdzv-id=j", "x"});
+  LaunchCommand c =
+      ParseOk({"--nnodes=1:4", "--rdzv-endpoint=h1:1, h2 ,[::1]:3",
+               "--rdzv-id=j", "x"});
   EXPECT_EQ(c.config.mode, RendezvousMode::kDynamic);
   EXPECT_EQ(c.config.rdzv_endpoint, "h1:1,h2:29400,[::1]:3");
   EXPECT_FALSE(c.config.embed_server);
@@ -594,10 +595,10 @@ TEST(LaunchFlagsTest, ReplicasJoinAlwaysWithTheReplicatedLease) {
   EXPECT_EQ(c.config.lease_timeout, rendezvous::kDefaultReplicatedLease);
   EXPECT_THAT(c.warnings, IsEmpty());
   // PET_RDZV_ENDPOINT too; a lease given is kept; is_host=0 is harmless.
-  LaunchCommand env = ParseOk(
-      {"--rdzv-conf=lease_timeout=4,is_host=0", "x"},
-      {{"PET_RDZV_ENDPOINT", "a:1,b:2"}, {"PET_RDZV_ID", "j"},
-       {"PET_NNODES", "1:2"}});
+  LaunchCommand env = ParseOk({"--rdzv-conf=lease_timeout=4,is_host=0", "x"},
+                              {{"PET_RDZV_ENDPOINT", "a:1,b:2"},
+                               {"PET_RDZV_ID", "j"},
+                               {"PET_NNODES", "1:2"}});
   EXPECT_EQ(env.config.rdzv_endpoint, "a:1,b:2");
   EXPECT_EQ(env.config.lease_timeout, absl::Seconds(4));
   // One endpoint: as before (the single-musterd lease, the is_host guess).
@@ -621,8 +622,8 @@ TEST(LaunchFlagsTest, BadReplicaListsNamed) {
               HasSubstr("entry 2 (':2') has no host"));
   EXPECT_THAT(ParseError({"--rdzv-endpoint=h1:1,h1:1", "x"}),
               HasSubstr("h1:1 is listed twice"));
-  EXPECT_THAT(ParseError({"--rdzv-endpoint=h1:1,h2:2",
-                          "--rdzv-conf=is_host=1", "--rdzv-id=j", "x"}),
+  EXPECT_THAT(ParseError({"--rdzv-endpoint=h1:1,h2:2", "--rdzv-conf=is_host=1",
+                          "--rdzv-id=j", "x"}),
               HasSubstr("an agent cannot host"));
   EXPECT_THAT(ParseError({"--rdzv-backend=static", "--rdzv-endpoint=h1:1,h2:2",
                           "--nnodes=2", "--node-rank=0", "x"}),

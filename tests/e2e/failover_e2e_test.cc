@@ -71,11 +71,11 @@ class FailoverE2eTest : public ::testing::Test {
 
   std::unique_ptr<Subprocess> Agent(const std::string& endpoints) {
     return std::make_unique<Subprocess>(
-        std::vector<std::string>{
-            BinPath("muster"), "--nnodes=2", "--nproc-per-node=2",
-            "--max-restarts=0", "--rdzv-backend=c10d",
-            "--rdzv-endpoint=" + endpoints, "--rdzv-id=failover",
-            "--no-python", worker_},
+        std::vector<std::string>{BinPath("muster"), "--nnodes=2",
+                                 "--nproc-per-node=2", "--max-restarts=0",
+                                 "--rdzv-backend=c10d",
+                                 "--rdzv-endpoint=" + endpoints,
+                                 "--rdzv-id=failover", "--no-python", worker_},
         testing::EnvWithoutLauncher());
   }
 
@@ -178,9 +178,8 @@ TEST_P(FrozenOrKilledLeaderTest, RestartsNoWorkerAndTheJobSucceeds) {
 INSTANTIATE_TEST_SUITE_P(Signals, FrozenOrKilledLeaderTest,
                          ::testing::Values(SIGSTOP, SIGKILL),
                          [](const ::testing::TestParamInfo<int>& info) {
-                           return std::string(info.param == SIGSTOP
-                                                  ? "SIGSTOP"
-                                                  : "SIGKILL");
+                           return std::string(
+                               info.param == SIGSTOP ? "SIGSTOP" : "SIGKILL");
                          });
 
 }  // namespace

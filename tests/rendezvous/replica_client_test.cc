@@ -53,9 +53,9 @@ GrpcClientOptions Options(const std::string& endpoint) {
 // answers again (reads and drops until the client goes away).
 class FrozenReplica final : public v1::Rendezvous::Service {
  public:
-  grpc::Status Session(grpc::ServerContext* context,
-                       grpc::ServerReaderWriter<v1::ServerMessage,
-                                                v1::AgentMessage>* stream)
+  grpc::Status Session(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream)
       override {
     v1::AgentMessage msg;
     if (!stream->Read(&msg) || !msg.has_join()) return grpc::Status::OK;
@@ -117,8 +117,7 @@ TEST_F(ReplicaClientTest, OneStandbyGivenSendsTheAgentToTheLeaderItNames) {
   // The agent's reconnect: straight to the leader.
   auto again = NewGrpcRendezvousClient(o);
   ASSERT_TRUE(again->Start(Join2("job")).ok());
-  EXPECT_TRUE(
-      testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
+  EXPECT_TRUE(testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
   again->Close("");
 }
 
@@ -130,8 +129,7 @@ TEST_F(ReplicaClientTest, AnUnreachableReplicaIsSkipped) {
   ASSERT_TRUE(client->Start(Join2("job")).ok());
   // Refused at once: no connect timeout spent on it.
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
-  EXPECT_TRUE(
-      testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
+  EXPECT_TRUE(testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
   client->Close("");
 }
 
@@ -140,8 +138,7 @@ TEST_F(ReplicaClientTest, AStandbyWithoutALeaderSendsItToTheNext) {
   auto client = NewGrpcRendezvousClient(
       Options(absl::StrCat(standby_->address(), ",", leader_->address())));
   ASSERT_TRUE(client->Start(Join2("job")).ok());
-  EXPECT_TRUE(
-      testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
+  EXPECT_TRUE(testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
   client->Close("");
 }
 
@@ -167,8 +164,7 @@ TEST_F(ReplicaClientTest, ALeaderThatStepsDownIsLeftForTheOneItNames) {
   o.replicas = memory;
   auto client = NewGrpcRendezvousClient(o);
   ASSERT_TRUE(client->Start(Join2("job")).ok());
-  ASSERT_TRUE(
-      testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
+  ASSERT_TRUE(testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
   // The roles swap: the open stream ends UNAVAILABLE naming the new leader.
   leader_->StandBy(leader_->address(), standby_->address());
   standby_->Lead();
@@ -178,8 +174,7 @@ TEST_F(ReplicaClientTest, ALeaderThatStepsDownIsLeftForTheOneItNames) {
   EXPECT_EQ(memory->leader(), standby_->address());
   auto again = NewGrpcRendezvousClient(o);
   ASSERT_TRUE(again->Start(Join2("job")).ok());
-  EXPECT_TRUE(
-      testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
+  EXPECT_TRUE(testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
   EXPECT_EQ(standby_->coordinator().Status("job").jobs_size(), 1);
   again->Close("");
 }
@@ -201,7 +196,8 @@ TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
   o.replicas = memory;
   o.lease = absl::Seconds(1);
   o.heartbeat_interval = absl::Milliseconds(250);
-  const absl::Duration silence = LeaderSilenceBound(o.lease, o.heartbeat_interval);
+  const absl::Duration silence =
+      LeaderSilenceBound(o.lease, o.heartbeat_interval);
   EXPECT_EQ(silence, absl::Milliseconds(550));
   int64_t renewed = 0;
   o.lease_seq = [] { return 7; };
@@ -227,8 +223,7 @@ TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
   // The next session goes to the other replica first.
   auto again = NewGrpcRendezvousClient(o);
   ASSERT_TRUE(again->Start(Join2("job")).ok());
-  EXPECT_TRUE(
-      testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
+  EXPECT_TRUE(testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
   EXPECT_EQ(memory->leader(), leader_->address());
   again->Close("");
   server->Shutdown(std::chrono::system_clock::now());
@@ -252,8 +247,7 @@ TEST_F(ReplicaClientTest, ALeaderStandingDownSendsNoRestart) {
                       .ok());
     }
     for (auto& c : clients) {
-      ASSERT_TRUE(
-          testing::NextOfKind(*c, v1::ServerMessage::kRoundReady).ok());
+      ASSERT_TRUE(testing::NextOfKind(*c, v1::ServerMessage::kRoundReady).ok());
     }
     if (trial % 2 == 0) {
       server->StandBy(server->address(), "127.0.0.1:1");
@@ -273,11 +267,10 @@ TEST_F(ReplicaClientTest, ALeaderStandingDownSendsNoRestart) {
 TEST_F(ReplicaClientTest, StatusFollowsTheLeaderAndNamesEveryReplicaTried) {
   auto client = NewGrpcRendezvousClient(Options(leader_->address()));
   ASSERT_TRUE(client->Start(Join2("seen")).ok());
-  ASSERT_TRUE(
-      testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
-  auto status = QueryStatus(
-      absl::StrCat(ClosedEndpoint(), ",", standby_->address()), "",
-      absl::Seconds(5));
+  ASSERT_TRUE(testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
+  auto status =
+      QueryStatus(absl::StrCat(ClosedEndpoint(), ",", standby_->address()), "",
+                  absl::Seconds(5));
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_EQ(status->jobs_size(), 1);
   EXPECT_EQ(status->jobs(0).job_id(), "seen");
