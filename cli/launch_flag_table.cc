@@ -94,6 +94,7 @@ absl::Status ApplyRdzvConf(const Given& g, LaunchSettings* s) {
     return BadValue(g, applied.message());
   }
   if (conf->is_host.has_value()) s->is_host = conf->is_host;
+  if (conf->lease_timeout.has_value()) s->lease_given = true;
   // Security (docs/security.md): the files are read and checked once here.
   MUSTER_RETURN_IF_ERROR(
       Annotate(s->config.security.Validate(), "--rdzv-conf (PET_RDZV_CONF)"));
@@ -361,18 +362,34 @@ std::vector<LaunchFlag> MakeTable() {
  .help = "The rendezvous server (musterd) to join; port 29400 by default. "
          "This node runs it itself when HOST is this machine and nothing "
          "listens there (see is_host); port 0 then picks a free port (one "
-         "node only).",
+         "node only). Replicas of musterd: H1:P1,H2:P2 (the agent follows "
+         "the leader).",
  .apply = MUSTER_APPLY {
    s->endpoint_text = g.value;
-   // Port 0: a free port for the server this node embeds (torchrun's c10d
-   // store binds port 0 the same way); cli/launch_resolve.cc checks the rest.
-   absl::StatusOr<HostPort> hp = ParseHostPort(g.value, kDefaultRdzvPort,
-                                               /*allow_zero_port=*/true);
-   if (!hp.ok()) {
-     return BadValue(g, absl::StrCat(hp.status().message(),
-                                     "; write HOST[:PORT], e.g. node0:29400"));
+   if (!absl::StrContains(g.value, ',')) {
+     // Port 0: a free port for the server this node embeds (torchrun's c10d
+     // store binds port 0 the same way); cli/launch_resolve.cc checks the
+     // rest.
+     absl::StatusOr<HostPort> hp = ParseHostPort(g.value, kDefaultRdzvPort,
+                                                 /*allow_zero_port=*/true);
+     if (!hp.ok()) {
+       return BadValue(g, absl::StrCat(hp.status().message(),
+                                       "; write HOST[:PORT], e.g. node0:29400"));
+     }
+     s->endpoint = *hp;
+     s->replicas = {*hp};
+     return absl::OkStatus();
    }
-   s->endpoint = *hp;
+   // A list "H1:P1,H2:P2" names musterd replicas (issue 25).
+   absl::StatusOr<std::vector<HostPort>> list =
+       ParseHostPortList(g.value, kDefaultRdzvPort);
+   if (!list.ok()) {
+     return BadValue(g, absl::StrCat(list.status().message(),
+                                     "; write HOST[:PORT], e.g. node0:29400, "
+                                     "or replicas as H1:P1,H2:P2"));
+   }
+   s->endpoint = list->front();
+   s->replicas = *std::move(list);
    return absl::OkStatus();
  }},
 {.name = "rdzv-id", .value_name = "ID", .group = kGroupRdzv,

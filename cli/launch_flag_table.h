@@ -34,8 +34,9 @@ struct LaunchSettings {
 
   // --- mode inputs, as given (nullopt / empty / false: not given)
   bool standalone = false;
-  std::string backend;  // lower case
-  std::optional<HostPort> endpoint;
+  std::string backend;               // lower case
+  std::optional<HostPort> endpoint;  // the first of `replicas`
+  std::vector<HostPort> replicas;    // every entry of --rdzv-endpoint
   std::string endpoint_text;
   std::string nnodes_text;  // as given, for warnings
   bool nnodes_given = false;
@@ -43,6 +44,7 @@ struct LaunchSettings {
   std::string master_addr;
   std::optional<int> master_port;
   std::optional<bool> is_host;  // rdzv-conf is_host
+  bool lease_given = false;     // rdzv-conf lease_timeout
   bool run_id_given = false;
 
   // --- program

@@ -12,6 +12,7 @@
 #include "cli/launch_os.h"
 #include "muster/common/status.h"
 #include "muster/rendezvous/auth.h"
+#include "muster/rendezvous/defaults.h"
 
 namespace muster::cli {
 namespace {
@@ -63,6 +64,13 @@ void ResolveStandalone(const LaunchSettings& in, AgentConfig* c) {
 absl::Status ResolveStatic(const LaunchSettings& in, AgentConfig* c,
                            std::vector<std::string>* warnings) {
   c->mode = RendezvousMode::kStatic;
+  if (in.replicas.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-endpoint=", in.endpoint_text,
+        ": static rendezvous runs its server on node rank 0, so it takes one "
+        "endpoint; for musterd replicas use --rdzv-backend=c10d with "
+        "--nnodes=MIN:MAX and --rdzv-id=JOB"));
+  }
   if (c->min_nodes != c->max_nodes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--nnodes=", c->min_nodes, ":", c->max_nodes,
@@ -128,6 +136,35 @@ absl::Status ResolveStatic(const LaunchSettings& in, AgentConfig* c,
   return absl::OkStatus();
 }
 
+void WarnDynamicFlags(const LaunchSettings& in,
+                      std::vector<std::string>* warnings);
+
+// --rdzv-endpoint=H1:P1,H2:P2: musterd replicas (issue 25). The agent always
+// joins (no is_host guess: a replica is a musterd of its own), and unless
+// lease_timeout is given its lease is kDefaultReplicatedLease, long enough
+// to outlast a leader's replacement (defaults.h; docs/architecture.md,
+// "Following the leader").
+absl::Status ResolveReplicas(const LaunchSettings& in, AgentConfig* c,
+                             std::vector<std::string>* warnings) {
+  if (in.is_host.value_or(false)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-endpoint=", in.endpoint_text,
+        " lists musterd replicas, which an agent cannot host: drop "
+        "is_host=true from --rdzv-conf, or give one endpoint"));
+  }
+  c->rdzv_endpoint = JoinHostPorts(in.replicas);
+  c->embed_server = false;
+  c->embed_if_local = false;
+  c->embed_listen.clear();
+  if (!in.lease_given) {
+    c->lease_timeout =
+        std::max(c->lease_timeout, rendezvous::kDefaultReplicatedLease);
+  }
+  c->node_rank = in.node_rank.value_or(-1);
+  WarnDynamicFlags(in, warnings);
+  return absl::OkStatus();
+}
+
 absl::Status ResolveDynamic(const LaunchSettings& in, AgentConfig* c,
                             std::vector<std::string>* warnings) {
   c->mode = RendezvousMode::kDynamic;
@@ -137,7 +174,11 @@ absl::Status ResolveDynamic(const LaunchSettings& in, AgentConfig* c,
                      ": needs the host of the rendezvous server, e.g. "
                      "--rdzv-endpoint=node0:29400"));
   }
+  if (in.replicas.size() > 1) return ResolveReplicas(in, c, warnings);
   c->rdzv_endpoint = in.endpoint->ToString();
+  // A name with several addresses is several replicas (the agent counts
+  // them when it starts).
+  c->replicated_lease_default = !in.lease_given;
   const std::string listen =
       WildcardListen(in.endpoint->host, in.endpoint->port);
   // Port 0 (as torchrun's c10d backend takes it): the server this node
@@ -166,6 +207,12 @@ absl::Status ResolveDynamic(const LaunchSettings& in, AgentConfig* c,
   // With a server, ranks are assigned by join order; --node-rank only says
   // where this node would like to be.
   c->node_rank = in.node_rank.value_or(-1);
+  WarnDynamicFlags(in, warnings);
+  return absl::OkStatus();
+}
+
+void WarnDynamicFlags(const LaunchSettings& in,
+                      std::vector<std::string>* warnings) {
   if (!in.master_addr.empty() || in.master_port.has_value()) {
     warnings->push_back(
         "--master-addr/--master-port apply to static rendezvous only; with "
@@ -178,7 +225,6 @@ absl::Status ResolveDynamic(const LaunchSettings& in, AgentConfig* c,
         "that share a server need distinct ids; give --rdzv-id=JOB on every "
         "node");
   }
-  return absl::OkStatus();
 }
 
 // --standalone, with warnings for the flags it makes meaningless.

@@ -94,7 +94,8 @@ int RunStatus(const std::vector<std::string>& args,
   bool json = false;
   std::string timeout_text = "5";
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint,
-                 "HOST:PORT of musterd")
+                 "HOST:PORT of musterd, or its replicas H1:P1,H2:P2 (the "
+                 "leader answers; a standby names it)")
       ->capture_default_str();
   app.add_option("job", job, "Only this job id");
   app.add_flag("--json", json, "Print JSON (the GetStatusResponse message)");

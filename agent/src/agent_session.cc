@@ -19,8 +19,9 @@ rendezvous::GrpcClientOptions ElasticAgent::Impl::ClientOptions(
   options.connect_timeout = connect_timeout;
   options.heartbeat_interval = config_.heartbeat_interval;
   options.follow_server_heartbeat_interval = !config_.heartbeat_interval_fixed;
-  options.lease = config_.lease_timeout;
+  options.lease = fence_->lease();
   options.security = security_;
+  options.replicas = replicas_;
   LeaseFence* fence = fence_.get();
   options.lease_seq = [fence] { return fence->NextSeq(); };
   options.on_lease_renewed = [fence](int64_t seq) { fence->OnRenewed(seq); };
@@ -137,8 +138,12 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     // Lease fencing: a connect attempt ends before the fence is due, and the
     // fence is checked between attempts.
     if (FenceDue()) FenceWorkers();
+    // With replicas the client paces its own passes over them (a second
+    // each at most): 3 s lets a pass reach every replica of three, and a stop
+    // signal is still seen within that.
     absl::Duration connect =
-        std::min(absl::Seconds(1), deadline - clock_->Now());
+        std::min(several_replicas_ ? absl::Seconds(3) : absl::Seconds(1),
+                 deadline - clock_->Now());
     if (group_ != nullptr && fence_->armed()) {
       connect = std::max(absl::Milliseconds(50),
                          std::min(connect, fence_->FenceAt() - clock_->Now()));
@@ -158,9 +163,14 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     clock_->SleepFor(std::min(
         backoff, std::max(absl::ZeroDuration(), deadline - clock_->Now())));
     // While workers run, their lease is running out: try at least twice a
-    // second (a musterd restarted in 0.3 s is found at once).
-    backoff = std::min(backoff * 2, group_ != nullptr ? absl::Milliseconds(500)
-                                                      : absl::Seconds(1));
+    // second (a musterd restarted in 0.3 s is found at once). With replicas
+    // the client already paced its passes over them (every 250 ms, see
+    // replica_client.cc): a new leader's election is the wait, and the fence
+    // leaves little beyond it (docs/architecture.md, "Following the leader").
+    const absl::Duration cap = several_replicas_   ? absl::Milliseconds(100)
+                               : group_ != nullptr ? absl::Milliseconds(500)
+                                                   : absl::Seconds(1);
+    backoff = std::min(backoff * 2, cap);
   }
   MUSTER_LOG(ERROR) << "could not rejoin through the rendezvous server at "
                     << endpoint_ << " within "

@@ -88,7 +88,6 @@ void ElasticAgent::Impl::PublishHealth() {
 }
 
 int ElasticAgent::Impl::Setup() {
-  fence_ = std::make_unique<LeaseFence>(config_.lease_timeout, clock_);
   if (absl::Status s = StartHealthServer(); !s.ok()) {
     MUSTER_LOG(ERROR) << "--health-port: " << s.message();
     return kExitConfigError;
@@ -124,6 +123,23 @@ int ElasticAgent::Impl::Setup() {
     endpoint_ = absl::StrCat("127.0.0.1:", server_ ? server_->port() : 29400);
   }
   security_ = config_.security;
+  // musterd replicas: a list, or a name with several addresses.
+  several_replicas_ =
+      local_ == nullptr && server_ == nullptr &&
+      (endpoint_.find(',') != std::string::npos ||
+       (config_.replicated_lease_default &&
+        rendezvous::CountReplicas(endpoint_, security_.tls()) > 1));
+  absl::Duration lease = config_.lease_timeout;
+  if (several_replicas_ && config_.replicated_lease_default &&
+      lease < rendezvous::kDefaultReplicatedLease) {
+    // As for a list (cli/launch_resolve.cc): the fence must outlast a
+    // leader's replacement (muster/rendezvous/defaults.h).
+    lease = rendezvous::kDefaultReplicatedLease;
+    MUSTER_LOG(INFO) << endpoint_ << " names several musterd replicas: lease "
+                     << absl::FormatDuration(lease)
+                     << " (give --rdzv-conf=lease_timeout=... to choose)";
+  }
+  fence_ = std::make_unique<LeaseFence>(lease, clock_);
   if (server_ != nullptr && security_.tls()) {
     // The embedded server speaks plaintext (TLS is musterd's: --tls-cert).
     MUSTER_LOG(WARNING)
@@ -193,7 +209,7 @@ int ElasticAgent::Impl::Setup() {
   // This agent's node session secret, for its whole life: only it can speak
   // for this node id again after a reconnect.
   join_.set_session_secret(rendezvous::NewRandomSecret());
-  join_.set_lease_timeout_ms(absl::ToInt64Milliseconds(config_.lease_timeout));
+  join_.set_lease_timeout_ms(absl::ToInt64Milliseconds(fence_->lease()));
   // RoundReady's lease_seq renews the lease (the client applies it), so
   // musterd need not renew it while this agent waits without workers.
   join_.set_lease_from_round_ready(true);

@@ -178,6 +178,11 @@ class ElasticAgent::Impl {
   std::optional<v1::AgentMessage> last_report_;
   std::optional<std::vector<std::vector<int>>> numa_cpus_;
   std::unique_ptr<LeaseFence> fence_;
+  // Several musterd replicas (--rdzv-endpoint=H1:P1,H2:P2): what the sessions
+  // learn about which one leads, kept across reconnects.
+  bool several_replicas_ = false;
+  const std::shared_ptr<rendezvous::ReplicaMemory> replicas_ =
+      std::make_shared<rendezvous::ReplicaMemory>();
 };
 
 }  // namespace muster::agent

@@ -34,7 +34,10 @@ absl::Status StartEmbeddedRendezvous(
   }
   std::string listen = config.embed_listen;
   bool embed = config.embed_server;
-  if (!embed && config.embed_if_local) {
+  // With several replicas (a list) the agent always joins: replicas are
+  // musterd processes of their own, never embedded.
+  if (!embed && config.embed_if_local &&
+      config.rdzv_endpoint.find(',') == std::string::npos) {
     // torchrun's is_host guess: the endpoint names this host and nobody serves
     // it yet.
     auto hp = ParseHostPort(config.rdzv_endpoint, 29400,

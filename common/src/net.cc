@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "muster/platform/net.h"
@@ -69,6 +70,49 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, int default_port,
     hp.port = default_port;
   }
   return hp;
+}
+
+absl::StatusOr<std::vector<HostPort>> ParseHostPortList(absl::string_view text,
+                                                        int default_port) {
+  std::vector<HostPort> out;
+  const std::vector<absl::string_view> items = absl::StrSplit(text, ',');
+  for (size_t k = 0; k < items.size(); ++k) {
+    absl::string_view item = absl::StripAsciiWhitespace(items[k]);
+    if (item.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "': entry ", k + 1,
+                       " is empty; list the replicas as HOST:PORT,HOST:PORT"));
+    }
+    absl::StatusOr<HostPort> hp = ParseHostPort(item, default_port);
+    if (!hp.ok()) {
+      if (items.size() == 1) return hp.status();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text, "': entry ", k + 1, ": ", hp.status().message()));
+    }
+    if (items.size() > 1 && hp->host.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text, "': entry ", k + 1, " ('", item,
+          "') has no host; in a list of replicas each entry is HOST:PORT"));
+    }
+    for (const HostPort& seen : out) {
+      if (seen.host == hp->host && seen.port == hp->port) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", text, "': ", hp->ToString(),
+                         " is listed twice; list each replica once"));
+      }
+    }
+    out.push_back(*std::move(hp));
+  }
+  return out;
+}
+
+std::string JoinHostPorts(const std::vector<HostPort>& list) {
+  std::string out;
+  for (const HostPort& hp : list) {
+    if (!out.empty()) out.push_back(',');
+    out += hp.ToString();
+  }
+  return out;
 }
 
 std::string LocalHostname() { return platform::SystemNet().Hostname(); }

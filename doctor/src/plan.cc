@@ -30,12 +30,13 @@ absl::StatusOr<Plan> MakePlan(const Options& opt) {
     targets.push_back(t);
   };
   if (!opt.rdzv_endpoint.empty()) {
-    auto hp = ParseHostPort(opt.rdzv_endpoint, kDefaultRdzvPort);
-    if (!hp.ok()) {
+    // musterd replicas (H1:P1,H2:P2) are each a target.
+    auto list = ParseHostPortList(opt.rdzv_endpoint, kDefaultRdzvPort);
+    if (!list.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--rdzv-endpoint: ", hp.status().message()));
+          absl::StrCat("--rdzv-endpoint: ", list.status().message()));
     }
-    add_target("endpoint", *hp);
+    for (const HostPort& hp : *list) add_target("endpoint", hp);
   }
   if (!opt.master_addr.empty()) {
     add_target("master", HostPort{opt.master_addr, plan.master_port});

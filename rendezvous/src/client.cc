@@ -16,6 +16,8 @@
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
+#include "rendezvous/src/leader_gate.h"
+#include "rendezvous/src/session_client.h"
 #include "rendezvous/src/session_inbox.h"
 
 namespace muster::rendezvous {
@@ -43,10 +45,11 @@ constexpr absl::Duration kCloseWait = absl::Seconds(1);
 //   OK (after    OUT_OF_RANGE "the rendezvous server at H:P ended the
 //   JobSucceeded / JobFailed)             session";
 //   this agent called Close               CANCELLED.
-class GrpcRendezvousClient final : public RendezvousClient {
+class GrpcRendezvousClient final : public SessionClient {
  public:
-  explicit GrpcRendezvousClient(GrpcClientOptions options)
+  GrpcRendezvousClient(GrpcClientOptions options, ChannelWait wait)
       : options_(std::move(options)),
+        wait_(wait),
         interval_us_(absl::ToInt64Microseconds(options_.heartbeat_interval)) {}
 
   ~GrpcRendezvousClient() override { Close(""); }
@@ -74,7 +77,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
     channel_ = *std::move(channel);
     absl::Status connected = WaitForChannel(
         *channel_, target_, "rendezvous server", options_.connect_timeout,
-        ChannelWait::kPatient, options_.security.tls());
+        wait_, options_.security.tls());
     if (!connected.ok()) return connected;
     stub_ = v1::Rendezvous::NewStub(channel_);
 
@@ -143,6 +146,29 @@ class GrpcRendezvousClient final : public RendezvousClient {
   void HeartbeatNow() override {
     absl::MutexLock lock(&mu_);
     beat_now_ = true;
+  }
+
+  std::string leader() const override {
+    absl::MutexLock lock(&mu_);
+    return leader_;
+  }
+
+  void Abandon() override {
+    bool open = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_) return;
+      closing_ = true;
+      stop_heartbeat_ = true;
+      open = state_ == State::kOpen;
+    }
+    // A cancel ends a write or read stuck on a silent server too.
+    if (open) context_.TryCancel();
+    if (reader_.joinable()) reader_.join();
+    if (heartbeat_.joinable()) heartbeat_.join();
+    absl::MutexLock lock(&mu_);
+    inbox_.End(absl::CancelledError("the session was abandoned by this agent"));
+    state_ = State::kClosed;
   }
 
   void Close(absl::string_view leave_reason) override {
@@ -254,6 +280,8 @@ class GrpcRendezvousClient final : public RendezvousClient {
     }
     grpc::Status status = stream_->Finish();
     absl::MutexLock lock(&mu_);
+    // A standby replica's refusal names the leader (leader_gate.h).
+    leader_ = LeaderFromTrailers(context_);
     inbox_.End(EndStatus(status));
     MUSTER_LOG(DEBUG) << "session with " << target_.ToString()
                       << " ended: " << inbox_.end();
@@ -334,6 +362,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
   }
 
   const GrpcClientOptions options_;
+  const ChannelWait wait_;
   // Set by Start before any other thread exists, constant afterwards.
   HostPort target_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -357,13 +386,15 @@ class GrpcRendezvousClient final : public RendezvousClient {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_heartbeat_ ABSL_GUARDED_BY(mu_) = false;
   bool beat_now_ ABSL_GUARDED_BY(mu_) = false;  // HeartbeatNow
+  // The leader a standby named when it ended the stream (muster-leader).
+  std::string leader_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
-std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(
-    GrpcClientOptions options) {
-  return std::make_unique<GrpcRendezvousClient>(std::move(options));
+std::unique_ptr<SessionClient> NewSessionClient(GrpcClientOptions options,
+                                                ChannelWait wait) {
+  return std::make_unique<GrpcRendezvousClient>(std::move(options), wait);
 }
 
 }  // namespace muster::rendezvous

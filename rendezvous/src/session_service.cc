@@ -135,6 +135,9 @@ void SessionService::CloseAll(const absl::Status& status) {
     closed_ = status;
     for (const auto& [id, stream] : channels_) open.push_back(stream);
   }
+  // Two passes: no stream takes a new message once the first one ends (see
+  // SessionStream::StopSending).
+  for (const auto& stream : open) stream->StopSending();
   for (const auto& stream : open) stream->Close(status);
 }
 
@@ -145,6 +148,7 @@ void SessionService::EndOpen(const absl::Status& status,
     absl::MutexLock lock(&mu_);
     for (const auto& [id, stream] : channels_) open.push_back(stream);
   }
+  for (const auto& stream : open) stream->StopSending();
   for (const auto& stream : open) stream->CloseNamingLeader(status, leader);
 }
 

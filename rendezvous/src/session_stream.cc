@@ -241,7 +241,7 @@ void SessionStream::Send(const v1::ServerMessage& msg) {
 // A broadcast's message is shared by every stream it goes to, not copied.
 void SessionStream::SendShared(std::shared_ptr<const v1::ServerMessage> msg) {
   absl::MutexLock lock(&mu_);
-  if (state_ != State::kOpen || closing_ || broken_) return;
+  if (state_ != State::kOpen || closing_ || broken_ || stop_sending_) return;
   if (write_pending_) {
     out_.push_back(std::move(msg));
     return;
@@ -256,6 +256,11 @@ void SessionStream::Close(const absl::Status& status) {
   final_status_ = ToGrpcStatus(status);
   // Else OnWrite finishes once the queue is flushed.
   if (!write_pending_) StartFinishLocked();
+}
+
+void SessionStream::StopSending() {
+  absl::MutexLock lock(&mu_);
+  stop_sending_ = true;
 }
 
 void SessionStream::CloseNamingLeader(const absl::Status& status,

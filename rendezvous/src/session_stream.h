@@ -89,6 +89,13 @@ class SessionStream final : public AgentChannel,
   // Close, with the leader named in the trailing metadata (a standby
   // replica's refusal; leader_gate.h). An empty leader adds nothing.
   void CloseNamingLeader(const absl::Status& status, std::string leader);
+  // The server is ending every stream (shutdown, a standby): drops whatever
+  // the Coordinator sends from now on, so that its reaction to the first
+  // streams' end (a lost node, a Restart) never reaches an agent whose
+  // stream is ended next: the server went away, no agent left, and the round
+  // is re-adopted elsewhere with its workers running. Queued messages still
+  // go out.
+  void StopSending();
 
  private:
   // What a completion is for: the low bits of its tag.
@@ -191,8 +198,9 @@ class SessionStream final : public AgentChannel,
   bool write_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool done_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool closing_ ABSL_GUARDED_BY(mu_) = false;  // Close was called
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;   // a write failed
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;       // Close was called
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;        // a write failed
+  bool stop_sending_ ABSL_GUARDED_BY(mu_) = false;  // StopSending
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   std::string leader_trailer_ ABSL_GUARDED_BY(mu_);  // CloseNamingLeader
   // Messages waiting for the write in flight (Write serializes its message at

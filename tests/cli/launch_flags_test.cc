@@ -591,6 +591,55 @@ TEST(LaunchFlagsTest, DynamicIsHost) {
                   .config.embed_server);
 }
 
+// Issue 25: --rdzv-endpoint lists musterd replicas; the agent always joins
+// (no embedded server) and gets the replicated lease unless one is given.
+TEST(LaunchFlagsTest, ReplicasJoinAlwaysWithTheReplicatedLease) {
+  LaunchCommand c =
+      ParseOk({"--nnodes=1:4", "--rdzv-endpoint=h1:1, h2 ,[::1]:3",
+               "--rdzv-id=j", "x"});
+  EXPECT_EQ(c.config.mode, RendezvousMode::kDynamic);
+  EXPECT_EQ(c.config.rdzv_endpoint, "h1:1,h2:29400,[::1]:3");
+  EXPECT_FALSE(c.config.embed_server);
+  EXPECT_FALSE(c.config.embed_if_local);
+  EXPECT_EQ(c.config.embed_listen, "");
+  EXPECT_EQ(c.config.lease_timeout, rendezvous::kDefaultReplicatedLease);
+  EXPECT_THAT(c.warnings, IsEmpty());
+  // PET_RDZV_ENDPOINT too; a lease given is kept; is_host=0 is harmless.
+  LaunchCommand env = ParseOk({"--rdzv-conf=lease_timeout=4,is_host=0", "x"},
+                              {{"PET_RDZV_ENDPOINT", "a:1,b:2"},
+                               {"PET_RDZV_ID", "j"},
+                               {"PET_NNODES", "1:2"}});
+  EXPECT_EQ(env.config.rdzv_endpoint, "a:1,b:2");
+  EXPECT_EQ(env.config.lease_timeout, absl::Seconds(4));
+  // One endpoint: as before (the single-musterd lease, the is_host guess).
+  LaunchCommand one = ParseOk({"--rdzv-endpoint=h1:1", "--rdzv-id=j", "x"});
+  EXPECT_EQ(one.config.lease_timeout, rendezvous::kDefaultLease);
+  EXPECT_TRUE(one.config.embed_if_local);
+  // ... unless the name turns out to have several addresses (the agent
+  // counts them at start-up), when no lease_timeout was given.
+  EXPECT_TRUE(one.config.replicated_lease_default);
+  EXPECT_FALSE(ParseOk({"--rdzv-endpoint=h1:1", "--rdzv-id=j",
+                        "--rdzv-conf=lease_timeout=5", "x"})
+                   .config.replicated_lease_default);
+}
+
+TEST(LaunchFlagsTest, BadReplicaListsNamed) {
+  EXPECT_THAT(ParseError({"--rdzv-endpoint=h1:1,,h2:2", "x"}),
+              HasSubstr("entry 2 is empty"));
+  EXPECT_THAT(ParseError({"--rdzv-endpoint=h1:1,h2:x", "x"}),
+              HasSubstr("entry 2: address 'h2:x' has port 'x'"));
+  EXPECT_THAT(ParseError({"--rdzv-endpoint=h1:1,:2", "x"}),
+              HasSubstr("entry 2 (':2') has no host"));
+  EXPECT_THAT(ParseError({"--rdzv-endpoint=h1:1,h1:1", "x"}),
+              HasSubstr("h1:1 is listed twice"));
+  EXPECT_THAT(ParseError({"--rdzv-endpoint=h1:1,h2:2", "--rdzv-conf=is_host=1",
+                          "--rdzv-id=j", "x"}),
+              HasSubstr("an agent cannot host"));
+  EXPECT_THAT(ParseError({"--rdzv-backend=static", "--rdzv-endpoint=h1:1,h2:2",
+                          "--nnodes=2", "--node-rank=0", "x"}),
+              HasSubstr("static rendezvous runs its server on node rank 0"));
+}
+
 TEST(LaunchFlagsTest, DynamicNodeRankIsAHintAndMasterIsIgnored) {
   LaunchCommand c =
       ParseOk({"--nnodes=2:4", "--rdzv-endpoint=h", "--node-rank=3",

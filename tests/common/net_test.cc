@@ -37,6 +37,40 @@ TEST(ParseHostPortTest, BadPortsNamed) {
   EXPECT_FALSE(ParseHostPort("h", -1).ok());
 }
 
+TEST(ParseHostPortListTest, ReplicasInOrderWithDefaultPorts) {
+  auto list = ParseHostPortList(" h1:1, [::1]:2 ,h3", 29400);
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0].ToString(), "h1:1");
+  EXPECT_EQ((*list)[1].ToString(), "[::1]:2");
+  EXPECT_EQ((*list)[2].ToString(), "h3:29400");
+  EXPECT_EQ(JoinHostPorts(*list), "h1:1,[::1]:2,h3:29400");
+  auto one = ParseHostPortList(":5", 29400);  // one entry: as ParseHostPort
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->size(), 1u);
+}
+
+TEST(ParseHostPortListTest, BadEntriesNamed) {
+  auto empty = ParseHostPortList("h1:1,,h2:2", 29400);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("entry 2 is empty"),
+            std::string::npos)
+      << empty.status();
+  auto port = ParseHostPortList("h1:1,h2:x", 29400);
+  ASSERT_FALSE(port.ok());
+  EXPECT_NE(port.status().message().find("entry 2"), std::string::npos);
+  EXPECT_NE(port.status().message().find("port 'x'"), std::string::npos)
+      << port.status();
+  auto no_host = ParseHostPortList("h1:1,:2", 29400);
+  ASSERT_FALSE(no_host.ok());
+  EXPECT_NE(no_host.status().message().find("has no host"), std::string::npos);
+  auto twice = ParseHostPortList("h1:1,h1:1", 29400);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("h1:1 is listed twice"),
+            std::string::npos)
+      << twice.status();
+}
+
 TEST(NetTest, LoopbackIsLocal) {
   EXPECT_TRUE(IsLocalHost("127.0.0.1"));
   EXPECT_TRUE(IsLocalHost("localhost"));

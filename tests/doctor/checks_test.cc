@@ -473,6 +473,21 @@ TEST(PlanTest, PeersWithoutPortTakeThePortsAndBadAddressesAreNamed) {
               StartsWith("--rdzv-endpoint: "));
 }
 
+TEST(PlanTest, EveryMusterdReplicaIsATarget) {
+  Options o;
+  o.rdzv_endpoint = "m0:29400,m1";  // PET_RDZV_ENDPOINT as the agents get it
+  auto plan = MakePlan(o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->targets.size(), 2u);
+  EXPECT_EQ(plan->targets[0].title, "rdzv endpoint m0:29400");
+  EXPECT_EQ(plan->targets[1].title, "rdzv endpoint m1:29400");
+  o.rdzv_endpoint = "m0,,m1";
+  auto bad = MakePlan(o);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("entry 2 is empty"));
+}
+
 TEST(PlanTest, LocalTargetsDecideWhichPortsThisHostServes) {
   Options o;
   o.master_addr = "10.0.0.5";

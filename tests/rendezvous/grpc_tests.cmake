@@ -19,3 +19,7 @@ muster_test(heartbeat_follow_test SRCS heartbeat_follow_test.cc DEPS muster_test
 # Store.Stream: pipelined and out-of-order ops, its bounds, a standby's refusals, and GrpcStore's
 # failover between replicas (two servers on loopback; fake leaders for the Add ambiguity).
 muster_test(store_stream_test SRCS store_stream_test.cc DEPS muster_testing_rendezvous TIMEOUT 90)
+# Replicas (issue 25): the Session client and `muster status` follow the leader through
+# standbys (muster-leader), skip unreachable replicas, and give up a silent leader.
+muster_test(replica_client_test SRCS replica_client_test.cc DEPS muster_testing_rendezvous
+            TIMEOUT 60)

@@ -43,7 +43,10 @@ struct AgentConfig {
 
   // --- rendezvous
   // HOST:PORT of the server to join (in standalone mode filled in with the
-  // embedded one).
+  // embedded one), or musterd replicas "H1:P1,H2:P2": the agent then joins
+  // the leader and follows it (rendezvous/src/replica_client.cc), never
+  // embeds a server, and gives the workers the whole list in
+  // MUSTER_STORE_ENDPOINT.
   std::string rdzv_endpoint;
   // Whether this agent starts the server itself (standalone; static node rank
   // 0; is_host=1).
@@ -80,8 +83,16 @@ struct AgentConfig {
   // this, before musterd could declare the node lost and start a round
   // without it (agent/src/lease_fence.h). musterd waits a full lease before
   // it declares a silent node lost, so this also bounds how long survivors
-  // wait for a node cut off by the network.
+  // wait for a node cut off by the network. The launcher makes it
+  // kDefaultReplicatedLease (10 s) when --rdzv-endpoint lists several musterd
+  // replicas and lease_timeout is not given: the fence must outlast a
+  // leader's replacement (docs/architecture.md, "Following the leader").
   absl::Duration lease_timeout = rendezvous::kDefaultLease;
+  // Set by the launcher when lease_timeout was not given: an endpoint that
+  // turns out to name several replicas at start-up (a name with several
+  // addresses, e.g. a Kubernetes headless Service) raises lease_timeout to
+  // kDefaultReplicatedLease too, as a list does.
+  bool replicated_lease_default = false;
   // How long the agent keeps trying to get its session back after losing the
   // server (a network blip, musterd restarted by systemd) before it stops its
   // workers and gives up. The workers keep running meanwhile: they need the

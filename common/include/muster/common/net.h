@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +30,17 @@ struct HostPort {
 // when default_port is < 0 and no port was given.
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, int default_port,
                                        bool allow_zero_port = false);
+
+// Parses a comma-separated list of rendezvous replicas, "H1:P1,H2:P2" (each
+// entry as ParseHostPort, with default_port; white space around entries is
+// ignored), keeping the order given. Every entry needs a host. Errors:
+// INVALID_ARGUMENT naming the entry and the fix: an empty entry ("a,,b"), an
+// entry without a host (":29400" in a list), a bad port, the same replica
+// listed twice. A single entry gives a list of one.
+absl::StatusOr<std::vector<HostPort>> ParseHostPortList(absl::string_view text,
+                                                        int default_port);
+// "H1:P1,H2:P2": the list as ParseHostPortList reads it back.
+std::string JoinHostPorts(const std::vector<HostPort>& list);
 
 // This machine's host name (gethostname). Never fails: "localhost" when the
 // call does.

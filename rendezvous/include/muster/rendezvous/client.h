@@ -8,9 +8,11 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "muster/rendezvous/defaults.h"
 #include "muster/rendezvous/security.h"
@@ -52,10 +54,57 @@ class RendezvousClient {
   virtual void Close(absl::string_view leave_reason) = 0;
 };
 
+// What one agent's successive sessions learn about musterd's replicas, kept
+// across its reconnects (GrpcClientOptions::replicas): the replica that led
+// last (tried first) and the one last given up for silence (tried last for a
+// while: a frozen leader keeps accepting TCP connections). Thread-safe.
+class ReplicaMemory {
+ public:
+  // The replica (HOST:PORT) that accepted the last Join, or that a standby
+  // named; empty when none is known.
+  void SetLeader(const std::string& endpoint);
+  std::string leader() const;
+  // `endpoint` went silent: try it after the others until `until`.
+  void Avoid(const std::string& endpoint, absl::Time until);
+  bool Avoided(const std::string& endpoint, absl::Time now) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::string leader_ ABSL_GUARDED_BY(mu_);
+  std::string avoided_ ABSL_GUARDED_BY(mu_);
+  absl::Time avoid_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+// How long a session with several replicas waits without a word from the
+// leader while the lease is being renewed (a RoundReady with lease_seq or a
+// LeaseRenewed came, and no Restart, Waiting or verdict since) before it
+// gives that replica up and tries the others: max(0.45 lease, lease/4 +
+// heartbeat + lease/20). Renewals come every lease/4, each taken by the first
+// heartbeat after it is due, so a healthy leader is never silent for longer
+// than lease/4 + one heartbeat; the bound stays below the agent's fence (0.7
+// lease after the last renewed heartbeat's send) so that the agent looks for
+// the new leader well before its workers would be fenced. See
+// docs/architecture.md, "Following the leader".
+absl::Duration LeaderSilenceBound(absl::Duration lease,
+                                  absl::Duration heartbeat);
+
+// How many musterd replicas `endpoint` names (GrpcClientOptions::endpoint: a
+// list's entries, a name with several non-loopback addresses counting as that
+// many, except under TLS); 0 when it does not parse. Blocks for name
+// resolution, up to 2 s a name.
+int CountReplicas(const std::string& endpoint, bool tls);
+
 struct GrpcClientOptions {
-  // HOST:PORT of musterd.
+  // musterd: HOST:PORT, or replicas as a comma-separated list
+  // "H1:P1,H2:P2" (every HOST:PORT of one musterd cluster; a name that
+  // resolves to several addresses counts as that many replicas). With several
+  // replicas the session joins the leader: a standby's refusal names it
+  // (trailing metadata `muster-leader`), an unreachable replica or a standby
+  // without a leader sends it to the next one, and a leader that goes silent
+  // (LeaderSilenceBound) ends the session so that the agent reconnects.
   std::string endpoint;
-  // How long Start waits for the server to answer.
+  // How long Start waits for the server to answer. With several replicas:
+  // for all of them together (each gets at most kReplicaAnswer per pass).
   absl::Duration connect_timeout = absl::Seconds(10);
   // Heartbeats are sent this often while the stream is open, or less often
   // when following the server's heartbeat budget (below).
@@ -75,15 +124,20 @@ struct GrpcClientOptions {
   // lease_seq before Next returns that RoundReady. Must not block.
   std::function<int64_t()> lease_seq;
   std::function<void(int64_t seq)> on_lease_renewed;
+  // Kept across the sessions of one agent (see ReplicaMemory); null: each
+  // session starts afresh.
+  std::shared_ptr<ReplicaMemory> replicas;
 };
 
-// Asks the server at `endpoint` (HOST:PORT) for its jobs (all when job_id is
+// Asks the server at `endpoint` (HOST:PORT, or replicas as in
+// GrpcClientOptions::endpoint: a standby's refusal sends it to the leader it
+// names, an unreachable replica to the next) for its jobs (all when job_id is
 // empty), for `muster status`: follows GetStatus's pages (page_size jobs each,
 // 0: the server's default) and returns them all in one response, with the
 // server's total_jobs and no next_page_token. Blocks up to `timeout` to
 // connect and up to `timeout` for each page. Errors: INVALID_ARGUMENT
 // for a malformed endpoint; UNAVAILABLE naming the endpoint and the cause when
-// it cannot be reached.
+// it cannot be reached (with replicas: every replica tried and why).
 absl::StatusOr<v1::GetStatusResponse> QueryStatus(const std::string& endpoint,
                                                   const std::string& job_id,
                                                   absl::Duration timeout);

@@ -19,6 +19,15 @@ inline constexpr absl::Duration kDefaultLastCallTimeout = absl::Seconds(30);
 inline constexpr absl::Duration kDefaultLease = absl::Seconds(5);
 inline constexpr absl::Duration kMinLease = absl::Seconds(1);
 inline constexpr absl::Duration kMaxLease = absl::Seconds(60);
+// The agent's default lease when it is given several musterd replicas
+// (--rdzv-endpoint=H1:P1,H2:P2): a leader that dies or freezes is replaced
+// only when its etcd election lease (2 s) expires, up to 2.5 s later, and the
+// agent's fence comes as early as 0.45 lease after that (0.7 lease after
+// the last renewed heartbeat, sent up to lease/4 + a heartbeat before): 5 s
+// would fence at 2.25 s. 10 s fences no earlier than 4.25 s, leaving the new
+// leader about 1.5 s to load its state and the agent to rejoin.
+// docs/architecture.md, "Following the leader".
+inline constexpr absl::Duration kDefaultReplicatedLease = absl::Seconds(10);
 
 }  // namespace muster::rendezvous
 
