@@ -4,7 +4,7 @@
 # FUZZ_SECONDS, default 20 per target, 0 skips), then the Windows unit tests: cross-built with
 # MinGW and run under wine64 (scripts/build-windows.sh --ci --test; MUSTER_WINDOWS_TESTS=0 skips).
 # After ctest, the thread-safety build: clang with -Wthread-safety -Werror checks the locking
-# annotations (scripts/tsa.sh, build only; MUSTER_TSA=0 skips).
+# annotations (scripts/tsa.sh, build only, not the tests; MUSTER_TSA=0 skips, =all adds the tests).
 # Extra arguments go to ctest and run only the Linux tests, e.g. scripts/test.sh -L e2e
 set -euo pipefail
 cd "$(dirname "$0")/.."
