@@ -3,6 +3,8 @@
 # TIMEOUT), then the fuzz targets with libFuzzer for a bounded time (scripts/fuzz.sh, clang;
 # FUZZ_SECONDS, default 20 per target, 0 skips), then the Windows unit tests: cross-built with
 # MinGW and run under wine64 (scripts/build-windows.sh --ci --test; MUSTER_WINDOWS_TESTS=0 skips).
+# After ctest, the thread-safety build: clang with -Wthread-safety -Werror checks the locking
+# annotations (scripts/tsa.sh, build only, not the tests; MUSTER_TSA=0 skips, =all adds the tests).
 # Extra arguments go to ctest and run only the Linux tests, e.g. scripts/test.sh -L e2e
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,7 @@ bash scripts/build.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 (cd build && ctest --output-on-failure -j "$jobs" "$@")
 (($# == 0)) || exit 0
+bash scripts/tsa.sh
 fuzz_seconds=${FUZZ_SECONDS:-20}
 if ((fuzz_seconds > 0)); then
   bash scripts/fuzz.sh "$fuzz_seconds"

@@ -38,14 +38,16 @@ std::string TcpStateName(const std::string& hex) {
 std::string ProcAddress(const std::string& col, int* port) {
   size_t colon = col.rfind(':');
   if (colon == std::string::npos) return col;
+  // The kernel writes well-formed hex; a column that is not leaves what
+  // SimpleHexAtoi parsed (0 or a prefix) in the printed address, as before.
   unsigned int p = 0;
-  absl::SimpleHexAtoi(col.substr(colon + 1), &p);
+  (void)absl::SimpleHexAtoi(col.substr(colon + 1), &p);
   *port = static_cast<int>(p);
   std::string hex = col.substr(0, colon);
   char buf[INET6_ADDRSTRLEN] = {0};
   if (hex.size() == 8) {
     uint32_t a = 0;
-    absl::SimpleHexAtoi(hex, &a);
+    (void)absl::SimpleHexAtoi(hex, &a);
     in_addr in;
     in.s_addr = a;  // /proc prints the native-endian value
     inet_ntop(AF_INET, &in, buf, sizeof(buf));
@@ -55,7 +57,7 @@ std::string ProcAddress(const std::string& col, int* port) {
     in6_addr in6;
     for (int w = 0; w < 4; ++w) {
       uint32_t v = 0;
-      absl::SimpleHexAtoi(hex.substr(w * 8, 8), &v);
+      (void)absl::SimpleHexAtoi(hex.substr(w * 8, 8), &v);
       std::memcpy(&in6.s6_addr[w * 4], &v, 4);
     }
     inet_ntop(AF_INET6, &in6, buf, sizeof(buf));

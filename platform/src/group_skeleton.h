@@ -33,8 +33,10 @@ class GroupSkeleton : public ProcessGroup {
   }
 
   GroupStatus Wait(absl::Duration timeout) override {
+    // Locked as shared_->mu, the name StatusLocked requires: the analysis
+    // cannot tell that an alias (s->mu) is the same mutex.
+    absl::MutexLock lock(&shared_->mu);
     SharedT* s = shared_.get();
-    absl::MutexLock lock(&s->mu);
     auto not_running = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
       return s->any_failed || s->unrecorded == 0;
     };

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 
@@ -44,9 +45,14 @@ class DeadlineQueue {
   // and is forgotten) for each: a key whose true deadline is still ahead is
   // re-armed there; the others are appended to *expired (and forgotten).
   // Amortised O(log n) per key that comes due.
+  //
+  // true_deadline runs under the caller's lock, which it may require
+  // (ABSL_EXCLUSIVE_LOCKS_REQUIRED on the lambda): the analysis cannot carry
+  // a caller's lock into a template, so it is not run here (nothing here
+  // locks; the caller's call is checked, as the queue is guarded there).
   template <typename TrueDeadline>
   void PopExpired(absl::Time now, TrueDeadline true_deadline,
-                  std::vector<Key>* expired) {
+                  std::vector<Key>* expired) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     while (!heap_.empty() && heap_.top().deadline <= now) {
       const Entry top = heap_.top();
       heap_.pop();
@@ -70,9 +76,10 @@ class DeadlineQueue {
   // brought to their true deadline (or forgotten) first; past that it may be
   // earlier than the truth (never later), which costs the caller an early
   // wake-up and no missed deadline. Bounded, so that 10,000 heartbeating keys
-  // do not make every call re-arm them all.
+  // do not make every call re-arm them all. true_deadline: as PopExpired's
+  // (hence no analysis here either).
   template <typename TrueDeadline>
-  absl::Time Next(TrueDeadline true_deadline) {
+  absl::Time Next(TrueDeadline true_deadline) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     constexpr int kMaxRefresh = 16;
     for (int refreshed = 0; !heap_.empty();) {
       const Entry top = heap_.top();

@@ -162,7 +162,8 @@ class LocalRendezvous::Impl {
     return options;
   }
 
-  void TickLoop() {
+  void TickLoop() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);  // RunCoordinatorTicks releases it to tick
     RunCoordinatorTicks(coordinator_, mu_, stopping_, options_.tick_interval);
   }
 

@@ -362,7 +362,8 @@ class RendezvousServer::Impl {
   }
 
   // Calls Tick at least every tick_interval, sooner when it asks to.
-  void TickLoop() {
+  void TickLoop() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);  // RunCoordinatorTicks releases it to tick
     RunCoordinatorTicks(
         coordinator_, mu_, stopping_, options_.tick_interval,
         [this] {

@@ -58,12 +58,14 @@ void SessionStream::Await(SessionService* service, SessionQueue* queue) {
   auto stream = std::make_shared<SessionStream>(service, queue);
   absl::MutexLock lock(&stream->mu_);
   stream->call_ = std::make_unique<Call>();
+  // Read here, under mu_: StartOp runs the lambda with mu_ held, but the
+  // analysis cannot match a lambda's stream->mu_ with StartOp's mu_.
+  Call* call = stream->call_.get();
   // The done notification comes only for a call that started (ok new call).
-  stream->call_->context.AsyncNotifyWhenDone(stream->Tag(kDone));
+  call->context.AsyncNotifyWhenDone(stream->Tag(kDone));
   const bool started = stream->StartOp([&] {
-    service->RequestSession(&stream->call_->context, &stream->call_->stream,
-                            queue->cq.get(), queue->cq.get(),
-                            stream->Tag(kNewCall));
+    service->RequestSession(&call->context, &call->stream, queue->cq.get(),
+                            queue->cq.get(), stream->Tag(kNewCall));
   });
   // Not started: the queue is closed and the stream is simply dropped.
   if (started) stream->self_ = stream;
@@ -274,7 +276,9 @@ void SessionStream::CloseNamingLeader(const absl::Status& status,
 }
 
 void SessionStream::StartReadLocked() {
-  if (StartOp([&] { call_->stream.Read(request_, Tag(kRead)); })) {
+  if (StartOp([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        call_->stream.Read(request_, Tag(kRead));
+      })) {
     read_pending_ = true;
     return;
   }
@@ -284,7 +288,9 @@ void SessionStream::StartReadLocked() {
 
 void SessionStream::StartWriteLocked(
     std::shared_ptr<const v1::ServerMessage> msg) {
-  if (StartOp([&] { call_->stream.Write(*msg, Tag(kWrite)); })) {
+  if (StartOp([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        call_->stream.Write(*msg, Tag(kWrite));
+      })) {
     write_pending_ = true;
     return;
   }
@@ -299,7 +305,9 @@ void SessionStream::StartFinishLocked() {
   if (!leader_trailer_.empty() && call_ != nullptr) {
     call_->context.AddTrailingMetadata(kLeaderMetadataKey, leader_trailer_);
   }
-  if (StartOp([&] { call_->stream.Finish(final_status_, Tag(kFinish)); }))
+  if (StartOp([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        call_->stream.Finish(final_status_, Tag(kFinish));
+      }))
     finish_pending_ = true;
 }
 

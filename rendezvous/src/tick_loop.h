@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -19,11 +20,15 @@ namespace muster::rendezvous {
 // after each Tick without `mu` (musterd's state journal, a replica's mirror
 // of its jobs). `may_tick`, when set, is asked before each Tick: a replica
 // that does not lead (or no longer knows that it does) decides nothing.
+//
+// The caller locks `mu` (and unlocks it after): a flag guarded by `mu` can
+// only be handed over by reference, for the thread-safety analysis, while
+// `mu` is held.
 inline void RunCoordinatorTicks(Coordinator& coordinator, absl::Mutex& mu,
                                 const bool& stopping, absl::Duration interval,
                                 const std::function<void()>& after_tick = {},
-                                const std::function<bool()>& may_tick = {}) {
-  absl::MutexLock lock(&mu);
+                                const std::function<bool()>& may_tick = {})
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
   while (!stopping) {
     mu.Unlock();
     const absl::Time next = !may_tick || may_tick()

@@ -223,7 +223,8 @@ TEST(LeaseFenceTest, WaitingForRoundsAndRoundReadyRenewalsStillFenceInTime) {
           down.push_back(
               {kind, seq, delay(down.empty() ? start : down.back().at)});
       };
-      auto round_wait = [&] { return lease * (2 * unit(rng)); };
+      // (lease copied: clang before 16 cannot capture a structured binding.)
+      auto round_wait = [&, lease = lease] { return lease * (2 * unit(rng)); };
       // musterd's side.
       rendezvous::StreamLease sl;
       sl.lease_ms = absl::ToInt64Milliseconds(lease);
