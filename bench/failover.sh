@@ -33,24 +33,11 @@ cleanup() {
 }
 trap 'cleanup; rm -rf "$work"' EXIT
 now() { date +%s.%N; }
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 since() { awk -v a="$(now)" -v t="$1" 'BEGIN { printf "%.3f", a - t }'; }
 
 # etcd: three members on loopback.
-cluster="" endpoints=""
-for i in 0 1 2; do
-  cp[$i]=$(free_port); pp[$i]=$(free_port)
-  cluster+="${cluster:+,}e$i=http://127.0.0.1:${pp[$i]}"
-  endpoints+="${endpoints:+,}http://127.0.0.1:${cp[$i]}"
-done
-for i in 0 1 2; do
-  setsid /usr/bin/etcd --name "e$i" --data-dir "$work/e$i" \
-    --listen-client-urls "http://127.0.0.1:${cp[$i]}" --advertise-client-urls "http://127.0.0.1:${cp[$i]}" \
-    --listen-peer-urls "http://127.0.0.1:${pp[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${pp[$i]}" \
-    --initial-cluster "$cluster" --initial-cluster-state new --log-level warn >"$work/etcd$i.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 100); do ETCDCTL_API=3 etcdctl --endpoints "$endpoints" get x >/dev/null 2>&1 && break; sleep 0.2; done
+source "$root/bench/etcd_cluster.sh"
+start_etcd_cluster "$work"
 
 # Two replicas, each with a gRPC and an HTTP port of its own.
 for r in 0 1; do port[$r]=$(free_port); http[$r]=$(free_port); done

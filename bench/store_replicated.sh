@@ -27,21 +27,8 @@ cleanup() {
   rm -rf "$log"
 }
 trap cleanup EXIT
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-cluster="" endpoints=""
-for i in 0 1 2; do
-  cp[$i]=$(free_port); pp[$i]=$(free_port)
-  cluster+="${cluster:+,}e$i=http://127.0.0.1:${pp[$i]}"
-  endpoints+="${endpoints:+,}http://127.0.0.1:${cp[$i]}"
-done
-for i in 0 1 2; do
-  /usr/bin/etcd --name "e$i" --data-dir "$log/e$i" \
-    --listen-client-urls "http://127.0.0.1:${cp[$i]}" --advertise-client-urls "http://127.0.0.1:${cp[$i]}" \
-    --listen-peer-urls "http://127.0.0.1:${pp[$i]}" --initial-advertise-peer-urls "http://127.0.0.1:${pp[$i]}" \
-    --initial-cluster "$cluster" --initial-cluster-state new --log-level warn >"$log/etcd$i.log" 2>&1 &
-  pids+=($!)
-done
+source bench/etcd_cluster.sh
+start_etcd_cluster "$log"
 single=$(free_port) replicated=$(free_port) http=$(free_port)
 "$musterd" --listen="127.0.0.1:$single" --log-level=warning 2>"$log/single.log" &
 pids+=($!)

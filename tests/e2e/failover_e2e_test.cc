@@ -30,23 +30,16 @@
 #include "gtest/gtest.h"
 #include "muster/rendezvous/server.h"
 #include "tests/testing/rendezvous.h"
+#include "tests/testing/files.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
 namespace {
 
 using ::muster::testing::BinPath;
+using ::muster::testing::ReadLines;
 using ::muster::testing::Subprocess;
 using ::testing::HasSubstr;
-
-std::vector<std::string> Lines(const std::string& path) {
-  std::vector<std::string> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(line);
-  return out;
-}
 
 class FailoverE2eTest : public ::testing::Test {
  protected:
@@ -95,7 +88,7 @@ class FailoverE2eTest : public ::testing::Test {
                    absl::Duration election, const std::string& agent_says) {
     auto a = Agent(endpoints);
     auto b = Agent(endpoints);
-    ASSERT_TRUE(testing::WaitUntil([&] { return Lines(starts_).size() >= 4; },
+    ASSERT_TRUE(testing::WaitUntil([&] { return ReadLines(starts_).size() >= 4; },
                                    absl::Seconds(60)))
         << a->Output() << b->Output();
     // `muster status` given standby,leader follows the standby to the leader.
@@ -121,7 +114,7 @@ class FailoverE2eTest : public ::testing::Test {
     std::ofstream(finish_) << "done\n";
     EXPECT_EQ(a->WaitOrKill(absl::Seconds(60)), 0) << a->Output();
     EXPECT_EQ(b->WaitOrKill(absl::Seconds(60)), 0) << b->Output();
-    const std::vector<std::string> lines = Lines(starts_);
+    const std::vector<std::string> lines = ReadLines(starts_);
     std::map<std::string, int> per_rank;
     for (const std::string& l : lines) {
       std::vector<std::string> f = absl::StrSplit(l, ' ');

@@ -25,6 +25,7 @@
 #include "tests/testing/etcd.h"
 #include "tests/testing/http.h"
 #include "tests/testing/musterd.h"
+#include "tests/testing/files.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/wait.h"
 
@@ -106,15 +107,6 @@ class StoreCalls {
   }
   std::unique_ptr<v1::Store::Stub> stub_;
 };
-
-std::vector<std::string> LinesOf(const std::string& path) {
-  std::vector<std::string> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(line);
-  return out;
-}
 
 class ReplicaE2eTest : public ::testing::Test {
  protected:
@@ -311,7 +303,7 @@ TEST_F(ReplicaE2eTest, KillOfTheLeaderRestartsNoWorkerAndTheJobSucceeds) {
   };
   auto a = agent();
   auto b = agent();
-  ASSERT_TRUE(WaitUntil([&] { return LinesOf(starts).size() >= 4; },
+  ASSERT_TRUE(WaitUntil([&] { return ReadLines(starts).size() >= 4; },
                         absl::Seconds(60)))
       << a->Output() << b->Output() << Logs();
   const int leader = Leading();
@@ -329,7 +321,7 @@ TEST_F(ReplicaE2eTest, KillOfTheLeaderRestartsNoWorkerAndTheJobSucceeds) {
   std::ofstream(dir + "/go") << "go\n";
   EXPECT_EQ(a->WaitOrKill(absl::Seconds(120)), 0) << a->Output() << Logs();
   EXPECT_EQ(b->WaitOrKill(absl::Seconds(120)), 0) << b->Output() << Logs();
-  const std::vector<std::string> lines = LinesOf(starts);
+  const std::vector<std::string> lines = ReadLines(starts);
   EXPECT_EQ(lines.size(), 4u) << "a worker started twice:\n"
                               << absl::StrJoin(lines, "\n") << "\n"
                               << Logs();

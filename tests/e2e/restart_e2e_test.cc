@@ -20,22 +20,15 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/files.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
 namespace {
 
 using ::muster::testing::BinPath;
+using ::muster::testing::ReadLines;
 using ::muster::testing::Subprocess;
-
-std::vector<std::string> Lines(const std::string& path) {
-  std::vector<std::string> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(line);
-  return out;
-}
 
 TEST(RestartE2eTest, AMusterdRestartRestartsNoWorkerAndTheJobSucceeds) {
   const std::string dir = testing::MakeTempDir("restart");
@@ -72,7 +65,7 @@ TEST(RestartE2eTest, AMusterdRestartRestartsNoWorkerAndTheJobSucceeds) {
   };
   auto a = agent();
   auto b = agent();
-  ASSERT_TRUE(testing::WaitUntil([&] { return Lines(starts).size() >= 4; },
+  ASSERT_TRUE(testing::WaitUntil([&] { return ReadLines(starts).size() >= 4; },
                                  absl::Seconds(60)))
       << a->Output() << b->Output() << musterd->Output();
   absl::SleepFor(absl::Milliseconds(500));
@@ -87,7 +80,7 @@ TEST(RestartE2eTest, AMusterdRestartRestartsNoWorkerAndTheJobSucceeds) {
 
   EXPECT_EQ(a->WaitOrKill(absl::Seconds(90)), 0) << a->Output();
   EXPECT_EQ(b->WaitOrKill(absl::Seconds(90)), 0) << b->Output();
-  const std::vector<std::string> lines = Lines(starts);
+  const std::vector<std::string> lines = ReadLines(starts);
   std::map<std::string, int> per_rank;
   for (const std::string& l : lines) {
     std::vector<std::string> f = absl::StrSplit(l, ' ');

@@ -21,4 +21,13 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+std::vector<std::string> ReadLines(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
 }  // namespace muster::testing

@@ -3,6 +3,7 @@
 #define MUSTER_TESTS_TESTING_FILES_H_
 
 #include <string>
+#include <vector>
 
 namespace muster::testing {
 
@@ -13,6 +14,10 @@ std::string WriteFile(const std::string& path, const std::string& text,
 
 // The whole file, bytes as they are; "" when it cannot be read.
 std::string ReadFile(const std::string& path);
+
+// The file's non-empty lines (a log of events the workers appended); none
+// when it cannot be read.
+std::vector<std::string> ReadLines(const std::string& path);
 
 }  // namespace muster::testing
 
