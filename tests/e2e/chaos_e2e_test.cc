@@ -14,6 +14,10 @@
 //   - a musterd restart within 0.3 s while the round is settled (all members
 //     back, all workers running) restarts no worker and fences none for 5 s:
 //     musterd re-adopts the round.
+// A second test runs the same chaos on replicated musterd (issue 25): two
+// replicas over a 3-member etcd cluster on loopback, the agents given both;
+// every musterd kill is a kill -9 of the leader, started again as a standby,
+// and the other replica re-adopts the round.
 //
 // MUSTER_CHAOS_SEED repeats a run's choices (the seed is printed; timings
 // differ from run to run); the chaos lasts
@@ -37,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -45,6 +50,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/etcd.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
@@ -307,7 +313,9 @@ std::string Tail(const std::string& text, size_t n = 3000) {
 
 class Chaos {
  public:
-  Chaos() {
+  // replicated: two musterd replicas over a 3-member etcd cluster instead of
+  // one musterd with --state-dir; "musterd kills" kill the leader.
+  explicit Chaos(bool replicated = false) : replicated_(replicated) {
     const char* seed = std::getenv("MUSTER_CHAOS_SEED");
     seed_ = seed != nullptr && *seed != '\0' ? std::strtoull(seed, nullptr, 10)
                                              : std::random_device{}();
@@ -326,7 +334,10 @@ class Chaos {
     std::cout << "chaos: seed " << seed_ << " (MUSTER_CHAOS_SEED=" << seed_
               << " reproduces it), " << chaos_ << " of chaos, files in " << dir_
               << std::endl;
-    port_ = testing::FreePort();
+    const int replicas = replicated_ ? 2 : 1;
+    for (int i = 0; i < replicas; ++i) ports_.push_back(testing::FreePort());
+    musterds_.resize(replicas);
+    if (replicated_) etcd_ = std::make_unique<testing::EtcdCluster>(3);
     agents_.resize(kNodes);
     replace_at_.assign(kNodes, absl::InfiniteFuture());
   }
@@ -335,7 +346,8 @@ class Chaos {
   ~Chaos() {
     for (auto& a : agents_)
       if (a) a->Kill();
-    if (musterd_) musterd_->Kill();
+    for (auto& m : musterds_)
+      if (m) m->Kill();
     for (int i = 0; i < 50; ++i) {
       std::vector<pid_t> left = MarkedProcesses(mark_);
       if (left.empty()) break;
@@ -346,14 +358,51 @@ class Chaos {
 
   std::string mark_value() const { return mark_.substr(mark_.find('=') + 1); }
 
-  bool StartMusterd() {
-    if (musterd_) log_text_ += "musterd:\n" + Tail(musterd_->Output()) + "\n";
-    musterd_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{BinPath("musterd"),
-                                 absl::StrCat("--listen=127.0.0.1:", port_),
-                                 "--state-dir=" + dir_ + "/state"},
-        std::map<std::string, std::string>{{kMarkName, mark_value()}});
-    return musterd_->WaitForOutput("listening", absl::Seconds(30));
+  // Starts musterd (replica i).
+  bool StartMusterd(int i = 0) {
+    if (musterds_[i]) {
+      log_text_ += absl::StrCat("musterd ", i, ":\n",
+                                Tail(musterds_[i]->Output()), "\n");
+      retired_musterds_.push_back(std::move(musterds_[i]));
+    }
+    std::vector<std::string> argv = {
+        BinPath("musterd"), absl::StrCat("--listen=127.0.0.1:", ports_[i])};
+    if (replicated_) {
+      argv.push_back("--etcd-endpoints=" + etcd_->Endpoints());
+    } else {
+      argv.push_back("--state-dir=" + dir_ + "/state");
+    }
+    musterds_[i] = std::make_unique<Subprocess>(
+        argv, std::map<std::string, std::string>{{kMarkName, mark_value()}});
+    return musterds_[i]->WaitForOutput("listening", absl::Seconds(30));
+  }
+
+  // The replica that leads (by the key in etcd), or 0 for a single musterd.
+  int Leader() {
+    if (!replicated_) return 0;
+    const std::string key = etcd_->Get("/muster/leader");
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      if (absl::StrContains(key, absl::StrCat("127.0.0.1:", ports_[i], "\n")))
+        return static_cast<int>(i);
+    }
+    return 0;
+  }
+
+  // "re-adopted" lines in the output of every musterd so far (the ones
+  // killed and replaced included, so the count never goes down).
+  size_t Adoptions() {
+    size_t n = 0;
+    for (const auto* list : {&musterds_, &retired_musterds_}) {
+      for (const auto& m : *list)
+        if (m) n += testing::LinesWith(m->Output(), "re-adopted").size();
+    }
+    return n;
+  }
+
+  std::string RdzvEndpoint() const {
+    std::vector<std::string> list;
+    for (int p : ports_) list.push_back(absl::StrCat("127.0.0.1:", p));
+    return absl::StrJoin(list, ",");
   }
 
   void StartAgent(int node) {
@@ -372,7 +421,7 @@ class Chaos {
             absl::StrCat("--nproc-per-node=", kProcsPerNode),
             absl::StrCat("--max-restarts=", kMaxRestarts),
             "--rdzv-backend=c10d",
-            absl::StrCat("--rdzv-endpoint=127.0.0.1:", port_),
+            "--rdzv-endpoint=" + RdzvEndpoint(),
             "--rdzv-id=chaos", "--rdzv-conf=last_call_timeout=1", "--no-python",
             dir_ + "/worker.sh"},
         env);
@@ -466,6 +515,16 @@ class Chaos {
   // being killed (during the chaos or the settling after it) is a failure;
   // it is replaced too, so that the rest of the run still tells something.
   void Supervise() {
+    // A replica that gave up its leadership exits (75); a supervisor
+    // (systemd, Kubernetes) starts it again.
+    for (size_t i = 0; replicated_ && i < musterds_.size(); ++i) {
+      if (musterds_[i] && !musterds_[i]->Running()) {
+        Note(absl::StrCat("musterd ", i, " exited by itself with ",
+                          musterds_[i]->Wait(absl::ZeroDuration()).value_or(-1),
+                          "; started again"));
+        StartMusterd(static_cast<int>(i));
+      }
+    }
     for (int n = 0; n < kNodes; ++n) {
       if (replace_at_[n] == absl::InfiniteFuture() && agents_[n] &&
           !agents_[n]->Running()) {
@@ -504,14 +563,15 @@ class Chaos {
     Note(absl::StrCat("kill -9 agent n", n, " (pid ", pid, ")"));
   }
 
-  // kill -9 musterd, a new one on the same port after `delay`.
+  // kill -9 musterd (the leader), a new one on the same port after `delay`.
   bool RestartMusterd(absl::Duration delay) {
-    musterd_->Kill();
+    const int i = Leader();
+    musterds_[i]->Kill();
     ++musterd_kills_;
-    Note(absl::StrCat("kill -9 musterd, restart in ",
+    Note(absl::StrCat("kill -9 musterd ", i, ", restart in ",
                       absl::FormatDuration(delay)));
     absl::SleepFor(delay);
-    return StartMusterd();
+    return StartMusterd(i);
   }
 
   // A musterd restart within 0.3 s while the round is settled: musterd
@@ -526,14 +586,15 @@ class Chaos {
     std::vector<std::string> ignored;
     const size_t starts_before = ReadWorkers(log_, &ignored).size();
     const int fences_before = Fences();
+    const size_t adoptions_before = Adoptions();
     const absl::Time killed = absl::Now();
     if (!RestartMusterd(absl::Seconds(Uniform(0.0, 0.3)))) {
       ADD_FAILURE() << "musterd did not start again";
       return false;
     }
     ++clean_restarts_;
-    const bool adopted =
-        musterd_->WaitForOutput("re-adopted", absl::Seconds(20));
+    const bool adopted = WaitUntil(
+        [&] { return Adoptions() > adoptions_before; }, absl::Seconds(20));
     absl::SleepFor(killed + absl::Seconds(5) - absl::Now());
     const size_t starts_after = ReadWorkers(log_, &ignored).size();
     const int fences = Fences() - fences_before;
@@ -541,7 +602,7 @@ class Chaos {
                       adopted ? "re-adopted" : "NOT re-adopted", ", ",
                       starts_after - starts_before, " workers started, ",
                       fences, " fenced in 5 s"));
-    EXPECT_TRUE(adopted) << musterd_->Output();
+    EXPECT_TRUE(adopted) << Diagnostics();
     EXPECT_EQ(starts_after, starts_before)
         << "a musterd restart shorter than the lease restarted workers";
     EXPECT_EQ(fences, 0) << "an agent fenced after a short musterd restart";
@@ -549,7 +610,12 @@ class Chaos {
   }
 
   void Run() {
-    ASSERT_TRUE(StartMusterd()) << musterd_->Output();
+    if (replicated_) {
+      ASSERT_TRUE(etcd_->ok()) << etcd_->Logs();
+    }
+    for (size_t i = 0; i < musterds_.size(); ++i) {
+      ASSERT_TRUE(StartMusterd(static_cast<int>(i))) << Diagnostics();
+    }
     for (int n = 0; n < kNodes; ++n) StartAgent(n);
     ASSERT_TRUE(WaitUntil([&] { return Settled(); }, absl::Seconds(60)))
         << Diagnostics();
@@ -590,8 +656,10 @@ class Chaos {
       EXPECT_EQ(rc, 0) << "agent n" << n << ":\n"
                        << Tail(agents_[n]->Output(), 6000);
     }
-    musterd_->Signal(SIGTERM);
-    musterd_->WaitOrKill(absl::Seconds(20));
+    for (auto& m : musterds_) {
+      m->Signal(SIGTERM);
+      m->WaitOrKill(absl::Seconds(20));
+    }
 
     // 0 orphans: everything with the mark is gone (the job keepers and the
     // workers included) once the agents and musterd exited.
@@ -620,7 +688,11 @@ class Chaos {
   std::string Diagnostics() {
     std::string out = "seed " + std::to_string(seed_) + "\nevents:\n" +
                       events_ + "\n" + log_text_;
-    if (musterd_) out += "musterd:\n" + Tail(musterd_->Output(), 6000) + "\n";
+    for (size_t i = 0; i < musterds_.size(); ++i) {
+      if (musterds_[i])
+        out += absl::StrCat("musterd ", i, ":\n",
+                            Tail(musterds_[i]->Output(), 6000), "\n");
+    }
     for (int n = 0; n < kNodes; ++n) {
       if (agents_[n])
         out +=
@@ -635,8 +707,11 @@ class Chaos {
   absl::Duration chaos_ = absl::Seconds(60);
   std::mt19937_64 rng_;
   std::string dir_, log_, finish_, mark_;
-  int port_ = 0;
-  std::unique_ptr<Subprocess> musterd_;
+  const bool replicated_;
+  std::vector<int> ports_;
+  std::unique_ptr<testing::EtcdCluster> etcd_;
+  std::vector<std::unique_ptr<Subprocess>> musterds_;
+  std::vector<std::unique_ptr<Subprocess>> retired_musterds_;
   std::vector<std::unique_ptr<Subprocess>> agents_;
   std::vector<std::unique_ptr<Subprocess>> retired_;
   std::vector<absl::Time> replace_at_;
@@ -648,6 +723,16 @@ class Chaos {
 
 TEST(ChaosE2eTest, RandomKillsOfWorkersAgentsAndMusterdKeepTheStateMachine) {
   Chaos chaos;
+  chaos.Run();
+}
+
+// The same chaos on replicated musterd (issue 25): two replicas over a
+// 3-member etcd cluster, and each musterd kill is a kill -9 of the leader
+// (started again as a standby); a kill while settled must restart no worker.
+TEST(ChaosE2eTest, RandomKillsWithMusterdReplicasKeepTheStateMachine) {
+  ASSERT_FALSE(testing::EtcdCluster::Binary().empty())
+      << "no etcd binary: apt-get install etcd-server";
+  Chaos chaos(/*replicated=*/true);
   chaos.Run();
 }
 
