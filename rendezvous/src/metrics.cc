@@ -129,6 +129,13 @@ RpcMetrics::NewInterceptorFactory() {
   return std::make_unique<TimingFactory>(this);
 }
 
+void RpcMetrics::CountStoreOp(absl::string_view op) {
+  absl::MutexLock lock(&mu_);
+  auto it = stream_ops_.find(op);
+  if (it == stream_ops_.end()) it = stream_ops_.emplace(std::string(op), 0).first;
+  ++it->second;
+}
+
 std::string RpcMetrics::Render(const Coordinator& coordinator,
                                const KvStore& store) const {
   std::string out;
@@ -193,6 +200,7 @@ std::string RpcMetrics::Render(const Coordinator& coordinator,
     if (absl::StartsWith(key.first, kStore))
       ops[key.first.substr(kStore.size())] += n;
   }
+  for (const auto& [op, n] : stream_ops_) ops[op] += n;
   for (const auto& [op, n] : ops) {
     Line(&out, "muster_store_ops_total", absl::StrCat("op=\"", op, "\""),
          static_cast<double>(n));

@@ -37,6 +37,11 @@ class RpcMetrics {
   void Observe(const std::string& method, grpc::StatusCode code,
                absl::Duration elapsed);
 
+  // One Store op that came over Store.Stream ("Set", "Get", ...): counted
+  // in muster_store_ops_total with the unary calls of the same op (the
+  // interceptor sees the stream, not its ops).
+  void CountStoreOp(absl::string_view op);
+
   // An interceptor factory that feeds this object; register it with the
   // ServerBuilder. It leaves out bidirectional streams: an interceptor runs on
   // every message of a stream, and 10,000 agents' heartbeats are 40,000
@@ -59,6 +64,7 @@ class RpcMetrics {
   std::map<std::pair<std::string, std::string>, uint64_t> calls_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, Histogram> latency_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t, std::less<>> stream_ops_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace muster::rendezvous

@@ -86,6 +86,7 @@ class RendezvousServer::Impl {
         session_service_(&coordinator_, &auth_, &metrics_),
         store_service_(&store_, &auth_) {
     session_service_.SetGate(&gate_);
+    store_service_.SetMetrics(&metrics_);
     store_service_.SetGate(&gate_);
   }
 

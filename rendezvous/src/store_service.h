@@ -32,6 +32,7 @@
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/kv_store.h"
 #include "muster/v1/store.grpc.pb.h"
+#include "rendezvous/src/metrics.h"
 
 namespace muster::rendezvous {
 
@@ -115,6 +116,10 @@ class StoreService {
   // caller's authorization metadata (auth.h); it must outlive the service.
   explicit StoreService(KvStore* store, const JobAuthRegistry* auth = nullptr,
                         StoreStreamLimits stream_limits = {});
+  // Stream ops are counted there (muster_store_ops_total) and each stream's
+  // end observed; set before the server starts. The unary calls are the
+  // interceptor's.
+  void SetMetrics(RpcMetrics* metrics) { metrics_ = metrics; }
   // Shutdown(UNAVAILABLE) when not done yet.
   ~StoreService();
   StoreService(const StoreService&) = delete;
@@ -198,6 +203,7 @@ class StoreService {
 
   KvStore* const store_;
   const JobAuthRegistry* const auth_;
+  RpcMetrics* metrics_ = nullptr;  // SetMetrics, before serving
   const StoreStreamLimits stream_limits_;
   const LeaderGate* gate_ = nullptr;  // set before serving
   DeadlineScheduler scheduler_;

@@ -22,6 +22,33 @@ using internal::ToVector;
 
 namespace {
 
+// The op's name as the unary method's ("Set", "Get", ...), for metrics.
+const char* OpName(const v1::StoreRequest& r) {
+  switch (r.op_case()) {
+    case v1::StoreRequest::kSet:
+      return "Set";
+    case v1::StoreRequest::kGet:
+      return "Get";
+    case v1::StoreRequest::kAdd:
+      return "Add";
+    case v1::StoreRequest::kCompareSet:
+      return "CompareSet";
+    case v1::StoreRequest::kWait:
+      return "Wait";
+    case v1::StoreRequest::kMultiGet:
+      return "MultiGet";
+    case v1::StoreRequest::kMultiSet:
+      return "MultiSet";
+    case v1::StoreRequest::kDelete:
+      return "Delete";
+    case v1::StoreRequest::kNumKeys:
+      return "NumKeys";
+    case v1::StoreRequest::OP_NOT_SET:
+      break;
+  }
+  return "Unknown";
+}
+
 // The op's own prefix field, used when StoreRequest.prefix is empty.
 const std::string& OpPrefix(const v1::StoreRequest& r) {
   switch (r.op_case()) {
@@ -121,6 +148,14 @@ void StoreService::StreamCore::StartWriteLocked() {
   reactor_->StartWrite(&writing_);
 }
 
+// The stream's end as one finished RPC (the interceptor skips streams).
+void StoreService::StreamCore::ObserveEnd(grpc::StatusCode code) {
+  if (s_->metrics_ != nullptr) {
+    s_->metrics_->Observe("/muster.v1.Store/Stream", code,
+                          absl::Now() - started_);
+  }
+}
+
 void StoreService::StreamCore::MaybeFinishLocked() {
   if (finished_ || reactor_ == nullptr || write_in_flight_) return;
   if (ending_) {
@@ -129,10 +164,12 @@ void StoreService::StreamCore::MaybeFinishLocked() {
       context_->AddTrailingMetadata(kLeaderMetadataKey, end_leader_);
     }
     reactor_->Finish(ToGrpcStatus(end_status_));
+    ObserveEnd(ToGrpcStatus(end_status_).error_code());
   } else if (half_closed_ && in_flight_ == 0 && !in_batch_ &&
              queue_.responses_size() == 0) {
     finished_ = true;
     reactor_->Finish(grpc::Status::OK);
+    ObserveEnd(grpc::StatusCode::OK);
   }
 }
 
@@ -280,6 +317,7 @@ void StoreService::StreamCore::Handle(v1::StoreRequest& request) {
     return;
   }
   KvStore* store = s_->store_;
+  if (s_->metrics_ != nullptr) s_->metrics_->CountStoreOp(OpName(request));
   switch (request.op_case()) {
     case v1::StoreRequest::kSet: {
       const v1::SetRequest& r = request.set();

@@ -53,6 +53,9 @@ std::vector<std::string> ToVector(
 class StoreService::StreamCore final
     : public std::enable_shared_from_this<StreamCore> {
  public:
+  void ObserveEnd(grpc::StatusCode code);
+  const absl::Time started_ = absl::Now();
+
   StreamCore(StoreService* service, grpc::CallbackServerContext* context)
       : s_(service),
         limits_(service->stream_limits_),

@@ -111,7 +111,16 @@ TEST(DiagnosticsE2eTest, HealthAndMetricsEndpointsAnswerARealHttpClient) {
   ASSERT_EQ(a.WaitOrKill(absl::Seconds(90)), 0) << a.Output();
   ASSERT_EQ(b.WaitOrKill(absl::Seconds(90)), 0) << b.Output();
 
-  const std::string metrics = HttpGet(http_port, "/metrics");
+  // The workers' Store streams end on the server a moment after they exited
+  // (a stream is observed at its end): wait for that, not for a fixed time.
+  std::string metrics;
+  WaitUntil(
+      [&] {
+        metrics = HttpGet(http_port, "/metrics");
+        return absl::StrContains(
+            metrics, "muster_rpc_duration_seconds_bucket{method=\"/muster.v1.Store/");
+      },
+      absl::Seconds(10), absl::Milliseconds(100));
   EXPECT_THAT(metrics,
               AllOf(HasSubstr("text/plain; version=0.0.4"),
                     HasSubstr("muster_jobs{state=\"SUCCEEDED\"} 1"),
