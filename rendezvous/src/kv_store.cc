@@ -407,13 +407,12 @@ void KvStore::SubmitLocked(std::vector<Committer::Write> writes,
   // The batch's writes travel to the committer and back in the callback,
   // which applies them.
   auto shared = std::make_shared<std::vector<Committer::Write>>(writes);
-  committer_->Commit(
-      std::move(writes),
-      [this, shared, generations = std::move(generations),
-       done = std::move(done)](absl::Status status) mutable {
-        ApplyCommitted(*shared, generations, status);
-        done(std::move(status));
-      });
+  committer_->Commit(std::move(writes),
+                     [this, shared, generations = std::move(generations),
+                      done = std::move(done)](absl::Status status) mutable {
+                       ApplyCommitted(*shared, generations, status);
+                       done(std::move(status));
+                     });
 }
 
 void KvStore::ApplyCommitted(const std::vector<Committer::Write>& writes,
@@ -438,7 +437,8 @@ void KvStore::ApplyCommitted(const std::vector<Committer::Write>& writes,
         if (ns == data_.end()) continue;
         auto it = ns->second.entries.find(w.key);
         if (it == ns->second.entries.end()) continue;
-        ns->second.bytes -= static_cast<int64_t>(w.key.size() + it->second.size());
+        ns->second.bytes -=
+            static_cast<int64_t>(w.key.size() + it->second.size());
         ns->second.entries.erase(it);
         version_.fetch_add(1, std::memory_order_relaxed);
       } else {
@@ -462,8 +462,8 @@ void KvStore::SetAsync(absl::string_view ns, absl::string_view key,
   auto found = data_.find(ns);
   int64_t keys = 0, bytes = 0;
   absl::Status fits =
-      CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second,
-                       key, value, &keys, &bytes);
+      CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second, key,
+                       value, &keys, &bytes);
   if (!fits.ok()) {
     lock.Release();
     done(std::move(fits));
@@ -494,8 +494,8 @@ void KvStore::AddAsync(absl::string_view ns, absl::string_view key,
   auto found = data_.find(ns);
   int64_t keys = 0, bytes = 0;
   absl::Status fits =
-      CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second,
-                       key, text, &keys, &bytes);
+      CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second, key,
+                       text, &keys, &bytes);
   if (!fits.ok()) {
     lock.Release();
     done(std::move(fits));
@@ -539,8 +539,8 @@ void KvStore::CompareSetAsync(absl::string_view ns, absl::string_view key,
   auto found = data_.find(ns);
   int64_t keys = 0, bytes = 0;
   absl::Status fits =
-      CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second,
-                       key, desired, &keys, &bytes);
+      CheckWriteLocked(ns, found == data_.end() ? nullptr : &found->second, key,
+                       desired, &keys, &bytes);
   if (!fits.ok()) {
     lock.Release();
     done(std::move(fits));
@@ -573,8 +573,8 @@ void KvStore::MultiSetAsync(absl::string_view ns,
   int64_t added_keys = 0, added_bytes = 0;
   std::vector<Committer::Write> writes;
   for (size_t i = 0; i < keys.size(); ++i) {
-    absl::Status fits = CheckWriteLocked(ns, n, keys[i], values[i],
-                                         &added_keys, &added_bytes);
+    absl::Status fits =
+        CheckWriteLocked(ns, n, keys[i], values[i], &added_keys, &added_bytes);
     if (!fits.ok()) {
       lock.Release();
       done(std::move(fits));

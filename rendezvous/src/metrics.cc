@@ -132,7 +132,8 @@ RpcMetrics::NewInterceptorFactory() {
 void RpcMetrics::CountStoreOp(absl::string_view op) {
   absl::MutexLock lock(&mu_);
   auto it = stream_ops_.find(op);
-  if (it == stream_ops_.end()) it = stream_ops_.emplace(std::string(op), 0).first;
+  if (it == stream_ops_.end())
+    it = stream_ops_.emplace(std::string(op), 0).first;
   ++it->second;
 }
 

@@ -203,16 +203,15 @@ class RendezvousServer::Impl {
   absl::Status StartReplica(const HostPort& bound) {
     ReplicaOptions replica = options_.replica;
     if (replica.advertise_addr.empty()) {
-      const bool wildcard = bound.host == "0.0.0.0" || bound.host == "::" ||
-                            bound.host.empty();
+      const bool wildcard =
+          bound.host == "0.0.0.0" || bound.host == "::" || bound.host.empty();
       replica.advertise_addr =
           HostPort{wildcard ? LocalHostname() : bound.host, port_}.ToString();
     }
     advertise_ = replica.advertise_addr;
-    Replica::Server hooks{&store_, &coordinator_, &auth_, &gate_,
-                          [this](const std::string& leader) {
-                            StandBy(advertise_, leader);
-                          }};
+    Replica::Server hooks{
+        &store_, &coordinator_, &auth_, &gate_,
+        [this](const std::string& leader) { StandBy(advertise_, leader); }};
     absl::StatusOr<std::unique_ptr<Replica>> r =
         Replica::Start(std::move(replica), std::move(hooks));
     if (!r.ok()) return r.status();

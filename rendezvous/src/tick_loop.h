@@ -31,9 +31,8 @@ inline void RunCoordinatorTicks(Coordinator& coordinator, absl::Mutex& mu,
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
   while (!stopping) {
     mu.Unlock();
-    const absl::Time next = !may_tick || may_tick()
-                                ? coordinator.Tick()
-                                : absl::Now() + interval;
+    const absl::Time next =
+        !may_tick || may_tick() ? coordinator.Tick() : absl::Now() + interval;
     if (after_tick) after_tick();
     mu.Lock();
     mu.AwaitWithDeadline(absl::Condition(&stopping),

@@ -420,8 +420,7 @@ class Chaos {
             absl::StrCat("--nnodes=", kMinNodes, ":", kNodes),
             absl::StrCat("--nproc-per-node=", kProcsPerNode),
             absl::StrCat("--max-restarts=", kMaxRestarts),
-            "--rdzv-backend=c10d",
-            "--rdzv-endpoint=" + RdzvEndpoint(),
+            "--rdzv-backend=c10d", "--rdzv-endpoint=" + RdzvEndpoint(),
             "--rdzv-id=chaos", "--rdzv-conf=last_call_timeout=1", "--no-python",
             dir_ + "/worker.sh"},
         env);

@@ -118,7 +118,8 @@ TEST(DiagnosticsE2eTest, HealthAndMetricsEndpointsAnswerARealHttpClient) {
       [&] {
         metrics = HttpGet(http_port, "/metrics");
         return absl::StrContains(
-            metrics, "muster_rpc_duration_seconds_bucket{method=\"/muster.v1.Store/");
+            metrics,
+            "muster_rpc_duration_seconds_bucket{method=\"/muster.v1.Store/");
       },
       absl::Seconds(10), absl::Milliseconds(100));
   EXPECT_THAT(metrics,

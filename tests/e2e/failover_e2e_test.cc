@@ -29,8 +29,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/rendezvous/server.h"
-#include "tests/testing/rendezvous.h"
 #include "tests/testing/files.h"
+#include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster {
@@ -88,8 +88,8 @@ class FailoverE2eTest : public ::testing::Test {
                    absl::Duration election, const std::string& agent_says) {
     auto a = Agent(endpoints);
     auto b = Agent(endpoints);
-    ASSERT_TRUE(testing::WaitUntil([&] { return ReadLines(starts_).size() >= 4; },
-                                   absl::Seconds(60)))
+    ASSERT_TRUE(testing::WaitUntil(
+        [&] { return ReadLines(starts_).size() >= 4; }, absl::Seconds(60)))
         << a->Output() << b->Output();
     // `muster status` given standby,leader follows the standby to the leader.
     EXPECT_THAT(Status(endpoints), HasSubstr("failover"));

@@ -23,9 +23,9 @@
 #include "gtest/gtest.h"
 #include "muster/v1/store.grpc.pb.h"
 #include "tests/testing/etcd.h"
+#include "tests/testing/files.h"
 #include "tests/testing/http.h"
 #include "tests/testing/musterd.h"
-#include "tests/testing/files.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/wait.h"
 
@@ -112,7 +112,8 @@ class ReplicaE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(EtcdCluster::Binary().empty())
-        << "no etcd binary: apt-get install etcd-server (scripts/install-deps.sh)";
+        << "no etcd binary: apt-get install etcd-server "
+           "(scripts/install-deps.sh)";
     etcd_ = std::make_unique<EtcdCluster>(3);
     ASSERT_TRUE(etcd_->ok()) << etcd_->Logs();
     for (int i = 0; i < 2; ++i) {
@@ -285,20 +286,20 @@ TEST_F(ReplicaE2eTest, KillOfTheLeaderRestartsNoWorkerAndTheJobSucceeds) {
     std::ofstream(worker) << "#!/bin/bash\n"
                           << "echo \"start $RANK $MUSTER_ROUND $$\" >> \""
                           << starts << "\"\n"
-                          << "while [ ! -e \"" << dir << "/go\" ]; do sleep 0.05; done\n"
+                          << "while [ ! -e \"" << dir
+                          << "/go\" ]; do sleep 0.05; done\n"
                           << "exec \"" << BinPath("train")
                           << "\" --epochs=100\n";
   }
   std::filesystem::permissions(worker, std::filesystem::perms::owner_all);
-  const std::string rdzv = absl::StrCat("--rdzv-endpoint=",
-                                        replicas_[0]->endpoint(), ",",
-                                        replicas_[1]->endpoint());
+  const std::string rdzv =
+      absl::StrCat("--rdzv-endpoint=", replicas_[0]->endpoint(), ",",
+                   replicas_[1]->endpoint());
   auto agent = [&] {
     return std::make_unique<Subprocess>(
         std::vector<std::string>{BinPath("muster"), "--nnodes=2",
-                                 "--nproc-per-node=2", "--max-restarts=3",
-                                 rdzv, "--rdzv-id=replicated", "--no-python",
-                                 worker},
+                                 "--nproc-per-node=2", "--max-restarts=3", rdzv,
+                                 "--rdzv-id=replicated", "--no-python", worker},
         EnvWithoutLauncher());
   };
   auto a = agent();
@@ -314,8 +315,8 @@ TEST_F(ReplicaE2eTest, KillOfTheLeaderRestartsNoWorkerAndTheJobSucceeds) {
   ASSERT_TRUE(
       WaitUntil([&] { return Leading() == standby; }, absl::Seconds(15)))
       << Logs();
-  ASSERT_TRUE(replicas_[standby]->proc().WaitForOutput("re-adopted",
-                                                       absl::Seconds(30)))
+  ASSERT_TRUE(
+      replicas_[standby]->proc().WaitForOutput("re-adopted", absl::Seconds(30)))
       << Logs() << a->Output() << b->Output();
   // Now the workers bootstrap Gloo through the new leader and train.
   std::ofstream(dir + "/go") << "go\n";

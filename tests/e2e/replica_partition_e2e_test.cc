@@ -41,8 +41,7 @@ TEST_F(ReplicaPartitionE2eTest, ALeaderCutOffFromEtcdStepsDownAndExits) {
   EtcdCluster etcd(3, NetnsPair::kAddrA, pair_->In(pair_->a(), {}));
   ASSERT_TRUE(etcd.ok()) << etcd.Logs();
 
-  auto replica = [&](const std::string& ns, const std::string& addr,
-                     int port) {
+  auto replica = [&](const std::string& ns, const std::string& addr, int port) {
     return std::make_unique<Subprocess>(pair_->In(
         ns, {BinPath("musterd"), absl::StrCat("--listen=", addr, ":", port),
              "--etcd-endpoints=" + etcd.Endpoints()}));
@@ -61,18 +60,18 @@ TEST_F(ReplicaPartitionE2eTest, ALeaderCutOffFromEtcdStepsDownAndExits) {
     ports.push_back(url.substr(url.rfind(':') + 1));
   }
   const std::string list = absl::StrJoin(ports, ",");
-  ASSERT_TRUE(pair_
-                  ->ExecIn(pair_->b(),
-                           {"iptables", "-A", "OUTPUT", "-p", "tcp", "-d",
-                            NetnsPair::kAddrA, "-m", "multiport", "--dports",
-                            list, "-j", "DROP"})
-                  .ok());
-  ASSERT_TRUE(pair_
-                  ->ExecIn(pair_->b(),
-                           {"iptables", "-A", "INPUT", "-p", "tcp", "-s",
-                            NetnsPair::kAddrA, "-m", "multiport", "--sports",
-                            list, "-j", "DROP"})
-                  .ok());
+  ASSERT_TRUE(
+      pair_
+          ->ExecIn(pair_->b(), {"iptables", "-A", "OUTPUT", "-p", "tcp", "-d",
+                                NetnsPair::kAddrA, "-m", "multiport",
+                                "--dports", list, "-j", "DROP"})
+          .ok());
+  ASSERT_TRUE(
+      pair_
+          ->ExecIn(pair_->b(), {"iptables", "-A", "INPUT", "-p", "tcp", "-s",
+                                NetnsPair::kAddrA, "-m", "multiport",
+                                "--sports", list, "-j", "DROP"})
+          .ok());
 
   // The leader gives up (no renewal for the TTL) and exits with 75.
   std::optional<int> code = leader->Wait(absl::Seconds(20));

@@ -35,8 +35,8 @@ class FakeCommitter : public KvStore::Committer {
     batches.pop_front();
     batch.second(std::move(status));
   }
-  std::deque<std::pair<std::vector<Write>,
-                       absl::AnyInvocable<void(absl::Status)>>>
+  std::deque<
+      std::pair<std::vector<Write>, absl::AnyInvocable<void(absl::Status)>>>
       batches;
   std::vector<std::string> drops;
 };
@@ -63,10 +63,9 @@ TEST_F(KvStoreCommitterTest, AWriteIsSeenAndAcknowledgedOnlyOnceCommitted) {
 
 TEST_F(KvStoreCommitterTest, WaitersWakeOnCommitNotBefore) {
   std::vector<std::string> got;
-  store_.WaitFor("j/1", {"a"},
-                 [&](absl::StatusOr<std::vector<std::string>> v) {
-                   if (v.ok()) got = *v;
-                 });
+  store_.WaitFor("j/1", {"a"}, [&](absl::StatusOr<std::vector<std::string>> v) {
+    if (v.ok()) got = *v;
+  });
   store_.SetAsync("j/1", "a", "1", [](absl::Status) {});
   EXPECT_TRUE(got.empty());
   committer_.CompleteNext();
@@ -115,7 +114,8 @@ TEST_F(KvStoreCommitterTest, CompareSetAndDeleteSeeTheWritesInFlight) {
   EXPECT_TRUE(absl::IsNotFound(store_.Get("j/1", "k").status()));
 }
 
-TEST_F(KvStoreCommitterTest, ACompareSetThatDoesNotSwapWaitsForTheWritesBefore) {
+TEST_F(KvStoreCommitterTest,
+       ACompareSetThatDoesNotSwapWaitsForTheWritesBefore) {
   store_.SetAsync("j/1", "k", "a", [](absl::Status) {});
   absl::StatusOr<std::string> answer = absl::UnknownError("not yet");
   store_.CompareSetAsync("j/1", "k", "x", "y",
@@ -126,7 +126,8 @@ TEST_F(KvStoreCommitterTest, ACompareSetThatDoesNotSwapWaitsForTheWritesBefore) 
   EXPECT_EQ(*answer, "a");
 }
 
-TEST_F(KvStoreCommitterTest, ADroppedNamespaceIsNotBroughtBackByWritesInFlight) {
+TEST_F(KvStoreCommitterTest,
+       ADroppedNamespaceIsNotBroughtBackByWritesInFlight) {
   store_.SetAsync("j/1", "k", "v", [](absl::Status) {});
   store_.DropNamespace("j/1");
   EXPECT_THAT(committer_.drops, ElementsAre("j/1/"));

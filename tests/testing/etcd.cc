@@ -59,8 +59,7 @@ void EtcdCluster::Init(int members, absl::Duration timeout) {
   if (Binary().empty()) return;
   for (Member& m : members_) StartMember(m, /*first_time=*/true);
   // A quorum answers a linearizable read: the cluster has its leader.
-  ok_ = WaitUntil([&] { return Answers(); }, timeout,
-                  absl::Milliseconds(200));
+  ok_ = WaitUntil([&] { return Answers(); }, timeout, absl::Milliseconds(200));
 }
 
 EtcdCluster::~EtcdCluster() {
@@ -72,13 +71,28 @@ EtcdCluster::~EtcdCluster() {
 void EtcdCluster::StartMember(Member& m, bool first_time) {
   const std::string client = absl::StrCat("http://", host_, ":", m.client_port);
   const std::string peer = absl::StrCat("http://", host_, ":", m.peer_port);
-  m.proc = std::make_unique<Subprocess>(Wrapped({
-      Binary(), "--name", m.name, "--data-dir", m.data_dir,
-      "--listen-client-urls", client, "--advertise-client-urls", client,
-      "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-      "--initial-cluster", initial_cluster_, "--initial-cluster-state",
-      first_time ? "new" : "existing", "--initial-cluster-token",
-      "muster-test", "--log-level", "warn"}));
+  m.proc =
+      std::make_unique<Subprocess>(Wrapped({Binary(),
+                                            "--name",
+                                            m.name,
+                                            "--data-dir",
+                                            m.data_dir,
+                                            "--listen-client-urls",
+                                            client,
+                                            "--advertise-client-urls",
+                                            client,
+                                            "--listen-peer-urls",
+                                            peer,
+                                            "--initial-advertise-peer-urls",
+                                            peer,
+                                            "--initial-cluster",
+                                            initial_cluster_,
+                                            "--initial-cluster-state",
+                                            first_time ? "new" : "existing",
+                                            "--initial-cluster-token",
+                                            "muster-test",
+                                            "--log-level",
+                                            "warn"}));
 }
 
 std::string EtcdCluster::Endpoints() const {
@@ -98,8 +112,7 @@ void EtcdCluster::Kill(int i) {
 bool EtcdCluster::Restart(int i, absl::Duration timeout) {
   Member& m = members_[i];
   StartMember(m, /*first_time=*/false);
-  return WaitUntil([&] { return Answers(); }, timeout,
-                   absl::Milliseconds(200));
+  return WaitUntil([&] { return Answers(); }, timeout, absl::Milliseconds(200));
 }
 
 std::string EtcdCluster::Logs() const {
@@ -112,8 +125,8 @@ std::string EtcdCluster::Logs() const {
 }
 
 std::string EtcdCluster::Get(const std::string& prefix) const {
-  Subprocess get(Wrapped({"/usr/bin/etcdctl", "--endpoints", Endpoints(),
-                          "get", "--prefix", prefix}),
+  Subprocess get(Wrapped({"/usr/bin/etcdctl", "--endpoints", Endpoints(), "get",
+                          "--prefix", prefix}),
                  {{"ETCDCTL_API", "3"}});
   get.WaitOrKill(absl::Seconds(10));
   return get.Output();

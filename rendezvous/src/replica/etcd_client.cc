@@ -117,10 +117,10 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(
     absl::ConsumeSuffix(&rest, "/");
     absl::StatusOr<HostPort> where = ParseHostPort(rest, 2379);
     if (!where.ok() || where->host.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--etcd-endpoints: '", url, "': ",
-          where.ok() ? "no host" : where.status().message(),
-          "; write http://HOST:PORT"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--etcd-endpoints: '", url,
+                       "': ", where.ok() ? "no host" : where.status().message(),
+                       "; write http://HOST:PORT"));
     }
     Member m;
     m.url = url;
@@ -168,10 +168,10 @@ auto EtcdClient::OnSomeMember(absl::string_view what, absl::Duration timeout,
     if (now >= deadline && attempt > 0) break;
     Member& m = members_[index % n];
     const size_t left_members = n - (attempt % n);
-    const absl::Time attempt_deadline =
-        std::min(deadline, now + std::max(kMinAttempt, (deadline - now) /
-                                                           static_cast<int64_t>(
-                                                               left_members)));
+    const absl::Time attempt_deadline = std::min(
+        deadline,
+        now + std::max(kMinAttempt,
+                       (deadline - now) / static_cast<int64_t>(left_members)));
     grpc::Status status;
     auto result = call(m, attempt_deadline, &status);
     if (status.ok() || !Retryable(status)) {
@@ -199,8 +199,8 @@ absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
     const etcdserverpb::RangeRequest& request, absl::Duration timeout) {
   return OnSomeMember(
       "Range", timeout,
-      [&](Member& m, absl::Time deadline, grpc::Status* status)
-          -> absl::StatusOr<etcdserverpb::RangeResponse> {
+      [&](Member& m, absl::Time deadline,
+          grpc::Status* status) -> absl::StatusOr<etcdserverpb::RangeResponse> {
         grpc::ClientContext context;
         PrepareContext(context, deadline);
         etcdserverpb::RangeResponse response;
@@ -214,8 +214,8 @@ absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
     const etcdserverpb::TxnRequest& request, absl::Duration timeout) {
   return OnSomeMember(
       "Txn", timeout,
-      [&](Member& m, absl::Time deadline, grpc::Status* status)
-          -> absl::StatusOr<etcdserverpb::TxnResponse> {
+      [&](Member& m, absl::Time deadline,
+          grpc::Status* status) -> absl::StatusOr<etcdserverpb::TxnResponse> {
         grpc::ClientContext context;
         PrepareContext(context, deadline);
         etcdserverpb::TxnResponse response;
@@ -228,25 +228,25 @@ absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
 absl::StatusOr<int64_t> EtcdClient::LeaseGrant(int64_t ttl_seconds,
                                                absl::Duration timeout,
                                                int64_t* granted_ttl_seconds) {
-  return OnSomeMember(
-      "LeaseGrant", timeout,
-      [&](Member& m, absl::Time deadline,
-          grpc::Status* status) -> absl::StatusOr<int64_t> {
-        grpc::ClientContext context;
-        PrepareContext(context, deadline);
-        etcdserverpb::LeaseGrantRequest request;
-        request.set_ttl(ttl_seconds);
-        etcdserverpb::LeaseGrantResponse response;
-        *status = m.lease->LeaseGrant(&context, request, &response);
-        if (!status->ok()) return FromGrpcStatus(*status);
-        if (!response.error().empty()) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("etcd refused a lease: ", response.error()));
-        }
-        if (granted_ttl_seconds != nullptr)
-          *granted_ttl_seconds = response.ttl();
-        return response.id();
-      });
+  return OnSomeMember("LeaseGrant", timeout,
+                      [&](Member& m, absl::Time deadline,
+                          grpc::Status* status) -> absl::StatusOr<int64_t> {
+                        grpc::ClientContext context;
+                        PrepareContext(context, deadline);
+                        etcdserverpb::LeaseGrantRequest request;
+                        request.set_ttl(ttl_seconds);
+                        etcdserverpb::LeaseGrantResponse response;
+                        *status =
+                            m.lease->LeaseGrant(&context, request, &response);
+                        if (!status->ok()) return FromGrpcStatus(*status);
+                        if (!response.error().empty()) {
+                          return absl::FailedPreconditionError(absl::StrCat(
+                              "etcd refused a lease: ", response.error()));
+                        }
+                        if (granted_ttl_seconds != nullptr)
+                          *granted_ttl_seconds = response.ttl();
+                        return response.id();
+                      });
 }
 
 absl::StatusOr<int64_t> EtcdClient::LeaseKeepAlive(int64_t id,

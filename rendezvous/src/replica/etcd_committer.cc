@@ -121,8 +121,8 @@ EtcdCommitter::Batch EtcdCommitter::TakeBatchLocked() {
     }
     const int64_t size =
         static_cast<int64_t>(next.key.size() + next.value.size());
-    if (ops > 0 && (ops + 1 > options_.max_ops ||
-                    bytes + size > options_.max_bytes)) {
+    if (ops > 0 &&
+        (ops + 1 > options_.max_ops || bytes + size > options_.max_bytes)) {
       break;
     }
     index.emplace(next.key, items.size());
@@ -173,9 +173,8 @@ absl::Status EtcdCommitter::Send(const std::vector<Item>& items) {
   absl::StatusOr<etcdserverpb::TxnResponse> response =
       etcd_->Txn(txn, options_.commit_timeout);
   if (!response.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("a Store commit could not reach etcd: ",
-                     response.status().message()));
+    return absl::UnavailableError(absl::StrCat(
+        "a Store commit could not reach etcd: ", response.status().message()));
   }
   if (!response->succeeded()) {
     return absl::AbortedError(

@@ -38,10 +38,10 @@ std::string BindingJson(const JobBinding& b) {
     case JobBinding::State::kNoToken:
       return "none";
     case JobBinding::State::kToken:
-      return absl::StrCat(
-          "sha256:", absl::BytesToHexString(absl::string_view(
-                         reinterpret_cast<const char*>(b.digest.data()),
-                         b.digest.size())));
+      return absl::StrCat("sha256:",
+                          absl::BytesToHexString(absl::string_view(
+                              reinterpret_cast<const char*>(b.digest.data()),
+                              b.digest.size())));
   }
   return "unbound";
 }
@@ -114,13 +114,13 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(ReplicaOptions options,
   if (options.keepalive_interval <= absl::ZeroDuration() ||
       options.leadership_validity < 2 * options.keepalive_interval ||
       options.leadership_validity >= options.election_ttl) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replica timing: leadership validity ",
-        absl::FormatDuration(options.leadership_validity),
-        " must be at least two renewal intervals (",
-        absl::FormatDuration(options.keepalive_interval),
-        ") and shorter than the election TTL (",
-        absl::FormatDuration(options.election_ttl), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica timing: leadership validity ",
+                     absl::FormatDuration(options.leadership_validity),
+                     " must be at least two renewal intervals (",
+                     absl::FormatDuration(options.keepalive_interval),
+                     ") and shorter than the election TTL (",
+                     absl::FormatDuration(options.election_ttl), ")"));
   }
   absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
       EtcdClient::Create(options.etcd);
@@ -203,10 +203,10 @@ void Replica::Run() {
       if (stopping_ || deposed_) return;
     }
     int64_t granted = 0;
-    absl::StatusOr<int64_t> lease = etcd_->LeaseGrant(
-        absl::ToInt64Seconds(absl::Ceil(options_.election_ttl,
-                                        absl::Seconds(1))),
-        kEtcdTimeout, &granted);
+    absl::StatusOr<int64_t> lease =
+        etcd_->LeaseGrant(absl::ToInt64Seconds(absl::Ceil(options_.election_ttl,
+                                                          absl::Seconds(1))),
+                          kEtcdTimeout, &granted);
     if (!lease.ok()) {
       if (absl::Now() - last_complaint > absl::Seconds(10)) {
         last_complaint = absl::Now();
@@ -253,8 +253,7 @@ bool Replica::Campaign() {
     put->set_value(options_.advertise_addr);
     put->set_lease(lease);
     txn.add_failure()->mutable_request_range()->set_key(LeaderKey());
-    absl::StatusOr<etcdserverpb::TxnResponse> r =
-        etcd_->Txn(txn, kEtcdTimeout);
+    absl::StatusOr<etcdserverpb::TxnResponse> r = etcd_->Txn(txn, kEtcdTimeout);
     if (!r.ok()) {
       MUSTER_LOG(WARNING) << "replica: campaign: " << r.status().message();
       if (absl::StrContains(r.status().message(), "lease not found")) {
@@ -296,9 +295,9 @@ bool Replica::Campaign() {
     get.set_key(RevokedKey());
     absl::StatusOr<etcdserverpb::RangeResponse> mark =
         etcd_->Range(get, kEtcdTimeout);
-    if (mark.ok() && (mark->kvs().empty() ||
-                      mark->kvs(0).value() !=
-                          absl::StrCat(last_leader_lease_))) {
+    if (mark.ok() &&
+        (mark->kvs().empty() ||
+         mark->kvs(0).value() != absl::StrCat(last_leader_lease_))) {
       wait = absl::ZeroDuration();  // it expired: nobody revoked it
     }
   }
@@ -388,8 +387,8 @@ void Replica::Lead(absl::Duration wait) {
     }
     const SteadyClock::time_point sent = SteadyClock::now();
     absl::StatusOr<int64_t> ttl = etcd_->LeaseKeepAlive(
-        lease, std::max(2 * options_.keepalive_interval,
-                        absl::Milliseconds(300)));
+        lease,
+        std::max(2 * options_.keepalive_interval, absl::Milliseconds(300)));
     if (ttl.ok()) {
       last_renewal_sent = sent;
       server_.gate->SetValidUntil(
@@ -401,9 +400,9 @@ void Replica::Lead(absl::Duration wait) {
       return;
     } else if (SteadyClock::now() - last_renewal_sent >
                std::chrono::seconds(std::max<int64_t>(lease_ttl_seconds_, 1))) {
-      Depose(absl::UnavailableError(absl::StrCat(
-          "no renewal of its election lease for the whole TTL (",
-          lease_ttl_seconds_, "s): ", ttl.status().message())));
+      Depose(absl::UnavailableError(
+          absl::StrCat("no renewal of its election lease for the whole TTL (",
+                       lease_ttl_seconds_, "s): ", ttl.status().message())));
       return;
     } else {
       MUSTER_LOG(WARNING) << "replica: lease renewal failed: "
@@ -421,9 +420,7 @@ void Replica::Lead(absl::Duration wait) {
     // Not a renewal later than needed to start serving on time.
     if (!serving && serve_at < next) next = serve_at;
     const auto now = SteadyClock::now();
-    if (next > now &&
-        SleepUnlessStopping(absl::FromChrono(next - now)))
-      return;
+    if (next > now && SleepUnlessStopping(absl::FromChrono(next - now))) return;
   }
 }
 
@@ -455,8 +452,8 @@ absl::Status Replica::TakeOver() {
       const size_t second =
           first == absl::string_view::npos ? first : rest.find('/', first + 1);
       if (second == absl::string_view::npos) continue;
-      (void)server_.store->Set(rest.substr(0, second),
-                               rest.substr(second + 1), kv.value());
+      (void)server_.store->Set(rest.substr(0, second), rest.substr(second + 1),
+                               kv.value());
       ++keys;
       absl::string_view job = rest.substr(0, first);
       absl::MutexLock lock(&mu_);
@@ -474,8 +471,8 @@ absl::Status Replica::TakeOver() {
   absl::StatusOr<etcdserverpb::RangeResponse> r =
       etcd_->Range(jobs, absl::Seconds(10));
   if (!r.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot load the jobs from etcd: ", r.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot load the jobs from etcd: ", r.status().message()));
   }
   int loaded = 0;
   for (const mvccpb::KeyValue& kv : r->kvs()) {
@@ -505,8 +502,8 @@ absl::Status Replica::TakeOver() {
   SetState(State::kLeading);
   mirror_ready_.store(true);
   server_.gate->Lead();
-  MUSTER_LOG(INFO) << "replica " << options_.advertise_addr
-                   << " leads: loaded " << loaded << " jobs and " << keys
+  MUSTER_LOG(INFO) << "replica " << options_.advertise_addr << " leads: loaded "
+                   << loaded << " jobs and " << keys
                    << " Store keys from etcd (revision " << revision
                    << "); agents re-announce their rounds";
   return absl::OkStatus();

@@ -159,7 +159,9 @@ class JobAuthRegistry {
   // A replica (musterd --etcd-endpoints) keeps each job's binding (a digest,
   // never a token) with the job in etcd, and a new leader restores it, so a
   // job's token stays its own across a failover.
-  JobBinding BindingOf(absl::string_view job_id) const { return Lookup(job_id); }
+  JobBinding BindingOf(absl::string_view job_id) const {
+    return Lookup(job_id);
+  }
   void Restore(absl::string_view job_id, const JobBinding& binding);
 
  private:

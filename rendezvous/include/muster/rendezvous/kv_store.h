@@ -203,8 +203,9 @@ class KvStore {
     return absl::StrCat(ns, absl::string_view("\0", 1), key);
   }
   // The key's value as the next write sees it: pending, else committed.
-  const std::string* ViewLocked(absl::string_view ns, absl::string_view key)
-      const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  const std::string* ViewLocked(absl::string_view ns,
+                                absl::string_view key) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Records `writes` as pending and hands them to the committer (under the
   // lock, so batches reach it in the order their values were computed);
   // `done` gets the commit's status after they applied.
