@@ -9,6 +9,7 @@
 // knows which process saw what):
 //   start pid=P rank=R world=W restart=K control=0|1
 //   round seq=S state=running|changing round=N rank=R world=W local=L group=G
+//     restart=K
 // It exits 0 once <--out>/done exists, and 1 once <--out>/fail.<pid> exists.
 // Standard library and POSIX only.
 #include <stdio.h>
@@ -99,7 +100,8 @@ int main(int argc, char** argv) {
                         " rank=" + Field(round, "rank") +
                         " world=" + Field(round, "world_size") +
                         " local=" + Field(round, "local_rank") +
-                        " group=" + Field(round, "group_rank"));
+                        " group=" + Field(round, "group_rank") +
+                        " restart=" + Field(round, "restart_count"));
       }
     }
     if (Exists(fail)) return 1;
