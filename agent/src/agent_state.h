@@ -5,32 +5,28 @@
 //
 // clang-format off
 //
-//                     Restart (restart mode, or workers not kept),
-//                     Waiting for a later round, lease fence: Join again
-//          +-----------------------------------------------------------+
-//          |                                                           |
-//          v          RoundReady: workers started                      |
-//  --> JOINING ---------------------------------------------------> RUNNING <-+
-//       |  ^  ^                                                     | |  ^ |  |
-//       |  |  |  Restart, lease fence: Join again                   | |  | +--+ RoundReady of a
-//       |  |  +--------------------------------------------+        | |  |      later round after
-//       |  |                                               |        | |  |      a reconnect
-//       |  |  a kept worker ended,    +-------------+      |        | |  |
-//       |  +--lease fence: Join ------|   KEEPING   |      |        | |  | RoundReady: `running`
-//       |     again (a newcomer)      +-------------+      |        | |  | to each kept worker,
-//       |                              ^       |           |        | |  | no process started
-//       |                              |       +-----------|--------|-|--+
-//       |                              +-------------------|--------+ |
-//       |   round ended (Restart, Waiting for a later      |          | workers ended: reported;
-//       |   round) under --recovery=in-place, every        |          | preflight failed
-//       |   worker running with a `hello` of its pid:      |          v
-//       |   `changing` written, Join with kept workers     +------ REPORTED <-+
-//       |                                                             |  |    | preflight failed
-//       +------------------- RoundReady: preflight failed ----------->+  +----+ again
-//                                                                     |
-//                                       RoundReady of a later round --+--> RUNNING
+//                       RoundReady: workers started
+//   start --> JOINING -------------------------------------------> RUNNING --+
+//              | ^ ^ ^                                               | | ^  |  a later round's
+//              | | | |  Restart (restart mode, or workers not kept), | | |  |  RoundReady after a
+//              | | | +--Waiting for a later round, lease fence ------+ | +--+  reconnect
+//              | | |                                                   |
+//              | | |                         workers ended: reported   |  round ended (Restart, or
+//   RoundReady:| | |  Restart,                preflight failed          |  Waiting for a later round),
+//   preflight  | | |  lease fence   +----------------------------------+  --recovery=in-place, every
+//   failed     | | |                v                                  |  worker with a `hello` of its
+//              | | +------------ REPORTED --+ preflight failed again   |  pid: `changing` written,
+//              +-|-------------->   | ^     |                          |  Join with kept workers
+//                |                  | +-----+                          v
+//                |                  +-- a later round's RoundReady  KEEPING
+//                |                      after a reconnect --> RUNNING  |  |
+//                |  a kept worker ended, lease fence: Join             |  | RoundReady: `running`
+//                +-------- again without kept (a newcomer) ------------+  | to each kept worker,
+//                                                                          | no process started
+//                                                                          +--> RUNNING
 //
 // JOINING -> JOINING: the lease fence, or a rejoin, while it waits.
+// Forbidden: JOINING/REPORTED/KEEPING -> KEEPING, KEEPING -> REPORTED.
 // The verdicts (JobSucceeded, JobFailed) and a stop signal end Run from any
 // state: exits, not transitions.
 //
