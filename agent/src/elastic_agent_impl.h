@@ -27,6 +27,7 @@
 #include "agent/src/numa_binding.h"
 #include "agent/src/preflight.h"
 #include "agent/src/round_workers.h"
+#include "agent/src/stack_capture.h"
 #include "agent/src/watchdog.h"
 #include "muster/agent/elastic_agent.h"
 #include "muster/agent/exit_codes.h"
@@ -159,6 +160,11 @@ class ElasticAgent::Impl {
   std::unique_ptr<WorkerGroup> group_;
   // --worker-timeout: watches the current group's progress files.
   std::unique_ptr<Watchdog> watchdog_;
+  // `muster stacks` and the hang report: the running workers' stacks. Shared
+  // with the session's capture thread.
+  const std::shared_ptr<StackCapturer> stacks_ =
+      std::make_shared<StackCapturer>();
+  std::string hang_report_;  // the watchdog's, for the failure summary
   absl::Time next_watchdog_check_;
   int attempt_ = -1;
   std::string run_dir_;

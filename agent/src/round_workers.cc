@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/src/stack_capture.h"
 #include "muster/agent/worker_env.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
@@ -59,6 +60,11 @@ RoundWorkers MakeRoundWorkers(
     spec.argv = config.program;
     spec.error_file = p.error_file;
     spec.env = BuildWorkerEnv(base_env, p);
+    round.stacks_files.push_back(
+        config.python_interpreter.empty()
+            ? std::string()
+            : absl::StrCat(attempt_dir, "/", local, "/stacks.txt"));
+    AddStacksEnv(round.stacks_files.back(), &spec.env);
     if (static_cast<size_t>(local) < numa_cpus.size())
       spec.cpu_affinity = numa_cpus[static_cast<size_t>(local)];
     round.workers.push_back(std::move(spec));

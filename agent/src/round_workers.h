@@ -20,6 +20,10 @@ struct RoundWorkers {
   std::vector<WorkerSpec> workers;
   // Local rank i's MUSTER_PROGRESS_FILE, for the watchdog.
   std::vector<std::string> progress_files;
+  // Local rank i's MUSTER_STACKS_FILE (the Python bootstrap's faulthandler
+  // dump, agent/src/stack_capture.h); empty when the program is not run
+  // through Python.
+  std::vector<std::string> stacks_files;
   OutputOptions output;
 };
 
