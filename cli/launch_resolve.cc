@@ -426,57 +426,6 @@ constexpr char kRunPathBootstrap[] =
     "    _muster_flush()\n"
     "    os._exit(code & 0xff)\n";
 
-// `muster stacks` and the hang report for Python workers (issue 28): every
-// program the launcher runs through Python starts with this prelude. When the
-// agent set MUSTER_STACKS_FILE and MUSTER_STACKS_SIGNAL
-// (agent/src/stack_capture.h), it registers faulthandler for that signal,
-// writing every thread's Python stack to the file, and says so in the file
-// with the main thread's ident; the agent sends the signal only after that
-// line is there. chain=False: the signal is a real-time one nobody else uses,
-// whose default action would end the process. The variables are removed, so
-// that the worker's own children (DataLoader workers) do not write to the
-// same file. Windows has no faulthandler.register: nothing happens there.
-// The user's script is unchanged: the runner that follows runs it as
-// `python SCRIPT` or `python -m MODULE` would (runpy, __main__, sys.argv,
-// sys.path[0]). Limits: a thread stuck in C code holding the GIL still dumps
-// (faulthandler writes from the signal handler, without the GIL), but only
-// its Python frames; the C frames are not shown for Python workers.
-constexpr char kStacksPrelude[] =
-    "import os as _mo, sys as _ms\n"
-    "def _muster_stacks():\n"
-    "    p = _mo.environ.pop('MUSTER_STACKS_FILE', '')\n"
-    "    s = _mo.environ.pop('MUSTER_STACKS_SIGNAL', '')\n"
-    "    try:\n"
-    "        import faulthandler, threading\n"
-    "        if not p or not s or not hasattr(faulthandler, 'register'):\n"
-    "            return\n"
-    "        f = open(p, 'a', buffering=1)\n"
-    "        faulthandler.register(int(s), file=f, all_threads=True,\n"
-    "                              chain=False)\n"
-    "        _ms._muster_stacks_file = f\n"
-    "        f.write('muster-stacks-ready main=%x\\n' %\n"
-    "                threading.main_thread().ident)\n"
-    "    except Exception:\n"
-    "        pass\n"
-    "_muster_stacks()\n"
-    "del _muster_stacks, _mo, _ms\n";
-
-// `python SCRIPT ARGS` after the prelude: sys.argv, sys.path[0] and __main__
-// as Python sets them for a script.
-constexpr char kScriptRunner[] =
-    "import os, runpy, sys\n"
-    "sys.argv = sys.argv[1:]\n"
-    "sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))\n"
-    "del os\n"
-    "runpy.run_path(sys.argv[0], run_name='__main__')\n";
-
-// `python -m MODULE ARGS` after the prelude (sys.path[0] stays the current
-// directory, as under -m).
-constexpr char kModuleRunner[] =
-    "import runpy, sys\n"
-    "sys.argv = sys.argv[1:]\n"
-    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n";
-
 absl::Status ResolveProgram(const std::vector<std::string>& prog,
                             const Env& env, LaunchSettings* s) {
   AgentConfig& c = s->config;
@@ -522,20 +471,16 @@ absl::Status ResolveProgram(const std::vector<std::string>& prog,
   // runs programs directly, so a path is run through Python when it ends in
   // .py or is a file that cannot be executed (a script without its run bit
   // or its extension).
-  // Each way through Python starts with kStacksPrelude (`muster stacks`).
   if (s->module) {
-    c.program = {python, "-u", "-c",
-                 absl::StrCat(kStacksPrelude, kModuleRunner)};
+    c.program = {python, "-u", "-m"};
   } else if (s->run_path) {
-    c.program = {python, "-u", "-c",
-                 absl::StrCat(kStacksPrelude, kRunPathBootstrap)};
+    c.program = {python, "-u", "-c", kRunPathBootstrap};
   } else if (!s->no_python &&
              (s->run_path || absl::EndsWithIgnoreCase(prog.front(), ".py") ||
               os::StatPath(prog.front()) == os::PathKind::kPlainFile)) {
     // -u: unbuffered, so that worker lines reach the console (and the agent's
     // rank prefixes) as they are printed, not when a buffer fills.
-    c.program = {python, "-u", "-c",
-                 absl::StrCat(kStacksPrelude, kScriptRunner)};
+    c.program = {python, "-u"};
   }
   if (!c.program.empty()) {
     c.python_interpreter = python;

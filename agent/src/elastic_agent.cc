@@ -215,6 +215,7 @@ int ElasticAgent::Impl::Setup() {
   // musterd need not renew it while this agent waits without workers.
   join_.set_lease_from_round_ready(true);
 
+  if (int rc = CheckNodeHealth("before joining"); rc >= 0) return rc;
   client_ = NewClient(config_.connect_timeout);
   if (absl::Status s = client_->Start(JoinWithClaim()); !s.ok()) {
     MUSTER_LOG(ERROR) << s.message();
@@ -388,6 +389,7 @@ void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
                       << " ended: " << restart.reason()
                       << "; stopping workers and rejoining";
   StopWorkers(kSignalTerminate);
+  if ((health_exit_ = CheckNodeHealth("before rejoining")) >= 0) return;
   if (absl::Status s = Rejoin(); !s.ok()) {
     MUSTER_LOG(ERROR) << "cannot rejoin: " << s.message();
   }
@@ -552,7 +554,7 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       return OnRoundReady(msg.round_ready());
     case v1::ServerMessage::kRestart:
       OnRestart(msg.restart());
-      return -1;
+      return health_exit_;
     case v1::ServerMessage::kJobSucceeded:
       StopWorkers(kSignalTerminate);
       MUSTER_LOG(INFO) << "job '" << config_.run_id << "' succeeded";

@@ -165,6 +165,11 @@ class ElasticAgent::Impl {
   const std::shared_ptr<StackCapturer> stacks_ =
       std::make_shared<StackCapturer>();
   std::string hang_report_;  // the watchdog's, for the failure summary
+  // --health-check before a join (health_check.cc): -1 when it passed (or
+  // there is none), else the exit status (kExitHealthCheckFailed), after
+  // printing the check's output. `when`: "before joining", ...
+  int CheckNodeHealth(const char* when);
+  int health_exit_ = -1;  // a failed check before a rejoin
   absl::Time next_watchdog_check_;
   int attempt_ = -1;
   std::string run_dir_;

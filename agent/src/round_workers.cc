@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/src/python_prelude.h"
 #include "agent/src/stack_capture.h"
 #include "muster/agent/worker_env.h"
 #include "muster/common/logging.h"
@@ -60,10 +61,13 @@ RoundWorkers MakeRoundWorkers(
     spec.argv = config.program;
     spec.error_file = p.error_file;
     spec.env = BuildWorkerEnv(base_env, p);
+    // `muster stacks` for Python workers: the prelude and its dump file.
+    bool prelude = false;
+    spec.argv = WithStacksPrelude(config.program, config.python_interpreter,
+                                  base_env, &prelude);
     round.stacks_files.push_back(
-        config.python_interpreter.empty()
-            ? std::string()
-            : absl::StrCat(attempt_dir, "/", local, "/stacks.txt"));
+        prelude ? absl::StrCat(attempt_dir, "/", local, "/stacks.txt")
+                : std::string());
     AddStacksEnv(round.stacks_files.back(), &spec.env);
     if (static_cast<size_t>(local) < numa_cpus.size())
       spec.cpu_affinity = numa_cpus[static_cast<size_t>(local)];
