@@ -282,7 +282,8 @@ std::vector<LaunchFlag> MakeTable() {
    return absl::OkStatus();
  }},
 {.name = "health-check-timeout", .value_name = "SECONDS", .group = kGroupNodes,
- .default_value = "60", .bounds = DurationRange{},
+ .default_value = "60",
+ .bounds = DurationRange{absl::Milliseconds(1), absl::InfiniteDuration()},
  .fills = "AgentConfig::health_check_timeout",
  .help = "How long --health-check may run before it is killed (its whole "
          "process group) and counted as failed. Default 60.",

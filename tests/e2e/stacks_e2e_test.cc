@@ -197,7 +197,10 @@ TEST(StacksE2eTest, FailingHealthCheckKeepsTheNodeOut) {
   auto c = StartAgent(server, "health", "2:3", 1, sick);
   EXPECT_EQ(c->WaitOrKill(kExitDeadline), 4) << c->Output();
   EXPECT_THAT(c->Output(), HasSubstr("health check failed"));
-  EXPECT_THAT(c->Output(), HasSubstr("disk /scratch is read-only"));
+  EXPECT_THAT(c->Output(), HasSubstr("exited with code 3"));
+  // The check's own output, indented under the verdict.
+  EXPECT_THAT(c->Output(),
+              HasSubstr("its output:\n    disk /scratch is read-only\n"));
   EXPECT_EQ(a->WaitOrKill(kExitDeadline), 0) << a->Output();
   EXPECT_EQ(b->WaitOrKill(kExitDeadline), 0) << b->Output();
   EXPECT_THAT(a->Output(), HasSubstr(" of 2, master"));
@@ -216,7 +219,7 @@ TEST(StacksE2eTest, HangingHealthCheckIsKilledAtItsTimeout) {
   EXPECT_EQ(agent.WaitOrKill(absl::Seconds(40)), 4) << agent.Output();
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
   EXPECT_THAT(agent.Output(), HasSubstr("was still running after"));
-  EXPECT_THAT(agent.Output(), HasSubstr("checking"));
+  EXPECT_THAT(agent.Output(), HasSubstr("its output:\n    checking\n"));
   std::ifstream in(pid_file);
   int pid = 0;
   in >> pid;

@@ -8,8 +8,8 @@
 
 namespace muster::platform {
 
-// Linux: {"sh", "-c", command} (sh from PATH, else /bin). Windows: {"cmd.exe", "/d", "/s", "/c",
-// command}.
+// Linux: {"sh", "-c", command} (sh from PATH, else /bin). Windows: {"cmd.exe",
+// "/d", "/s", "/c", command}.
 std::vector<std::string> ShellArgv(const std::string& command);
 
 }  // namespace muster::platform
