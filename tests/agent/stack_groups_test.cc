@@ -1,9 +1,11 @@
 // GroupStacks and ParsePythonDump (issue 28): pure functions, hand-made input.
 #include "muster/agent/stack_groups.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "agent/src/python_prelude.h"
 #include "agent/src/stack_capture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -105,6 +107,41 @@ TEST(ParsePythonDumpTest, FunctionsInnermostFirstMainThreadFirst) {
   EXPECT_THAT(threads[0].frames(),
               ElementsAre("stuck_in_data_loader", "main", "<module>"));
   EXPECT_THAT(threads[1].frames(), ElementsAre("background_prefetch", "run"));
+}
+
+TEST(WithStacksPreludeTest, EachPythonFormKeepsItsArguments) {
+  bool applied = false;
+  const std::map<std::string, std::string> env;
+  std::vector<std::string> script =
+      WithStacksPrelude({"/usr/bin/python3", "-u", "train.py", "--lr", "1"},
+                        "/usr/bin/python3", env, &applied);
+  EXPECT_TRUE(applied);
+  ASSERT_EQ(script.size(), 7u);
+  EXPECT_EQ(script[2], "-c");
+  EXPECT_THAT(script[3], HasSubstr("faulthandler.register"));
+  EXPECT_THAT(script[3], HasSubstr("runpy.run_path"));
+  EXPECT_THAT(std::vector<std::string>(script.begin() + 4, script.end()),
+              ElementsAre("train.py", "--lr", "1"));
+  std::vector<std::string> module = WithStacksPrelude(
+      {"python3", "-u", "-m", "pkg.train", "x"}, "python3", env, &applied);
+  EXPECT_TRUE(applied);
+  EXPECT_THAT(module[3], HasSubstr("runpy.run_module"));
+  EXPECT_THAT(std::vector<std::string>(module.begin() + 4, module.end()),
+              ElementsAre("pkg.train", "x"));
+  std::vector<std::string> code = WithStacksPrelude(
+      {"python3", "-u", "-c", "print(1)", "s.py"}, "python3", env, &applied);
+  EXPECT_TRUE(applied);
+  EXPECT_THAT(code[3], HasSubstr("print(1)"));
+  EXPECT_EQ(code.back(), "s.py");
+  // Not the launcher's Python form, or turned off: unchanged.
+  const std::vector<std::string> native = {"./train", "--x"};
+  EXPECT_EQ(WithStacksPrelude(native, "", env, &applied), native);
+  EXPECT_FALSE(applied);
+  const std::vector<std::string> py = {"python3", "-u", "t.py"};
+  EXPECT_EQ(WithStacksPrelude(py, "python3", {{"MUSTER_PYTHON_STACKS", "0"}},
+                              &applied),
+            py);
+  EXPECT_FALSE(applied);
 }
 
 }  // namespace
