@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "cli/doctor_node.h"
 #include "cli/security_flags.h"
 #include "cli/subcommand.h"
 #include "muster/common/duration.h"
@@ -125,9 +126,30 @@ int RunDoctor(const std::vector<std::string>& args,
       ->check(CLI::IsMember({"linux", "windows"}));
   app.add_option("--timeout", timeout_text,
                  "connect timeout of each probe: seconds or a duration (2)");
+  // --node: the built-in node checks (cli/doctor_node.cc), for
+  // --health-check.
+  bool node = false;
+  doctor::NodeOptions node_opt;
+  double min_free_gib = 1;
+  app.add_flag("--node", node,
+               "check this node instead: free space in --log-dir, GPUs "
+               "visible vs --nproc-per-node, the --local-addr interface up "
+               "(fit for --health-check)");
+  app.add_option("--log-dir", node_opt.log_dir, "with --node: the log dir");
+  app.add_option("--nproc-per-node", node_opt.nproc_per_node,
+                 "with --node: gpu, or a number of workers");
+  app.add_option("--local-addr", node_opt.advertised_address,
+                 "with --node: the address this node advertises");
+  app.add_option("--min-free-gb", min_free_gib,
+                 "with --node: free space wanted in the log dir, GiB (1)")
+      ->check(CLI::NonNegativeNumber);
   if (std::optional<int> exit = ParseSubcommandArgs(
           app, args, "muster doctor", 2, "\nRun 'muster doctor --help'.")) {
     return *exit;
+  }
+  if (node) {
+    node_opt.min_free_bytes = static_cast<int64_t>(min_free_gib * (1 << 30));
+    return RunDoctorNode(node_opt, json, opt.os, env);
   }
   auto timeout = ParseTimeout(timeout_text);
   if (!timeout.ok()) {

@@ -283,6 +283,35 @@ std::vector<LaunchFlag> MakeTable() {
    return DurationValue(f, g, "expected seconds >= 0 (0 turns the watchdog "
                         "off)", &s->config.worker_timeout);
  }},
+{.name = "health-check", .value_name = "CMD", .group = kGroupNodes,
+ .fills = "AgentConfig::health_check",
+ .help = "A shell command run before each round's join (GPU, NIC, storage "
+         "checks). A non-zero exit or a hang past --health-check-timeout "
+         "keeps this node out: the agent leaves, prints the command's output "
+         "and exits 4; an elastic job forms its round without the node. "
+         "Default: none.",
+ .apply = MUSTER_APPLY {
+   if (absl::StripAsciiWhitespace(g.value).empty()) {
+     return BadValue(g, "expected a shell command, e.g. "
+                        "--health-check='nvidia-smi -L'");
+   }
+   s->config.health_check = g.value;
+   return absl::OkStatus();
+ }},
+{.name = "health-check-timeout", .value_name = "SECONDS", .group = kGroupNodes,
+ .default_value = "60",
+ .bounds = DurationRange{absl::Milliseconds(1), absl::InfiniteDuration()},
+ .fills = "AgentConfig::health_check_timeout",
+ .help = "How long --health-check may run before it is killed (its whole "
+         "process group) and counted as failed. Default 60.",
+ .apply = MUSTER_APPLY {
+   MUSTER_RETURN_IF_ERROR(DurationValue(
+       f, g, "expected seconds > 0", &s->config.health_check_timeout));
+   if (s->config.health_check_timeout <= absl::ZeroDuration()) {
+     return BadValue(g, "expected seconds > 0");
+   }
+   return absl::OkStatus();
+ }},
 {.name = "role", .value_name = "NAME", .group = kGroupNodes,
  .default_value = "default", .fills = "AgentConfig::role",
  .help = "The workers' role (ROLE_NAME). Default \"default\".",

@@ -14,6 +14,7 @@
 #include "cli/doctor.h"
 #include "cli/launch_flags.h"
 #include "cli/python_interpreter.h"
+#include "cli/stacks.h"
 #include "cli/status.h"
 #include "muster/agent/elastic_agent.h"
 #include "muster/agent/exit_codes.h"
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
   const auto env = muster::agent::CurrentEnvironment();
   // Subcommands come first; anything else is a launch (torchrun's command
   // line).
+  if (!args.empty() && args[0] == "stacks") {
+    return muster::cli::RunStacks({args.begin() + 1, args.end()}, env);
+  }
   if (!args.empty() && args[0] == "status") {
     return muster::cli::RunStatus({args.begin() + 1, args.end()}, env);
   }

@@ -17,6 +17,8 @@ packages=(
   systemd dpkg-dev python3-yaml
   # musterd replicas (issue 25): etcd members started by the tests, the v3 API protos for the client
   etcd-server etcd-client golang-etcd-server-dev
+  # muster stacks and the hang report (issue 28): libdwfl reads the workers' native stacks
+  libdw-dev
 )
 # tests/deploy validates the Kubernetes manifests with node and npm packages; a machine that has
 # node from elsewhere keeps it (kubectl is not in Debian 12 in a version recent enough: without

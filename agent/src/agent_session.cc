@@ -25,6 +25,11 @@ rendezvous::GrpcClientOptions ElasticAgent::Impl::ClientOptions(
   LeaseFence* fence = fence_.get();
   options.lease_seq = [fence] { return fence->NextSeq(); };
   options.on_lease_renewed = [fence](int64_t seq) { fence->OnRenewed(seq); };
+  options.on_capture_stacks = [stacks = stacks_](const v1::CaptureStacks& r) {
+    return stacks->Capture(r.timeout_ms() > 0
+                               ? absl::Milliseconds(r.timeout_ms())
+                               : absl::Seconds(8));
+  };
   return options;
 }
 

@@ -20,6 +20,7 @@
 #include "agent/src/elastic_agent_impl.h"
 #include "agent/src/embedded_rendezvous.h"
 #include "agent/src/failure_summary.h"
+#include "agent/src/hang_report.h"
 #include "agent/src/lease_fence.h"
 #include "agent/src/numa_binding.h"
 #include "agent/src/preflight.h"
@@ -213,6 +214,7 @@ int ElasticAgent::Impl::Setup() {
   // musterd need not renew it while this agent waits without workers.
   join_.set_lease_from_round_ready(true);
 
+  if (int rc = CheckNodeHealth("before joining"); rc >= 0) return rc;
   client_ = NewClient(config_.connect_timeout);
   if (absl::Status s = client_->Start(JoinWithClaim()); !s.ok()) {
     MUSTER_LOG(ERROR) << s.message();
@@ -286,6 +288,7 @@ void ElasticAgent::Impl::RecordEvent(const std::string& name,
 void ElasticAgent::Impl::ReleaseGroup() {
   if (group_ == nullptr) return;
   for (int pid : group_->pids()) platform::KeeperForgetGroup(pid);
+  stacks_->Clear();
   group_.reset();
   controls_.clear();
   worker_params_.clear();
@@ -375,6 +378,9 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   }
   group_ = *std::move(group);
   for (int pid : group_->pids()) platform::KeeperWatchGroup(pid);
+  stacks_->SetWorkers(
+      CaptureTargets(group_->pids(), ready.rank_offset(), round.stacks_files),
+      join_.hostname(), join_.node_id());
   Transition(AgentState::kRunning, "RoundReady: workers started");
   watchdog_.reset();
   if (config_.worker_timeout > absl::ZeroDuration()) {
@@ -397,6 +403,7 @@ void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
                       << "; stopping workers and rejoining";
   if (KeepWorkers(restart.reason())) return;  // --recovery=in-place
   StopWorkers(kSignalTerminate);
+  if ((health_exit_ = CheckNodeHealth("before rejoining")) >= 0) return;
   if (absl::Status s = Rejoin(); !s.ok()) {
     MUSTER_LOG(ERROR) << "cannot rejoin: " << s.message();
   }
@@ -412,7 +419,14 @@ void ElasticAgent::Impl::CheckWorkers() {
     // A few stat() calls per check; no need to make them at the loop's pace.
     next_watchdog_check_ = clock_->Now() + std::min(config_.monitor_interval,
                                                     watchdog_->timeout() / 10);
-    for (int local : watchdog_->Check(clock_->Now())) {
+    const std::vector<int> hung = watchdog_->Check(clock_->Now());
+    if (!hung.empty()) {  // the hang report: stacks before the kill
+      std::vector<int> ranks;
+      for (int local : hung) ranks.push_back(round_.rank_offset() + local);
+      hang_report_ =
+          WriteHangReport(*stacks_, config_.run_id, run_dir_, attempt_, ranks);
+    }
+    for (int local : hung) {
       std::string reason = absl::StrCat(
           "hung: no progress for ", absl::FormatDuration(watchdog_->timeout()),
           " (--worker-timeout); killed by the watchdog");
@@ -518,9 +532,9 @@ bool ElasticAgent::Impl::SameRound(const v1::RoundReady& ready) const {
 }
 
 void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
-  const std::string out =
-      FormatFailureSummary(failed, {config_.run_id, config_.python_interpreter,
-                                    config_.python_source, run_dir_});
+  const std::string out = FormatFailureSummary(
+      failed, {config_.run_id, config_.python_interpreter,
+               config_.python_source, run_dir_, hang_report_});
   std::fputs(out.c_str(), stderr);
   std::fflush(stderr);
 }
@@ -566,7 +580,7 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       return OnRoundReady(msg.round_ready());
     case v1::ServerMessage::kRestart:
       OnRestart(msg.restart());
-      return -1;
+      return health_exit_;
     case v1::ServerMessage::kJobSucceeded:
       StopWorkers(kSignalTerminate);
       MUSTER_LOG(INFO) << "job '" << config_.run_id << "' succeeded";
@@ -575,7 +589,8 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       StopWorkers(kSignalTerminate);
       PrintFailureSummary(msg.job_failed());
       return kExitJobFailed;
-    case v1::ServerMessage::kLeaseRenewed:  // taken by the client's reader
+    case v1::ServerMessage::kCaptureStacks:  // taken by the client's reader
+    case v1::ServerMessage::kLeaseRenewed:   // taken by the client's reader
     case v1::ServerMessage::KIND_NOT_SET:
       return -1;
   }

@@ -29,6 +29,7 @@
 #include "agent/src/numa_binding.h"
 #include "agent/src/preflight.h"
 #include "agent/src/round_workers.h"
+#include "agent/src/stack_capture.h"
 #include "agent/src/watchdog.h"
 #include "muster/agent/elastic_agent.h"
 #include "muster/agent/exit_codes.h"
@@ -180,6 +181,16 @@ class ElasticAgent::Impl {
   std::unique_ptr<WorkerGroup> group_;
   // --worker-timeout: watches the current group's progress files.
   std::unique_ptr<Watchdog> watchdog_;
+  // `muster stacks` and the hang report: the running workers' stacks. Shared
+  // with the session's capture thread.
+  const std::shared_ptr<StackCapturer> stacks_ =
+      std::make_shared<StackCapturer>();
+  std::string hang_report_;  // the watchdog's, for the failure summary
+  // --health-check before a join (health_check.cc): -1 when it passed (or
+  // there is none), else the exit status (kExitHealthCheckFailed), after
+  // printing the check's output. `when`: "before joining", ...
+  int CheckNodeHealth(const char* when);
+  int health_exit_ = -1;  // a failed check before a rejoin
   absl::Time next_watchdog_check_;
   int attempt_ = -1;
   std::string run_dir_;

@@ -59,6 +59,10 @@ std::string FormatFailureSummary(const v1::JobFailed& failed,
                     "); if the module is installed for another interpreter, "
                     "choose it with --python=PATH or PYTHON_EXEC=PATH\n");
   }
+  if (!context.hang_report.empty()) {
+    absl::StrAppend(&out, std::string(72, '-'), "\n", context.hang_report,
+                    std::string(72, '-'), "\n");
+  }
   if (!context.run_dir.empty())
     absl::StrAppend(&out, "worker logs and error files: ", context.run_dir,
                     "\n");

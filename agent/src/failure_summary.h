@@ -26,6 +26,9 @@ struct SummaryContext {
   std::string python_source;
   // The job's log directory (empty: none).
   std::string run_dir;
+  // The watchdog's hang report (agent/src/hang_report.h): grouped stacks and
+  // the odd ranks out; empty when there is none.
+  std::string hang_report;
 };
 
 // The summary, framed by lines of '=', ending with a newline.

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/src/python_prelude.h"
+#include "agent/src/stack_capture.h"
 #include "muster/agent/worker_env.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
@@ -72,6 +74,14 @@ RoundWorkers MakeRoundWorkers(
     spec.argv = config.program;
     spec.error_file = p.error_file;
     spec.env = BuildWorkerEnv(base_env, p);
+    // `muster stacks` for Python workers: the prelude and its dump file.
+    bool prelude = false;
+    spec.argv = WithStacksPrelude(config.program, config.python_interpreter,
+                                  base_env, &prelude);
+    round.stacks_files.push_back(
+        prelude ? absl::StrCat(attempt_dir, "/", local, "/stacks.txt")
+                : std::string());
+    AddStacksEnv(round.stacks_files.back(), &spec.env);
     if (static_cast<size_t>(local) < numa_cpus.size())
       spec.cpu_affinity = numa_cpus[static_cast<size_t>(local)];
     round.workers.push_back(std::move(spec));

@@ -24,6 +24,10 @@ struct RoundWorkers {
   // Local rank i's round values (its environment's; the control channel's
   // `round` under --recovery=in-place).
   std::vector<WorkerEnvParams> params;
+  // Local rank i's MUSTER_STACKS_FILE (the Python bootstrap's faulthandler
+  // dump, agent/src/stack_capture.h); empty when the program is not run
+  // through Python.
+  std::vector<std::string> stacks_files;
   OutputOptions output;
 };
 

@@ -111,6 +111,19 @@ void ReaperLoop(std::shared_ptr<Shared> shared, std::vector<int> pidfds) {
       for (size_t i = 0; i < shared->procs.size(); ++i) {
         ProcState& w = shared->procs[i];
         if (w.reaped) continue;
+        // A ptrace stop (the agent reading this worker's stacks,
+        // posix/stack_reader.cc) is reported by waitpid to every thread of
+        // the tracer's process, even without WUNTRACED. So peek first,
+        // consuming nothing, and reap only an exit (a zombie stays one): a
+        // stop is the tracer's, which waits for it.
+        siginfo_t peek{};
+        const int peeked = waitid(P_PID, static_cast<id_t>(w.pid), &peek,
+                                  WEXITED | WNOHANG | WNOWAIT);
+        if (peeked == 0 && (peek.si_pid == 0 || (peek.si_code != CLD_EXITED &&
+                                                 peek.si_code != CLD_KILLED &&
+                                                 peek.si_code != CLD_DUMPED))) {
+          continue;  // running, or stopped by a tracer
+        }
         int st = 0;
         const pid_t r = waitpid(w.pid, &st, WNOHANG);
         if (r == w.pid || (r < 0 && errno == ECHILD)) {

@@ -166,6 +166,7 @@ class GrpcRendezvousClient final : public SessionClient {
     if (open) context_.TryCancel();
     if (reader_.joinable()) reader_.join();
     if (heartbeat_.joinable()) heartbeat_.join();
+    if (capture_.joinable()) capture_.join();
     absl::MutexLock lock(&mu_);
     inbox_.End(absl::CancelledError("the session was abandoned by this agent"));
     state_ = State::kClosed;
@@ -214,6 +215,7 @@ class GrpcRendezvousClient final : public SessionClient {
     }
     if (reader_.joinable()) reader_.join();
     if (heartbeat_.joinable()) heartbeat_.join();
+    if (capture_.joinable()) capture_.join();
     absl::MutexLock lock(&mu_);
     inbox_.End(absl::CancelledError("the session was closed by this agent"));
     state_ = State::kClosed;
@@ -268,6 +270,11 @@ class GrpcRendezvousClient final : public SessionClient {
       if (msg.has_round_ready() && msg.round_ready().lease_seq() != 0 &&
           options_.on_lease_renewed)
         options_.on_lease_renewed(msg.round_ready().lease_seq());
+      if (msg.has_capture_stacks()) {  // `muster stacks`: not for Next
+        StartCapture(msg.capture_stacks());
+        msg.Clear();
+        continue;
+      }
       if (msg.has_lease_renewed()) {  // lease fencing: not for Next
         if (options_.on_lease_renewed)
           options_.on_lease_renewed(msg.lease_renewed().seq());
@@ -342,6 +349,35 @@ class GrpcRendezvousClient final : public SessionClient {
     }
   }
 
+  // `muster stacks`: the capture runs on a thread of its own (it takes up to
+  // the request's timeout, and the reader must go on reading) and its report
+  // is written like any message. One at a time: a request that comes while
+  // one runs is answered at once with an error. Only from the reader thread.
+  void StartCapture(const v1::CaptureStacks& request) {
+    v1::AgentMessage msg;
+    msg.mutable_stacks_report()->set_request_id(request.request_id());
+    if (!options_.on_capture_stacks) {
+      msg.mutable_stacks_report()->set_error(
+          "this agent cannot read its workers' stacks");
+      (void)Write(msg);
+      return;
+    }
+    if (capturing_.exchange(true)) {
+      msg.mutable_stacks_report()->set_error(
+          "a capture of this agent's stacks is already running");
+      (void)Write(msg);
+      return;
+    }
+    if (capture_.joinable()) capture_.join();  // the last one, finished
+    capture_ = std::thread([this, request] {
+      v1::AgentMessage report;
+      *report.mutable_stacks_report() = options_.on_capture_stacks(request);
+      report.mutable_stacks_report()->set_request_id(request.request_id());
+      capturing_.store(false);
+      (void)Write(report);
+    });
+  }
+
   void HeartbeatLoop() {
     absl::MutexLock lock(&mu_);
     while (!stop_heartbeat_) {
@@ -372,6 +408,8 @@ class GrpcRendezvousClient final : public SessionClient {
       stream_;
   std::thread reader_;
   std::thread heartbeat_;
+  std::thread capture_;  // StartCapture; joined by Close
+  std::atomic<bool> capturing_{false};
   std::atomic<int64_t> round_{0};
   // The heartbeat interval in use, us (options_.heartbeat_interval, or what
   // the heartbeat budget made of it).

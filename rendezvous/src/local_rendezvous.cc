@@ -238,6 +238,8 @@ class LocalRendezvous::Impl::Client final : public RendezvousClient {
       case v1::AgentMessage::kPreflightFailed:
         if (joined_) c.OnPreflightFailed(id_, msg.preflight_failed());
         break;
+      case v1::AgentMessage::kStacksReport:  // no `muster stacks` in process
+        break;
       case v1::AgentMessage::KIND_NOT_SET:
         break;
     }

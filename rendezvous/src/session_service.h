@@ -22,6 +22,7 @@
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/metrics.h"
+#include "rendezvous/src/stacks_relay.h"
 
 namespace muster::rendezvous {
 
@@ -31,7 +32,8 @@ struct SessionQueue;
 // Session on the async API, GetStatus on the callback API: gRPC registers
 // each method of a service by its own kind.
 using SessionServiceBase = v1::Rendezvous::WithAsyncMethod_Session<
-    v1::Rendezvous::WithCallbackMethod_GetStatus<v1::Rendezvous::Service>>;
+    v1::Rendezvous::WithCallbackMethod_GetStatus<
+        v1::Rendezvous::WithCallbackMethod_GetStacks<v1::Rendezvous::Service>>>;
 
 // Thread-safe. Must outlive the grpc::Server it is registered with. The order:
 // AddCompletionQueues, the server's BuildAndStart, StartStreams; at the end
@@ -70,6 +72,11 @@ class SessionService final : public SessionServiceBase {
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
                                       v1::GetStatusResponse* response) override;
+  // `muster stacks` (stacks_service.cc): relayed to the job's agents by
+  // stacks_, answered when they all did or at the request's deadline.
+  grpc::ServerUnaryReactor* GetStacks(grpc::CallbackServerContext* context,
+                                      const v1::GetStacksRequest* request,
+                                      v1::GetStacksResponse* response) override;
 
   // Ends every open stream with `status` (after its queued messages) and
   // refuses new streams with it. Does not block.
@@ -118,6 +125,10 @@ class SessionService final : public SessionServiceBase {
   // The Session queues; the vector is fixed once the server is built.
   std::vector<std::unique_ptr<SessionQueue>> queues_;
   bool streams_stopped_ = false;  // StopStreams only
+
+  // Which stream is which job's agent, and the stacks requests in flight.
+  // Declared last: destroyed first, completing what is pending.
+  StacksRelay stacks_;
 };
 
 }  // namespace muster::rendezvous

@@ -30,6 +30,8 @@ const char* KindName(const v1::AgentMessage& msg) {
       return "Leave";
     case v1::AgentMessage::kPreflightFailed:
       return "PreflightFailed";
+    case v1::AgentMessage::kStacksReport:
+      return "StacksReport";
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }
@@ -367,7 +369,10 @@ bool SessionStream::Handle(const v1::AgentMessage& msg) {
         case v1::AgentMessage::kJoin:
           refused = service_->AuthorizedJoin(id_, credential_, msg.join(),
                                              shared_from_this());
-          if (refused.ok()) joined_ = true;
+          if (refused.ok()) {
+            joined_ = true;
+            service_->stacks_.OnJoined(id_, msg.join(), weak_from_this());
+          }
           // Lease fencing: the accepted Join starts the agent's lease, if
           // it needs one now: an agent that takes its renewal from
           // RoundReady needs none while it has no workers (lease.h).
@@ -391,6 +396,9 @@ bool SessionStream::Handle(const v1::AgentMessage& msg) {
           break;
         case v1::AgentMessage::kPreflightFailed:
           coordinator->OnPreflightFailed(id_, msg.preflight_failed());
+          break;
+        case v1::AgentMessage::kStacksReport:  // `muster stacks`
+          service_->stacks_.OnReport(id_, msg.stacks_report());
           break;
         case v1::AgentMessage::KIND_NOT_SET:
           // A newer agent's message this server does not know: ignore it.
@@ -426,7 +434,10 @@ void SessionStream::Disconnect() {
   absl::MutexLock lock(&events_mu_);
   if (disconnected_) return;
   disconnected_ = true;
-  if (joined_) service_->coordinator_->OnDisconnect(id_);
+  if (joined_) {
+    service_->stacks_.OnGone(id_);
+    service_->coordinator_->OnDisconnect(id_);
+  }
 }
 
 }  // namespace muster::rendezvous

@@ -969,7 +969,8 @@ TEST(LaunchFlagsTest, UnambiguousAbbreviationsAreTaken) {
   EXPECT_THAT(ParseOk({"--tee=1", "x"}).warnings, IsEmpty());
   EXPECT_TRUE(ParseOk({"--hel"}).show_help);
   EXPECT_THAT(ParseError({"--he", "x"}),
-              HasSubstr("it abbreviates --health-port, --help"));
+              HasSubstr("it abbreviates --health-port, --health-check, "
+                        "--health-check-timeout, --help"));
 }
 
 TEST(LaunchFlagsTest, AmbiguousAbbreviationNamesTheCandidates) {

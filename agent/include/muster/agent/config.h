@@ -131,6 +131,11 @@ struct AgentConfig {
   // no progress for this long is killed and reported as hung. Zero: no
   // watchdog.
   absl::Duration worker_timeout = absl::ZeroDuration();
+  // --health-check: a shell command run before each round's join; a failure
+  // or a hang past health_check_timeout keeps this node out (exit 4,
+  // agent/src/health_check.h). Empty: none.
+  std::string health_check;
+  absl::Duration health_check_timeout = absl::Seconds(60);
   // --shutdown-timeout: how long stopping workers waits after SIGTERM (or the
   // forwarded signal) before SIGKILL. torchrun's default, 30 s
   // (TORCH_ELASTIC_SHUTDOWN_TIMEOUT when set): a worker that saves a

@@ -18,6 +18,11 @@ enum ExitCode : int {
   kExitConfigError = 2,
   // The rendezvous server could not be reached.
   kExitUnavailable = 3,
+  // This node's --health-check (or `muster doctor --node`) failed or hung:
+  // the node is unfit, not the job. The agent left before its round;
+  // schedulers replace or drain the node (docs/deployment.md: Kubernetes
+  // podFailurePolicy, Slurm requeue on another node).
+  kExitHealthCheckFailed = 4,
   // Stopped by a signal: 128 + the signal number, as a shell reports it.
   kExitSignalBase = 128,
 };

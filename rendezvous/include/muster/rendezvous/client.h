@@ -124,6 +124,11 @@ struct GrpcClientOptions {
   // lease_seq before Next returns that RoundReady. Must not block.
   std::function<int64_t()> lease_seq;
   std::function<void(int64_t seq)> on_lease_renewed;
+  // `muster stacks`: reads this agent's workers' stacks for a CaptureStacks
+  // (which Next never returns). Runs on a thread of the session's own, one
+  // at a time, and may block up to the request's timeout_ms; the session
+  // sends what it returns. Null: the agent answers that it cannot.
+  std::function<v1::StacksReport(const v1::CaptureStacks&)> on_capture_stacks;
   // Kept across the sessions of one agent (see ReplicaMemory); null: each
   // session starts afresh.
   std::shared_ptr<ReplicaMemory> replicas;

@@ -1,0 +1,29 @@
+// The hang report: when --worker-timeout fires, the agent reads every local
+// worker's stacks before it kills the hung ones, groups them
+// (muster/agent/stack_groups.h) and writes the report into the job's log
+// directory, hang_report_attempt_<n>.txt with hang_report_attempt_<n>.json
+// beside it; the failure summary then shows the grouped stacks.
+#ifndef MUSTER_AGENT_SRC_HANG_REPORT_H_
+#define MUSTER_AGENT_SRC_HANG_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "agent/src/stack_capture.h"
+
+namespace muster::agent {
+
+// How long the capture may take before the watchdog kills anyway.
+inline constexpr absl::Duration kHangCaptureTimeout = absl::Seconds(10);
+
+// Captures (up to kHangCaptureTimeout), writes the two files when run_dir is
+// not empty, and returns the text for the summary: which local workers hung,
+// the grouped stacks, and where the full report is.
+std::string WriteHangReport(StackCapturer& capturer, const std::string& job,
+                            const std::string& run_dir, int attempt,
+                            const std::vector<int>& hung_ranks);
+
+}  // namespace muster::agent
+
+#endif  // MUSTER_AGENT_SRC_HANG_REPORT_H_

@@ -1,0 +1,45 @@
+// Reads the native stacks of a running process: every thread, function names
+// innermost first, each thread stopped only for the moment its registers and
+// stack are read. How the agent answers `muster stacks` and writes the hang
+// report (agent/src/stack_capture.h).
+#ifndef MUSTER_PLATFORM_STACK_READER_H_
+#define MUSTER_PLATFORM_STACK_READER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace muster::platform {
+
+struct NativeThreadStack {
+  int64_t tid = 0;
+  std::string name;   // the thread's name (Linux: /proc/PID/task/TID/comm)
+  bool main = false;  // the process's first thread
+  // Function names, innermost first ("??" for a frame with no symbol;
+  // C++ names demangled).
+  std::vector<std::string> frames;
+};
+
+// Every thread of `pid`, at most `max_frames` frames each. Linux: elfutils'
+// libdwfl in this process (posix/stack_reader.cc; why not eu-stack or gdb is
+// explained there). Errors: UNIMPLEMENTED on Windows ("stacks are not
+// available on Windows yet"), PERMISSION_DENIED when the OS refuses to let
+// this process trace pid (not its descendant, a container without ptrace),
+// NOT_FOUND when pid is gone.
+absl::StatusOr<std::vector<NativeThreadStack>> ReadNativeStacks(
+    int pid, int max_frames = 64);
+
+// The signal the Python bootstrap registers faulthandler for (the launcher's
+// kStacksPrelude): SIGRTMIN+7 on Linux, a real-time signal no common library
+// uses (Python, PyTorch and NCCL use none). 0 on Windows (none).
+int StacksSignal();
+
+// Sends StacksSignal() to pid. UNIMPLEMENTED on Windows.
+absl::Status SignalForStacks(int pid);
+
+}  // namespace muster::platform
+
+#endif  // MUSTER_PLATFORM_STACK_READER_H_

@@ -1,0 +1,231 @@
+// Issue 28 end to end: `muster stacks` on a running two-agent job (C++ and
+// Python workers), the watchdog's hang report in the failure summary, and
+// --health-check keeping a node out of a three-node elastic job (and a check
+// that hangs, killed at its timeout). Real musterd, agents and workers on
+// loopback.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/musterd.h"
+#include "tests/testing/subprocess.h"
+
+namespace muster {
+namespace {
+
+using ::muster::testing::BinPath;
+using ::muster::testing::MakeTempDir;
+using ::muster::testing::MusterdProcess;
+using ::muster::testing::SourceDir;
+using ::muster::testing::Subprocess;
+using ::muster::testing::WaitUntil;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kStartDeadline = absl::Seconds(45);
+constexpr absl::Duration kExitDeadline = absl::Seconds(45);
+constexpr char kFastConf[] =
+    "last_call_timeout=1,keep_alive_interval=0.25,keep_alive_max_attempt=12";
+
+std::unique_ptr<Subprocess> StartAgent(const MusterdProcess& server,
+                                       const std::string& job,
+                                       const std::string& nnodes, int nproc,
+                                       std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BinPath("muster"),
+                                   "--nnodes=" + nnodes,
+                                   absl::StrCat("--nproc-per-node=", nproc),
+                                   "--rdzv-backend=c10d",
+                                   "--rdzv-endpoint=" + server.endpoint(),
+                                   "--rdzv-id=" + job,
+                                   std::string("--rdzv-conf=") + kFastConf};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return std::make_unique<Subprocess>(argv);
+}
+
+// Runs `muster stacks --json` and returns its JSON (null on failure).
+nlohmann::json StacksJson(const MusterdProcess& server, const std::string& job,
+                          std::string* output) {
+  Subprocess stacks({BinPath("muster"), "stacks",
+                     "--rdzv-endpoint=" + server.endpoint(), job, "--json"});
+  const int rc = stacks.WaitOrKill(absl::Seconds(30));
+  *output = stacks.Output();
+  if (rc != 0) return nullptr;
+  return nlohmann::json::parse(*output, nullptr, /*allow_exceptions=*/false);
+}
+
+// The group whose ranks are `ranks`, or null.
+const nlohmann::json* GroupOf(const nlohmann::json& j,
+                              const std::vector<int>& ranks) {
+  if (!j.is_object() || !j.contains("groups")) return nullptr;
+  for (const nlohmann::json& g : j["groups"]) {
+    if (g["ranks"].get<std::vector<int>>() == ranks) return &g;
+  }
+  return nullptr;
+}
+
+// Two agents of two workers each run `program`; `muster stacks --json` puts
+// rank 3 alone in a group naming stuck_in_data_loader and ranks 0-2 together
+// in one naming wait_in_allreduce; the job runs on.
+void ExpectStacksOfTwoAgents(const std::string& job,
+                             const std::vector<std::string>& program) {
+  MusterdProcess server;
+  ASSERT_TRUE(server.ready());
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(StartAgent(server, job, "2", 2, program));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        int started = 0;
+        for (const auto& a : agents) {
+          for (int r = 0; r < 4; ++r) {
+            if (a->Output().find(absl::StrCat("rank ", r, " started")) !=
+                std::string::npos)
+              ++started;
+          }
+        }
+        return started == 4;
+      },
+      kStartDeadline))
+      << agents[0]->Output() << agents[1]->Output();
+  // A Python worker says it started before the bootstrap's registration is
+  // certain to be seen; a second capture settles any doubt.
+  std::string output;
+  nlohmann::json j;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        j = StacksJson(server, job, &output);
+        const nlohmann::json* odd = GroupOf(j, {3});
+        const nlohmann::json* rest = GroupOf(j, {0, 1, 2});
+        return odd != nullptr && rest != nullptr &&
+               (*odd)["frames"].dump().find("stuck_in_data_loader") !=
+                   std::string::npos &&
+               (*rest)["frames"].dump().find("wait_in_allreduce") !=
+                   std::string::npos;
+      },
+      absl::Seconds(30)))
+      << output;
+  EXPECT_EQ(j["job"], job);
+  EXPECT_EQ(j["groups"][0]["ranks"].get<std::vector<int>>(),
+            (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE((*GroupOf(j, {3}))["odd_one_out"].get<bool>()) << output;
+  EXPECT_FALSE((*GroupOf(j, {0, 1, 2}))["odd_one_out"].get<bool>());
+  EXPECT_TRUE(j["missing"].empty()) << output;
+  // The job runs on: the capture stopped no worker for long.
+  for (const auto& a : agents) EXPECT_TRUE(a->Running()) << a->Output();
+  // The text form names both, the odd one out marked.
+  Subprocess text({BinPath("muster"), "stacks",
+                   "--rdzv-endpoint=" + server.endpoint(), job});
+  EXPECT_EQ(text.WaitOrKill(absl::Seconds(30)), 0) << text.Output();
+  EXPECT_THAT(text.Output(), HasSubstr("odd ones out: rank 3"));
+  for (const auto& a : agents) {
+    a->Signal(SIGTERM);
+    EXPECT_NE(a->WaitOrKill(kExitDeadline), -1) << a->Output();
+  }
+}
+
+TEST(StacksE2eTest, NativeWorkersGroupedAndTheOddRankNamed) {
+  ExpectStacksOfTwoAgents("stacks-native",
+                          {"--no-python", BinPath("stuck_ranks")});
+}
+
+TEST(StacksE2eTest, PythonWorkersGroupedByTheirPythonFunctions) {
+  if (access("/usr/bin/python3", X_OK) != 0)
+    GTEST_SKIP() << "no /usr/bin/python3";
+  ExpectStacksOfTwoAgents("stacks-python",
+                          {"--python=/usr/bin/python3",
+                           SourceDir() + "/tests/workers/stuck_ranks.py"});
+}
+
+TEST(StacksE2eTest, UnknownJobIsNamed) {
+  MusterdProcess server;
+  ASSERT_TRUE(server.ready());
+  Subprocess stacks({BinPath("muster"), "stacks",
+                     "--rdzv-endpoint=" + server.endpoint(), "no-such-job"});
+  EXPECT_EQ(stacks.WaitOrKill(absl::Seconds(30)), 1);
+  EXPECT_THAT(stacks.Output(), HasSubstr("knows no job 'no-such-job'"));
+}
+
+// --worker-timeout: the failure summary shows the grouped stacks, both
+// functions and the odd rank out; the report and its JSON are in the log dir.
+TEST(StacksE2eTest, WatchdogSummaryShowsTheStacks) {
+  const std::string logs = MakeTempDir("hang-report");
+  Subprocess agent({BinPath("muster"), "--standalone", "--nproc-per-node=4",
+                    "--worker-timeout=3", "--log-dir=" + logs, "--no-python",
+                    BinPath("stuck_ranks")});
+  const int rc = agent.WaitOrKill(absl::Seconds(60));
+  const std::string out = agent.Output();
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_THAT(out, HasSubstr("hang report"));
+  EXPECT_THAT(out, HasSubstr("stuck_in_data_loader"));
+  EXPECT_THAT(out, HasSubstr("wait_in_allreduce"));
+  EXPECT_THAT(out, HasSubstr("odd ones out: rank 3"));
+  std::vector<std::string> reports;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(logs)) {
+    if (e.path().filename().string().rfind("hang_report_attempt_", 0) == 0)
+      reports.push_back(e.path().extension().string());
+  }
+  EXPECT_THAT(reports, Contains(".json"));
+  EXPECT_THAT(reports, Contains(".txt"));
+}
+
+// A three-node elastic job (2:3) whose third node's health check fails: that
+// agent exits 4 with the check's output; the other two run their round.
+TEST(StacksE2eTest, FailingHealthCheckKeepsTheNodeOut) {
+  MusterdProcess server;
+  ASSERT_TRUE(server.ready());
+  const std::vector<std::string> program = {"--no-python", "/bin/true"};
+  auto a = StartAgent(server, "health", "2:3", 1, program);
+  auto b = StartAgent(server, "health", "2:3", 1, program);
+  std::vector<std::string> sick = {
+      "--health-check=echo 'disk /scratch is read-only'; exit 3"};
+  sick.insert(sick.end(), program.begin(), program.end());
+  auto c = StartAgent(server, "health", "2:3", 1, sick);
+  EXPECT_EQ(c->WaitOrKill(kExitDeadline), 4) << c->Output();
+  EXPECT_THAT(c->Output(), HasSubstr("health check failed"));
+  EXPECT_THAT(c->Output(), HasSubstr("exited with code 3"));
+  // The check's own output, indented under the verdict.
+  EXPECT_THAT(c->Output(),
+              HasSubstr("its output:\n    disk /scratch is read-only\n"));
+  EXPECT_EQ(a->WaitOrKill(kExitDeadline), 0) << a->Output();
+  EXPECT_EQ(b->WaitOrKill(kExitDeadline), 0) << b->Output();
+  EXPECT_THAT(a->Output(), HasSubstr(" of 2, master"));
+}
+
+// A check that hangs is killed at --health-check-timeout, its process group
+// with it.
+TEST(StacksE2eTest, HangingHealthCheckIsKilledAtItsTimeout) {
+  const std::string dir = MakeTempDir("health-hang");
+  const std::string pid_file = dir + "/pid";
+  const absl::Time start = absl::Now();
+  Subprocess agent(
+      {BinPath("muster"), "--standalone", "--nproc-per-node=1",
+       "--health-check=echo $$ > " + pid_file + "; echo checking; sleep 300",
+       "--health-check-timeout=2", "--no-python", "/bin/true"});
+  EXPECT_EQ(agent.WaitOrKill(absl::Seconds(40)), 4) << agent.Output();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_THAT(agent.Output(), HasSubstr("was still running after"));
+  EXPECT_THAT(agent.Output(), HasSubstr("its output:\n    checking\n"));
+  std::ifstream in(pid_file);
+  int pid = 0;
+  in >> pid;
+  ASSERT_GT(pid, 0);
+  EXPECT_NE(kill(pid, 0), 0) << "the check's shell " << pid << " still runs";
+}
+
+}  // namespace
+}  // namespace muster
