@@ -187,22 +187,29 @@ absl::string_view CommCore::backend_name() const {
   return host_ != nullptr ? host_->name() : device_->name();
 }
 
-absl::StatusOr<std::unique_ptr<CommCore>> CommCore::Connect(CoreConfig config) {
+absl::StatusOr<std::unique_ptr<CommCore>> CommCore::Connect(
+    CoreConfig config, std::unique_ptr<Backend> previous_device) {
   std::unique_ptr<CommCore> core(new CommCore(std::move(config)));
+  core->previous_device_ = std::move(previous_device);
   absl::Status status = core->ConnectImpl();
+  if (core->previous_device_ != nullptr) {
+    core->previous_device_->Close();
+    core->previous_device_.reset();
+  }
   if (!status.ok()) return status;
   return core;
 }
 
 absl::Status CommCore::ConnectImpl() {
-  const absl::Time deadline = absl::Now() + config_.options.timeout;
+  const absl::Time deadline =
+      std::min(absl::Now() + config_.options.timeout, config_.connect_deadline);
   switch (config_.options.backend) {
     case comm::Backend::kGloo: {
       MUSTER_ASSIGN_OR_RETURN(host_, ConnectHost(config_, deadline));
       break;
     }
     case comm::Backend::kNccl: {
-      MUSTER_ASSIGN_OR_RETURN(device_, ConnectNccl(config_, deadline));
+      MUSTER_ASSIGN_OR_RETURN(device_, ConnectDevice(deadline));
       break;
     }
     case comm::Backend::kAuto: {
@@ -216,8 +223,7 @@ absl::Status CommCore::ConnectImpl() {
                       config_.world_size, can, deadline);
       if (!all.ok()) return Annotate(all.status(), who_);
       if (*all) {
-        absl::StatusOr<std::unique_ptr<Backend>> nccl =
-            ConnectNccl(config_, deadline);
+        absl::StatusOr<std::unique_ptr<Backend>> nccl = ConnectDevice(deadline);
         if (nccl.ok()) {
           device_ = std::move(*nccl);
         } else {
@@ -467,6 +473,11 @@ absl::Status CommCore::CheckUsableLocked(const Op& op) {
     return absl::FailedPreconditionError(
         absl::StrCat(who_, ": ", OpName(op.kind), " called after Shutdown()"));
   }
+  if (config_.round != nullptr &&
+      config_.round->Ended(config_.round_generation)) {
+    return config_.round->EndedStatus(absl::StrCat(who_, ": ", OpName(op.kind)),
+                                      config_.formed_round, config_.is_group);
+  }
   if (broken_.ok() && !abort_reason_.ok()) {
     // The monitor's verdict arrived while no operation was in flight.
     broken_ = absl::Status(abort_reason_.code(),
@@ -526,6 +537,8 @@ void CommCore::OnAbort(const absl::Status& why) {
     if (!abort_reason_.ok()) return;
     abort_reason_ = why;
   }
+  if (config_.round != nullptr)
+    config_.round->End(config_.round_generation, why);
   if (host_ != nullptr) host_->Abort(why);
   if (device_ != nullptr) device_->Abort(why);
 }
@@ -587,6 +600,9 @@ absl::Status CommCore::Fail(const Op& op, absl::Status status) {
       result = absl::Status(status.code(), text);
     }
     if (broken_.ok()) broken_ = result;
+  }
+  if (config_.round != nullptr) {
+    config_.round->End(config_.round_generation, result);
   }
   if (started_here) {
     MUSTER_LOG(DEBUG) << result;
@@ -732,7 +748,24 @@ void CommCore::Shutdown() {
   }
   if (monitor_ != nullptr) monitor_->Stop();
   if (host_ != nullptr) host_->Close();
-  if (device_ != nullptr) device_->Close();
+  bool keep_device = false;
+  {
+    absl::MutexLock lock(&mu_);
+    keep_device = keep_device_;
+  }
+  if (device_ != nullptr && !keep_device) device_->Close();
+}
+
+std::unique_ptr<Backend> CommCore::EndForRecovery(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (broken_.ok()) broken_ = why;
+    keep_device_ = true;
+  }
+  if (host_ != nullptr) host_->Abort(why);
+  if (device_ != nullptr) device_->Abort(why);
+  Shutdown();  // No goodbye barrier: the communicator is broken.
+  return std::move(device_);
 }
 
 void CommCore::CrashForTesting() {
