@@ -473,23 +473,38 @@ absl::Status CommCore::CheckUsableLocked(const Op& op) {
     return absl::FailedPreconditionError(
         absl::StrCat(who_, ": ", OpName(op.kind), " called after Shutdown()"));
   }
-  if (config_.round != nullptr &&
-      config_.round->Ended(config_.round_generation)) {
-    return config_.round->EndedStatus(absl::StrCat(who_, ": ", OpName(op.kind)),
-                                      config_.formed_round, config_.is_group);
-  }
+  MUSTER_RETURN_IF_ERROR(CheckRoundLocked(op));
   if (broken_.ok() && !abort_reason_.ok()) {
     // The monitor's verdict arrived while no operation was in flight.
     broken_ = absl::Status(abort_reason_.code(),
                            absl::StrCat(who_, ": ", abort_reason_.message()));
   }
   if (!broken_.ok()) {
+    // Reported once as the failure it is (a lost peer); later calls name
+    // the ended round (CheckRoundLocked).
+    if (config_.round != nullptr) {
+      config_.round->End(config_.round_generation, broken_);
+    }
     return absl::AbortedError(absl::StrCat(
         who_, ": ", OpName(op.kind),
         ": the communicator is unusable after an earlier failure: ",
         broken_.message()));
   }
   return absl::OkStatus();
+}
+
+absl::Status CommCore::CheckRoundLocked(const Op& op) {
+  if (config_.round == nullptr ||
+      !config_.round->Ended(config_.round_generation)) {
+    return absl::OkStatus();
+  }
+  return config_.round->EndedStatus(absl::StrCat(who_, ": ", OpName(op.kind)),
+                                    config_.formed_round, config_.is_group);
+}
+
+absl::Status CommCore::BrokenStatus() {
+  absl::MutexLock lock(&mu_);
+  return !broken_.ok() ? broken_ : abort_reason_;
 }
 
 absl::Status CommCore::Execute(const Op& op, bool checked) {
@@ -537,8 +552,6 @@ void CommCore::OnAbort(const absl::Status& why) {
     if (!abort_reason_.ok()) return;
     abort_reason_ = why;
   }
-  if (config_.round != nullptr)
-    config_.round->End(config_.round_generation, why);
   if (host_ != nullptr) host_->Abort(why);
   if (device_ != nullptr) device_->Abort(why);
 }
@@ -645,6 +658,10 @@ absl::Status CommCore::RunBlocking(const Op& op) {
 }
 
 absl::Status CommCore::RunAsync(Op op, std::shared_ptr<WorkState> state) {
+  {
+    absl::MutexLock lock(&mu_);
+    MUSTER_RETURN_IF_ERROR(CheckRoundLocked(op));
+  }
   if (op.IsPointToPoint()) {
     MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<PendingP2P> pending, Post(op));
     absl::MutexLock lock(&mu_);
@@ -730,7 +747,11 @@ void CommCore::Shutdown() {
   bool healthy = false;
   {
     absl::MutexLock lock(&mu_);
-    healthy = broken_.ok() && abort_reason_.ok();
+    // A communicator of an ended round (a group after Recover) says no
+    // goodbye: its peers may be gone or re-formed elsewhere.
+    healthy = broken_.ok() && abort_reason_.ok() &&
+              (config_.round == nullptr ||
+               !config_.round->Ended(config_.round_generation));
   }
   if (healthy && host_ != nullptr && config_.world_size > 1) {
     // A collective can return on one rank while its last message to a peer

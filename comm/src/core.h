@@ -119,6 +119,10 @@ class CommCore {
     return shut_down_;
   }
 
+  // Why the communicator broke (an operation failed, or the monitor's
+  // verdict: a lost peer); OK while it works.
+  absl::Status BrokenStatus();
+
   // Per-list counter for NewGroup keys.
   int NextGroupSerial(const std::string& list);
 
@@ -166,6 +170,10 @@ class CommCore {
   void OnAbort(const absl::Status& why);
   absl::Status CheckUsable(const Op& op);
   absl::Status CheckUsableLocked(const Op& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION naming the round when the control channel's round of
+  // this communicator has ended.
+  absl::Status CheckRoundLocked(const Op& op)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecutorLoop();
   void CompletionLoop();

@@ -159,6 +159,11 @@ bool Communicator::RoundChanged() {
   const internal::CoreConfig& config = core_->config();
   if (config.round == nullptr) return false;
   if (config.round->Ended(config.round_generation)) return true;
+  if (absl::Status broken = core_->BrokenStatus(); !broken.ok()) {
+    // A lost peer, known to the monitor before any call reported it.
+    config.round->End(config.round_generation, broken);
+    return true;
+  }
   return !config.is_group && config.round->CheckChanged();
 }
 
@@ -208,8 +213,11 @@ absl::StatusOr<RecoverResult> Communicator::Recover(absl::Duration timeout) {
     state->Formed(info.seq, info.round);
     absl::StatusOr<std::shared_ptr<rendezvous::Store>> store =
         internal::OpenRoundStore(info, deadline);
-    absl::StatusOr<std::unique_ptr<internal::CommCore>> core = store.status();
-    if (store.ok()) {
+    absl::StatusOr<std::unique_ptr<internal::CommCore>> core =
+        absl::UnknownError("unreachable");
+    if (!store.ok()) {
+      core = store.status();
+    } else {
       internal::CoreConfig base;
       base.round = state;
       base.previous_rank = result.previous_rank;
