@@ -47,7 +47,9 @@
 // communicator is broken (the ranks no longer agree on where they are in the
 // sequence of operations): later operations return ABORTED with the first
 // error's message. Create a new communicator (or, under muster, exit and let
-// the launcher restart the round).
+// the launcher restart the round, or, under --recovery=in-place, call
+// Recover(): see IN-PLACE RECOVERY, where later calls return
+// FAILED_PRECONDITION naming the ended round instead).
 //
 // FAILURE DETECTION. A peer that dies mid-collective does not leave the others
 // waiting for the timeout. Each communicator of more than one rank runs a
