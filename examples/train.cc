@@ -58,6 +58,9 @@ struct Flags {
   int epochs = 50;
   float lr = 0.1f;
   int step_ms = 0;
+  // Print `round ready: rank R of W at T` (T: Unix time in seconds) after the
+  // first collective of every round, for bench/recovery.sh.
+  bool timestamps = false;
 };
 
 // --epochs=N / --epochs N, --lr=X / --lr X, --step-ms=MS / --step-ms MS.
@@ -74,6 +77,10 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
                i + 1 < argc) {
       value = argv[++i];
     }
+    if (arg == "--timestamps" && eq == std::string::npos) {
+      flags->timestamps = true;
+      continue;
+    }
     const bool ok =
         (arg == "--epochs" && absl::SimpleAtoi(value, &flags->epochs) &&
          flags->epochs > 0) ||
@@ -84,7 +91,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     if (ok) continue;
     std::cerr
         << "usage: train [--epochs=N (default 50)] [--lr=X (default 0.1)]\n"
-           "             [--step-ms=MS (sleep per step, default 0)]\n"
+           "             [--step-ms=MS (sleep per step, default 0)] "
+           "[--timestamps]\n"
            "  run it under the launcher:\n"
            "  muster --standalone --nproc-per-node=4 train\n";
     return false;
@@ -255,6 +263,13 @@ int main(int argc, char** argv) {
         continue;
       }
       synced = true;
+      if (flags.timestamps) {
+        std::cout << absl::StrFormat(
+                         "round ready: rank %d of %d at %.6f", comm->rank(),
+                         comm->world_size(),
+                         absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()))
+                  << std::endl;
+      }
       if (ended_at.has_value()) {
         std::cout << absl::StrFormat(
                          "recovered: rank %d of %d (was %d of %d) in %d ms",

@@ -34,12 +34,14 @@
 #include "muster/rendezvous/grpc_store.h"
 #include "muster/rendezvous/in_memory_store.h"
 #include "muster/rendezvous/server.h"
+#include "tests/comm/fake_agent.h"
 #include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster::comm {
 namespace {
 
+using comm_testing::FakeAgent;
 using internal::RoundInfo;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -57,74 +59,6 @@ std::string ReadAll(const std::string& path) {
   out << in.rdbuf();
   return out.str();
 }
-
-// The agent's part: a Store server, one control directory per worker, and
-// the round files.
-class FakeAgent {
- public:
-  FakeAgent() : server_(testing::StartLoopbackServer()) {
-    root_ = testing::MakeTempDir("comm_recover");
-  }
-
-  bool ok() const { return server_ != nullptr; }
-  std::string endpoint() const {
-    return absl::StrCat("127.0.0.1:", server_->port());
-  }
-
-  // Worker `w`'s control directory (created on first use).
-  std::string Dir(int w) {
-    const std::string dir = absl::StrCat(root_, "/", w, "/control");
-    std::filesystem::create_directories(dir);
-    return dir;
-  }
-
-  // The store of namespace `prefix`.
-  std::shared_ptr<rendezvous::Store> Store(const std::string& prefix) {
-    rendezvous::GrpcStoreOptions options;
-    options.endpoint = endpoint();
-    options.prefix = prefix;
-    absl::StatusOr<std::unique_ptr<rendezvous::Store>> store =
-        rendezvous::NewGrpcStore(options);
-    EXPECT_TRUE(store.ok()) << store.status();
-    return store.ok() ? std::shared_ptr<rendezvous::Store>(std::move(*store))
-                      : nullptr;
-  }
-
-  // Writes worker w's `round`: running round `round` as rank/world on the
-  // namespace "round<round>", or (running = false) that it is changing.
-  void Write(int w, bool running, int64_t round, int rank, int world,
-             const std::string& reason = "") {
-    RoundInfo info;
-    info.seq = ++seq_[w];
-    info.running = running;
-    info.round = round;
-    info.rank = rank;
-    info.world_size = world;
-    info.local_rank = rank;
-    info.local_world_size = world;
-    info.store_endpoint = endpoint();
-    info.store_prefix = absl::StrCat("round", round);
-    info.store_token = "s3cret-token";
-    info.reason = reason;
-    ASSERT_TRUE(platform::WriteFileAtomically(Dir(w) + "/round",
-                                              internal::FormatRound(info), 0600)
-                    .ok());
-  }
-
-  // Options of worker w: its control directory and host.
-  CommOptions Options(int w, const std::string& host) {
-    CommOptions options;
-    options.timeout = absl::Seconds(30);
-    options.control_dir = Dir(w);
-    options.host_id = host;
-    return options;
-  }
-
- private:
-  std::unique_ptr<rendezvous::RendezvousServer> server_;
-  std::string root_;
-  std::map<int, int64_t> seq_;
-};
 
 // Every rank contributes rank + 1; the sum is n (n + 1) / 2.
 void ExpectSum(std::vector<std::unique_ptr<Communicator>*> comms) {
