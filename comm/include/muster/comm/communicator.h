@@ -85,8 +85,8 @@
 // Send and Recv are not ordered with collectives: they match each other by
 // (peer, tag) in the order they were posted. rank(), world_size(),
 // backend_name() never block. Recover replaces the communicator's insides: no
-// other call on this communicator (rank() included) may run concurrently with
-// it; Work::Wait and RoundChanged may.
+// other call on this communicator (rank() and RoundChanged() included) may
+// run concurrently with it; Work::Wait on its operations may.
 //
 // IN-PLACE RECOVERY (muster --recovery=in-place). The agent keeps the
 // workers of the nodes that survive a lost node, a newcomer or a worker
@@ -544,7 +544,8 @@ class Communicator {
   // elsewhere), or an operation failed. Once true, every call but Recover
   // fails with FAILED_PRECONDITION naming the round. Call it between steps.
   // One small file read (a few microseconds), never blocks. Always false
-  // without the control channel. Thread-safe. On a group: whether its
+  // without the control channel. Thread-safe, but not concurrently with
+  // Recover. On a group: whether its
   // parent's round ended.
   bool RoundChanged();
 
