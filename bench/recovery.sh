@@ -58,7 +58,7 @@ free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("12
 
 # A rendezvous server on a free port: musterd for muster, a bare TCPStore for torchrun.
 start_server() {  # launcher port log
-  if [[ $1 == muster ]]; then
+  if [[ $1 == muster* ]]; then
     "$musterd" --listen="127.0.0.1:$2" 2>>"$3" &
   else
     /usr/bin/python3 - "$2" >>"$3" 2>&1 <<'PY' &
@@ -192,9 +192,10 @@ run_case() {  # launcher case i
   start_server "$l" "$port" "$dir/server.log" || { echo error; return; }
   case $c in
     train_node_lost)
-      local mode=${l#muster-}
+      local mode=${l#muster-} ts
+      ts=$(now)
       for n in a b c; do groups+=("$(start_train_node "$mode" $n "$port" "$id" "$dir")"); done
-      if [[ $(wait_ready "$dir" 6 6 0 a b c) == cap ]]; then teardown; echo error; return; fi
+      if [[ $(wait_ready "$dir" 6 6 "$ts" a b c) == cap ]]; then teardown; echo error; return; fi
       sleep 1
       t0=$(now)
       kill -9 -- "-${groups[2]}"
