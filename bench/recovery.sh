@@ -14,10 +14,18 @@
 #                   claim, so their workers keep running). torchrun's c10d equivalent: its TCPStore server (an external one, so that
 #                   no agent hosts it) killed and restarted; the time reported is until its agents
 #                   have exited (they do not reconnect: the job is lost).
+#   train_node_lost 3 nodes of 2 `train` workers (--nnodes=2:3, --step-ms=10, --timestamps), muster
+#                   only, its two recovery modes in the same run: kill -9 of one node's agent and
+#                   workers -> all 4 survivors' first successful collective on the new world
+#                   (train's `round ready: rank R of 4 at T`, after its state broadcast).
+#                   --recovery=in-place: the same processes, after Recover() (their `recovered:
+#                   ... in N ms` lines are summarised too); --recovery=restart: new processes,
+#                   from exec to their first collective.
+# CASES="train_node_lost" (a space-separated list) runs only those cases.
 # Each wait is capped at CAP seconds (default 30); a capped run counts as "no recovery".
 # torchrun is Debian's (/usr/bin/torchrun, torch 1.13, c10d backend), with -r 2 -t 2 (its default
 # redirects crash on Python 3.11) and otherwise its defaults (monitor interval 5 s).
-# Writes bench/results/recovery.md.
+# Writes bench/results/recovery.md (and recovery_inplace.md for train_node_lost).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-20}
@@ -25,11 +33,15 @@ truns=${2:-$runs}
 cap=${CAP:-30}
 root=$PWD
 muster=$root/build/bin/muster
+train=$root/build/bin/train
+cases=${CASES:-agent_killed worker_exit server_restart train_node_lost}
 musterd=$root/build/bin/musterd
 worker=$root/bench/recovery_worker.sh
 torchrun=/usr/bin/torchrun
-for b in "$muster" "$musterd" "$torchrun"; do
-  [[ -x $b ]] || { echo "missing $b (cmake --build build --target muster musterd; python3-torch)" >&2; exit 1; }
+need=("$muster" "$musterd" "$train")
+[[ $cases == train_node_lost ]] || need+=("$torchrun")
+for b in "${need[@]}"; do
+  [[ -x $b ]] || { echo "missing $b (cmake --build build --target muster musterd train; python3-torch)" >&2; exit 1; }
 done
 work=$(mktemp -d)
 groups=()
@@ -46,7 +58,7 @@ free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("12
 
 # A rendezvous server on a free port: musterd for muster, a bare TCPStore for torchrun.
 start_server() {  # launcher port log
-  if [[ $1 == muster ]]; then
+  if [[ $1 == muster* ]]; then
     "$musterd" --listen="127.0.0.1:$2" 2>>"$3" &
   else
     /usr/bin/python3 - "$2" >>"$3" 2>&1 <<'PY' &
@@ -78,6 +90,42 @@ start_node() {  # launcher node nnodes port id dir
       -r 2 -t 2 --no_python "$worker" >"$dir/agent.$n.log" 2>&1 &
   fi
   echo $!
+}
+
+# One node of two train workers under muster --recovery=MODE. Prints the pgid.
+start_train_node() {  # mode node port id dir
+  local mode=$1 n=$2 port=$3 id=$4 dir=$5
+  setsid "$muster" --nnodes=2:3 --nproc-per-node=2 --rdzv-backend=c10d \
+    --rdzv-endpoint="127.0.0.1:$port" --rdzv-id="$id" --max-restarts=3 --recovery="$mode" \
+    --no-python "$train" --epochs=1000000 --step-ms=10 --timestamps >"$dir/agent.$n.log" 2>&1 &
+  echo $!
+}
+# How many train workers print `round ready: ... of W` in the nodes' logs after t0.
+ready_count() {  # dir world t0 nodes...
+  local dir=$1 w=$2 t0=$3 n
+  shift 3
+  for n in "$@"; do cat "$dir/agent.$n.log"; done 2>/dev/null |
+    awk -v w="$w" -v t0="$t0" '/round ready: rank [0-9]+ of / {
+      for (i = 1; i <= NF; i++) if ($i == "of") of = $(i + 1); else if ($i == "at") at = $(i + 1)
+      if (of == w && at > t0) c++ } END { print c + 0 }'
+}
+# Waits until `count` train workers are ready on a world of W after t0; prints the seconds from
+# t0 to the last of them, or "cap".
+wait_ready() {  # dir world count t0 nodes...
+  local dir=$1 w=$2 count=$3 t0=$4 deadline
+  shift 4
+  deadline=$(awk -v t="$t0" -v c="$cap" 'BEGIN { printf "%d", t + c }')
+  while (($(date +%s) < deadline)); do
+    if (($(ready_count "$dir" "$w" "$t0" "$@") >= count)); then
+      for n in "$@"; do cat "$dir/agent.$n.log"; done |
+        awk -v w="$w" -v t0="$t0" '/round ready: rank [0-9]+ of / {
+          for (i = 1; i <= NF; i++) if ($i == "of") of = $(i + 1); else if ($i == "at") at = $(i + 1)
+          if (of == w && at > t0 && at > last) last = at } END { printf "%.3f\n", last - t0 }'
+      return
+    fi
+    sleep 0.01
+  done
+  echo cap
 }
 
 # Whether node n has a live worker.
@@ -143,6 +191,20 @@ run_case() {  # launcher case i
   id=rec-$c-$i-$$
   start_server "$l" "$port" "$dir/server.log" || { echo error; return; }
   case $c in
+    train_node_lost)
+      local mode=${l#muster-} ts
+      ts=$(now)
+      for n in a b c; do groups+=("$(start_train_node "$mode" $n "$port" "$id" "$dir")"); done
+      if [[ $(wait_ready "$dir" 6 6 "$ts" a b c) == cap ]]; then teardown; echo error; return; fi
+      sleep 1
+      t0=$(now)
+      kill -9 -- "-${groups[2]}"
+      r=$(wait_ready "$dir" 4 4 "$t0" a b)
+      # In place: the survivors' own measure, failure to first collective.
+      [[ $mode == in-place ]] && cat "$dir"/agent.[ab].log |
+        sed -n 's/.*recovered: rank [0-9]* of 4 .* in \([0-9]*\) ms.*/\1/p' |
+        sort -n | tail -1 | awk '{ printf "%.3f\n", $1 / 1000 }' >>"$work/$l-$c.self"
+      ;;
     agent_killed)
       for n in a b c; do groups+=("$(start_node "$l" $n 2:3 "$port" "$id" "$dir")"); done
       if ! wait_running "$dir" 90 a b c; then teardown; echo error; return; fi
@@ -201,8 +263,11 @@ summary() {  # file -> "median | p99 | n ok of m"
     printf "%.3f s | %.3f s | %d of %d\n", med, v[i], n, m }'
 }
 
-for c in agent_killed worker_exit server_restart; do
-  for l in muster torchrun; do
+launchers() {  # case
+  if [[ $1 == train_node_lost ]]; then echo muster-in-place muster-restart; else echo muster torchrun; fi
+}
+for c in $cases; do
+  for l in $(launchers "$c"); do
     n=$runs
     [[ $l == torchrun ]] && n=$truns
     : >"$work/$l-$c.txt"
@@ -216,11 +281,25 @@ for c in agent_killed worker_exit server_restart; do
   done
 done
 
+if [[ " $cases " == *" train_node_lost "* ]]; then
+  {
+    echo "| node lost (3 nodes x 2 train workers) | median | p99 | recovered in time (of runs) |"
+    echo "|---|---:|---:|---:|"
+    echo "| --recovery=in-place: kill -9 -> 4 survivors' first collective on the new world | $(summary "$work/muster-in-place-train_node_lost.txt") |"
+    [[ -f $work/muster-in-place-train_node_lost.self ]] &&
+      echo "| --recovery=in-place, the workers' own \`recovered: ... in N ms\` (slowest of 4) | $(summary "$work/muster-in-place-train_node_lost.self") |"
+    echo "| --recovery=restart: kill -9 -> 4 new processes' first collective | $(summary "$work/muster-restart-train_node_lost.txt") |"
+  } >bench/results/recovery_inplace.md
+  cat bench/results/recovery_inplace.md
+  [[ $cases == train_node_lost ]] && exit 0
+fi
+
 res=bench/results/recovery.md
 {
   echo "| case | launcher | median | p99 | recovered in time (of runs) |"
   echo "|---|---|---:|---:|---:|"
-  for c in agent_killed worker_exit server_restart; do
+  for c in $cases; do
+    [[ $c == train_node_lost ]] && continue
     for l in muster torchrun; do
       echo "| $c | $l | $(summary "$work/$l-$c.txt") |"
     done

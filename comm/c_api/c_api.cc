@@ -126,6 +126,28 @@ muster_status_t muster_comm_new_group(muster_comm_t* comm, const int* ranks,
   });
 }
 
+int muster_comm_round_changed(muster_comm_t* comm) {
+  if (comm == nullptr || comm->comm == nullptr) return 0;
+  return comm->comm->RoundChanged() ? 1 : 0;
+}
+
+muster_status_t muster_comm_recover(muster_comm_t* comm, int64_t timeout_ms,
+                                    muster_recover_result_t* result) {
+  return With(comm, [&](Communicator& c) -> absl::Status {
+    absl::StatusOr<muster::comm::RecoverResult> r = c.Recover(
+        timeout_ms > 0 ? absl::Milliseconds(timeout_ms) : absl::Minutes(5));
+    if (!r.ok()) return r.status();
+    if (result != nullptr) {
+      result->rank = r->rank;
+      result->world_size = r->world_size;
+      result->previous_rank = r->previous_rank;
+      result->previous_world_size = r->previous_world_size;
+      result->round = r->round;
+    }
+    return absl::OkStatus();
+  });
+}
+
 int muster_comm_rank(const muster_comm_t* comm) {
   return comm == nullptr || comm->comm == nullptr ? -1 : comm->comm->rank();
 }

@@ -23,6 +23,7 @@
 #include "comm/gloo/abortable_transport.h"
 #include "comm/gloo/broken_pipe.h"
 #include "comm/gloo/gloo_device.h"
+#include "comm/gloo/gloo_mesh.h"
 #include "comm/gloo/gloo_status.h"
 #include "comm/gloo/reduce.h"
 #include "comm/src/direct_allreduce.h"
@@ -83,114 +84,10 @@ AllReduceAlgorithm ChooseAllReduceAlgorithm(size_t bytes, int world_size) {
 
 namespace {
 
-// Gloo multiplies its timeout by 5 in places and adds it to clock readings:
-// keep it far from overflow.
-constexpr absl::Duration kMaxGlooTimeout = absl::Hours(24 * 30);
 // Slot prefix of Send/Recv: above Gloo's own (0x01..0x08), below nothing else.
 constexpr uint8_t kP2PSlotPrefix = 0x40;
 // Slot prefix of muster's ring reduce-scatter.
 constexpr uint8_t kReduceScatterSlotPrefix = 0x41;
-
-std::chrono::milliseconds ToGlooTimeout(absl::Duration timeout) {
-  return absl::ToChronoMilliseconds(
-      std::clamp(timeout, absl::Milliseconds(1), kMaxGlooTimeout));
-}
-
-std::chrono::milliseconds Remaining(absl::Time deadline) {
-  return ToGlooTimeout(deadline - absl::Now());
-}
-
-// Exposes what Gloo keeps protected: the address lists connectFullMesh
-// publishes, and the transport context (to abort it).
-class PeerContext : public ::gloo::rendezvous::Context {
- public:
-  using ::gloo::rendezvous::Context::Context;
-  using ::gloo::rendezvous::Context::extractAddress;
-  std::shared_ptr<::gloo::transport::Context> transport() {
-    return transportContext_;
-  }
-  // Every algorithm reaches the transport through this pointer.
-  void set_transport(std::shared_ptr<::gloo::transport::Context> transport) {
-    transportContext_ = std::move(transport);
-  }
-  // The counter nextSlot() hands slots out from.
-  int slot() const { return slot_; }
-  void set_slot(int slot) { slot_ = slot; }
-};
-
-// Gloo sizes a pair's SO_SNDBUF to each message it sends from a bound buffer
-// (the algorithm classes), only ever up, starting from nothing. Setting it at
-// all turns off the kernel's autotuning, so the first small message pins the
-// send buffer near the kernel's minimum (a few KB), and then:
-//  - every later large transfer of an option-based collective on that pair
-//    crawls (option-based sends leave SO_SNDBUF alone): a ring allreduce of
-//    4 MB took 20x longer after one 8-byte AllreduceRing;
-//  - a bound message that just fits Gloo's idea of the buffer does not fit
-//    the kernel's (which counts its own overhead), and waits for an ACK:
-//    raw Gloo's ring takes milliseconds instead of ~100 us at some sizes
-//    between 4 and 64 KB (docs/performance.md).
-// So right after connecting, every rank sends each peer one bound message as
-// large as the kernel lets a send buffer be (net.core.wmem_max, at most
-// 4 MB): Gloo then sizes every pair's buffer to the maximum once, and never
-// again makes it smaller. Gloo's tcp::Pair, which holds the size, cannot be
-// reached from Debian's headers (they include gloo/common/memory.h, which
-// the package does not ship); this goes through Gloo's public Buffer API.
-size_t SendBufferPinBytes() {
-  size_t wmem_max = 212992;  // Linux's default.
-  if (std::FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
-    unsigned long value = 0;
-    if (std::fscanf(f, "%lu", &value) == 1 && value > 0) wmem_max = value;
-    std::fclose(f);
-  }
-  return std::min<size_t>(wmem_max, 4 << 20);
-}
-
-// Throws what Gloo throws (a peer that dies meanwhile: IoException).
-void PinSendBuffers(PeerContext& context, size_t bytes) {
-  if (context.size < 2) return;
-  const int slot = context.nextSlot();  // The same on every rank.
-  std::vector<char> out(bytes);
-  // One region for every peer's message: Gloo's single event-loop thread
-  // writes them one at a time, and nobody reads them.
-  std::vector<char> in(bytes);
-  std::vector<std::unique_ptr<::gloo::transport::Buffer>> sends;
-  std::vector<std::unique_ptr<::gloo::transport::Buffer>> recvs;
-  for (int r = 0; r < context.size; ++r) {
-    if (r == context.rank) continue;
-    auto& pair = context.getPair(r);
-    recvs.push_back(pair->createRecvBuffer(slot, in.data(), bytes));
-    sends.push_back(pair->createSendBuffer(slot, out.data(), bytes));
-  }
-  for (auto& send : sends) send->send();
-  for (auto& send : sends) send->waitSend();
-  for (auto& recv : recvs) recv->waitRecv();
-}
-
-// Each peer's listening address for its pair with this rank, as Gloo prints
-// it ("[10.0.0.2]:41234"), indexed by rank (empty where unknown): what error
-// messages name. Best effort: relies on connectFullMesh's key layout (the key
-// "<rank>" holds that rank's address for each of its peers, in rank order,
-// itself left out), and names nobody if that ever changes.
-std::vector<std::string> ReadPeerNames(rendezvous::Store& store,
-                                       const std::string& key_prefix,
-                                       PeerContext& context) {
-  const int n = context.size;
-  std::vector<std::string> names(n);
-  if (n < 2) return names;
-  for (int r = 0; r < n; ++r) {
-    if (r == context.rank) continue;
-    absl::StatusOr<std::string> value =
-        store.Get(absl::StrCat(key_prefix, r), absl::ZeroDuration());
-    if (!value.ok() || value->empty() || value->size() % (n - 1) != 0) {
-      continue;
-    }
-    std::vector<char> all(value->begin(), value->end());
-    (void)CallGloo(GlooStage::kConnect, "parsing a peer address", {}, [&] {
-      names[r] = GlooAddressName(context.extractAddress(all, r));
-    });
-  }
-  return names;
-}
 
 // Gloo's templated algorithms take a ReductionFunction<T>; one static
 // instance per (T, op).
@@ -225,51 +122,6 @@ class RebindableRing final : public ::gloo::AllreduceRing<T> {
   using ::gloo::AllreduceRing<T>::AllreduceRing;
   void Rebind(void* data) { this->ptrs_[0] = static_cast<T*>(data); }
 };
-
-// A Gloo full mesh with what libmuster_comm needs to know of it.
-struct GlooMesh {
-  std::shared_ptr<PeerContext> context;
-  std::vector<std::string> peer_names;  // As ReadPeerNames.
-  // Installed as the context's transport: what Abort fails.
-  std::shared_ptr<AbortableTransport> transport;
-};
-
-// Joins the full mesh published under `key_prefix`, makes it abortable
-// (AbortableTransport) and sizes its send buffers (PinSendBuffers with
-// `pin_bytes`).
-absl::StatusOr<GlooMesh> ConnectMesh(
-    const CoreConfig& config,
-    std::shared_ptr<::gloo::transport::Device>& device,
-    const std::string& key_prefix, absl::string_view doing, size_t pin_bytes,
-    absl::Time deadline) {
-  const std::string who =
-      absl::StrCat("rank ", config.rank, "/", config.world_size);
-  const absl::Duration timeout = config.options.timeout;
-  GlooMesh mesh;
-  mesh.context = std::make_shared<PeerContext>(config.rank, config.world_size);
-  mesh.context->setTimeout(ToGlooTimeout(timeout));
-  GlooStore gloo_store(config.store, key_prefix,
-                       std::max(deadline - absl::Now(), absl::Milliseconds(1)));
-  absl::Status connected =
-      CallGloo(GlooStage::kConnect, absl::StrCat(who, ": ", doing), {},
-               [&] { mesh.context->connectFullMesh(gloo_store, device); });
-  if (!connected.ok()) {
-    if (absl::IsDeadlineExceeded(connected)) {
-      return DescribeMissingPeers(connected, *config.store, key_prefix,
-                                  config.rank, config.world_size, timeout);
-    }
-    return connected;
-  }
-  mesh.peer_names = ReadPeerNames(*config.store, key_prefix, *mesh.context);
-  mesh.transport =
-      std::make_shared<AbortableTransport>(mesh.context->transport());
-  mesh.context->set_transport(mesh.transport);
-  if (!GlooHasBoundBuffers()) return mesh;  // Nothing to size (gloo_device.h).
-  MUSTER_RETURN_IF_ERROR(CallGloo(
-      GlooStage::kConnect, absl::StrCat(who, ": sizing its send buffers"),
-      mesh.peer_names, [&] { PinSendBuffers(*mesh.context, pin_bytes); }));
-  return mesh;
-}
 
 // Allreduces up to this size run on the direct mesh (DirectAllreduce, on
 // sockets libmuster_comm owns; 0: no such mesh), as long as the N-1 copies

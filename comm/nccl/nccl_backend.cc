@@ -185,13 +185,45 @@ class NcclP2P final : public PendingP2P {
   cudaEvent_t event_;
 };
 
+// Whether the NCCL library this process runs (not only the headers it was
+// built with) has ncclCommShrink: 2.27 and later.
+bool LibraryCanShrink() {
+#if NCCL_VERSION_CODE >= 22700
+  static const bool can = [] {
+    int version = 0;
+    return ncclGetVersion(&version) == ncclSuccess && version >= 22700;
+  }();
+  return can;
+#else
+  return false;
+#endif
+}
+
+// Polls a non-blocking communicator's initialisation (init, shrink) until it
+// is done or `deadline`.
+absl::Status WaitForInit(ncclComm_t comm, absl::Time deadline,
+                         absl::string_view what) {
+  std::atomic<bool> never{false};
+  return PollUntil(
+      comm, deadline, never,
+      [&]() -> absl::StatusOr<bool> {
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(comm, &async);
+        return async != ncclInProgress;
+      },
+      what);
+}
+
 class NcclBackend final : public Backend {
  public:
+  // `keep_for_shrink`: Abort leaves the communicator for Shrink (under the
+  // control channel, where Recover may shrink it).
   NcclBackend(int rank, int world_size, int device, ncclComm_t comm,
-              cudaStream_t stream, void* scratch)
+              cudaStream_t stream, void* scratch, bool keep_for_shrink)
       : rank_(rank),
         world_size_(world_size),
         device_(device),
+        keep_for_shrink_(keep_for_shrink && LibraryCanShrink()),
         comm_(comm),
         stream_(stream),
         scratch_(scratch) {}
@@ -223,8 +255,11 @@ class NcclBackend final : public Backend {
   void Abort(const absl::Status& why) override {
     if (aborted_.exchange(true)) return;
     MUSTER_LOG(DEBUG) << "nccl: aborting the communicator: " << why;
-    // ncclCommAbort is the one call NCCL allows while others are blocked in
-    // the communicator; the poll loops see aborted_ and return.
+    // The poll loops see aborted_ and return. Kept for Shrink, the
+    // communicator stays: ncclCommShrink(NCCL_SHRINK_ABORT) ends what is in
+    // flight. Otherwise ncclCommAbort, the one call NCCL allows while others
+    // are blocked in the communicator.
+    if (keep_for_shrink_) return;
     absl::MutexLock lock(&mu_);
     if (comm_ != nullptr) {
       (void)ncclCommAbort(comm_);
@@ -232,10 +267,64 @@ class NcclBackend final : public Backend {
     }
   }
 
+  absl::StatusOr<std::unique_ptr<Backend>> Shrink(
+      const std::vector<int>& excluded, int rank, int world_size,
+      absl::Time deadline) override {
+#if NCCL_VERSION_CODE >= 22700
+    if (!keep_for_shrink_) {
+      return absl::UnimplementedError(
+          "nccl: this communicator was aborted (the library predates "
+          "ncclCommShrink, 2.27)");
+    }
+    const std::string what =
+        absl::StrCat("rank ", rank, "/", world_size, ": ncclCommShrink");
+    ncclComm_t shrunk = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (comm_ == nullptr) return absl::UnimplementedError("nccl: closed");
+      MUSTER_RETURN_IF_ERROR(
+          StatusFromCuda(cudaSetDevice(device_), "cudaSetDevice"));
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      std::vector<int> list = excluded;
+      const ncclResult_t r =
+          ncclCommShrink(comm_, list.data(), static_cast<int>(list.size()),
+                         &shrunk, &config, NCCL_SHRINK_ABORT);
+      if (r != ncclSuccess && r != ncclInProgress) {
+        return StatusFromNccl(r, what, comm_);
+      }
+    }
+    absl::Status ready = WaitForInit(shrunk, deadline, what);
+    if (!ready.ok()) {
+      if (shrunk != nullptr) ncclCommAbort(shrunk);
+      return ready;
+    }
+    // The new communicator takes the stream and the scratch buffer; the old
+    // one goes.
+    std::unique_ptr<Backend> result(new NcclBackend(
+        rank, world_size, device_, shrunk, stream_, scratch_, true));
+    absl::MutexLock lock(&mu_);
+    (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+    stream_ = nullptr;
+    scratch_ = nullptr;
+    return result;
+#else
+    (void)excluded;
+    (void)rank;
+    (void)world_size;
+    (void)deadline;
+    return absl::UnimplementedError(
+        "nccl: built against NCCL before 2.27 (no ncclCommShrink)");
+#endif
+  }
+
   void Close() override {
     absl::MutexLock lock(&mu_);
     if (comm_ != nullptr) {
-      (void)ncclCommDestroy(comm_);
+      // An aborted communicator kept for Shrink is aborted, not destroyed
+      // (its operations may never finish).
+      (void)(aborted_.load() ? ncclCommAbort(comm_) : ncclCommDestroy(comm_));
       comm_ = nullptr;
     }
     if (stream_ != nullptr) {
@@ -402,6 +491,7 @@ class NcclBackend final : public Backend {
   const int rank_;
   const int world_size_;
   const int device_;
+  const bool keep_for_shrink_;
   std::atomic<bool> aborted_{false};
   absl::Mutex mu_;
   ncclComm_t comm_ ABSL_GUARDED_BY(mu_);
@@ -501,15 +591,8 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectNccl(const CoreConfig& config,
   if (r != ncclSuccess && r != ncclInProgress) {
     status = StatusFromNccl(r, absl::StrCat(who, ": ncclCommInitRank"), comm);
   } else {
-    std::atomic<bool> never{false};
-    status = PollUntil(
-        comm, deadline, never,
-        [&]() -> absl::StatusOr<bool> {
-          ncclResult_t async = ncclSuccess;
-          ncclCommGetAsyncError(comm, &async);
-          return async != ncclInProgress;
-        },
-        absl::StrCat(who, ": ncclCommInitRank"));
+    status =
+        WaitForInit(comm, deadline, absl::StrCat(who, ": ncclCommInitRank"));
   }
   if (!status.ok()) {
     if (comm != nullptr) ncclCommAbort(comm);
@@ -518,8 +601,9 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectNccl(const CoreConfig& config,
     return status;
   }
   MUSTER_LOG(DEBUG) << who << ": NCCL communicator on CUDA device " << device;
-  return std::unique_ptr<Backend>(new NcclBackend(
-      config.rank, config.world_size, device, comm, stream, scratch));
+  return std::unique_ptr<Backend>(
+      new NcclBackend(config.rank, config.world_size, device, comm, stream,
+                      scratch, /*keep_for_shrink=*/config.round != nullptr));
 }
 
 #endif  // MUSTER_WITH_NCCL

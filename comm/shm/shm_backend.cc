@@ -21,6 +21,7 @@
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/gloo/reduce.h"
 #include "comm/shm/platform.h"
+#include "comm/shm/topology.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
 
@@ -171,42 +172,6 @@ void StreamCopy(char* dst, const char* src, size_t n) {
 #else
   std::memcpy(dst, src, n);
 #endif
-}
-
-std::string HostIdOf(const CoreConfig& config) {
-  if (!config.options.host_id.empty()) return config.options.host_id;
-  if (const char* env = std::getenv("MUSTER_HOST_ID"); env && *env) return env;
-  return shm::HostIdentity();
-}
-
-// Who this rank is among the communicator's hosts.
-struct Topology {
-  int num_hosts = 0;
-  int host_index = 0;            // Hosts numbered by their lowest rank.
-  std::vector<int> local;        // Global ranks on this host, ascending.
-  int local_rank = 0;            // Index of this rank in `local`.
-  bool any_shared_host = false;  // Some host has two or more ranks.
-};
-
-Topology MakeTopology(const std::vector<std::string>& hosts, int rank) {
-  Topology t;
-  std::map<std::string, int> index;
-  std::vector<int> count;
-  for (const std::string& h : hosts) {
-    auto [it, added] = index.emplace(h, static_cast<int>(index.size()));
-    if (added) count.push_back(0);
-    ++count[it->second];
-  }
-  t.num_hosts = static_cast<int>(index.size());
-  t.host_index = index[hosts[rank]];
-  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
-    if (hosts[r] == hosts[rank]) {
-      if (r == rank) t.local_rank = static_cast<int>(t.local.size());
-      t.local.push_back(r);
-    }
-  }
-  for (int c : count) t.any_shared_host |= c > 1;
-  return t;
 }
 
 class ShmBackend final : public Backend {

@@ -99,6 +99,21 @@ class Backend {
 
   // Closes every connection. Called once, with no operation in flight.
   virtual void Close() = 0;
+
+  // NCCL (Recover): a backend over this one's ranks without `excluded` (old
+  // ranks, ascending), the others keeping their order, this rank becoming
+  // `rank` of `world_size`. Called on an aborted backend, once; this one is
+  // left closed. UNIMPLEMENTED where the backend (or the NCCL library, before
+  // 2.27) cannot: the caller then connects a new one.
+  virtual absl::StatusOr<std::unique_ptr<Backend>> Shrink(
+      const std::vector<int>& excluded, int rank, int world_size,
+      absl::Time deadline) {
+    (void)excluded;
+    (void)rank;
+    (void)world_size;
+    (void)deadline;
+    return absl::UnimplementedError("this backend cannot shrink");
+  }
 };
 
 }  // namespace muster::comm::internal

@@ -285,15 +285,28 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::NewGroup(
     return absl::FailedPreconditionError(
         absl::StrCat(who, ": NewGroup called after Shutdown()"));
   }
+  const internal::CoreConfig& parent_config = core_->config();
+  if (parent_config.round != nullptr &&
+      parent_config.round->Ended(parent_config.round_generation)) {
+    return parent_config.round->EndedStatus(absl::StrCat(who, ": NewGroup"),
+                                            parent_config.formed_round,
+                                            parent_config.is_group);
+  }
   const std::string list = absl::StrJoin(sorted, ",");
   const int serial = core_->NextGroupSerial(list);
   const internal::CoreConfig& parent = core_->config();
   const std::string key_root =
       absl::StrCat(parent.key_prefix, "group/", list, "/", serial, "/");
+  // A group belongs to its parent's round: it ends with it, and is made
+  // again after Recover (communicator.h, IN-PLACE RECOVERY).
+  internal::CoreConfig base;
+  base.round = parent.round;
+  base.is_group = true;
   absl::StatusOr<std::unique_ptr<Communicator>> group =
-      internal::CreateCommunicator(
-          parent.store, static_cast<int>(me - sorted.begin()),
-          static_cast<int>(sorted.size()), options, parent.all_local, key_root);
+      internal::CreateCommunicator(parent.store,
+                                   static_cast<int>(me - sorted.begin()),
+                                   static_cast<int>(sorted.size()), options,
+                                   parent.all_local, key_root, std::move(base));
   if (!group.ok()) {
     return Annotate(group.status(),
                     absl::StrCat(who, ": NewGroup({", list, "})"));

@@ -66,13 +66,6 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectHost(const CoreConfig& config,
   return WithSharedMemory(config, std::move(*gloo), deadline);
 }
 
-// Whether [a, a + n) and [b, b + m) overlap.
-bool Overlap(const void* a, size_t n, const void* b, size_t m) {
-  const auto x = reinterpret_cast<uintptr_t>(a);
-  const auto y = reinterpret_cast<uintptr_t>(b);
-  return n > 0 && m > 0 && x < y + m && y < x + n;
-}
-
 }  // namespace
 
 absl::string_view OpName(OpKind kind) {
@@ -187,22 +180,29 @@ absl::string_view CommCore::backend_name() const {
   return host_ != nullptr ? host_->name() : device_->name();
 }
 
-absl::StatusOr<std::unique_ptr<CommCore>> CommCore::Connect(CoreConfig config) {
+absl::StatusOr<std::unique_ptr<CommCore>> CommCore::Connect(
+    CoreConfig config, std::unique_ptr<Backend> previous_device) {
   std::unique_ptr<CommCore> core(new CommCore(std::move(config)));
+  core->previous_device_ = std::move(previous_device);
   absl::Status status = core->ConnectImpl();
+  if (core->previous_device_ != nullptr) {
+    core->previous_device_->Close();
+    core->previous_device_.reset();
+  }
   if (!status.ok()) return status;
   return core;
 }
 
 absl::Status CommCore::ConnectImpl() {
-  const absl::Time deadline = absl::Now() + config_.options.timeout;
+  const absl::Time deadline =
+      std::min(absl::Now() + config_.options.timeout, config_.connect_deadline);
   switch (config_.options.backend) {
     case comm::Backend::kGloo: {
       MUSTER_ASSIGN_OR_RETURN(host_, ConnectHost(config_, deadline));
       break;
     }
     case comm::Backend::kNccl: {
-      MUSTER_ASSIGN_OR_RETURN(device_, ConnectNccl(config_, deadline));
+      MUSTER_ASSIGN_OR_RETURN(device_, ConnectDevice(deadline));
       break;
     }
     case comm::Backend::kAuto: {
@@ -216,8 +216,7 @@ absl::Status CommCore::ConnectImpl() {
                       config_.world_size, can, deadline);
       if (!all.ok()) return Annotate(all.status(), who_);
       if (*all) {
-        absl::StatusOr<std::unique_ptr<Backend>> nccl =
-            ConnectNccl(config_, deadline);
+        absl::StatusOr<std::unique_ptr<Backend>> nccl = ConnectDevice(deadline);
         if (nccl.ok()) {
           device_ = std::move(*nccl);
         } else {
@@ -268,177 +267,6 @@ absl::Status CommCore::ConnectImpl() {
   return absl::OkStatus();
 }
 
-absl::Status CommCore::Validate(Op& op) const {
-  absl::Status status = ValidateArguments(op);
-  if (status.ok()) return status;
-  // The prefix is built only on failure: validation runs on every call.
-  return absl::InvalidArgumentError(
-      absl::StrCat(who_, ": ", OpName(op.kind), ": ", status.message()));
-}
-
-absl::Status CommCore::ValidateArguments(Op& op) const {
-  const int n = config_.world_size;
-  constexpr absl::string_view what = "";
-  const size_t size = DataTypeSize(op.dtype);
-  if (op.kind != OpKind::kBarrier) {
-    if (size == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, "unknown DataType ", static_cast<int>(op.dtype)));
-    }
-    if (op.count > std::numeric_limits<size_t>::max() / size / n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, "count ", op.count, " is too large"));
-    }
-  }
-  const bool reduces = op.kind == OpKind::kAllReduce ||
-                       op.kind == OpKind::kReduce ||
-                       op.kind == OpKind::kReduceScatter;
-  if (reduces && (static_cast<int>(op.op) < 0 ||
-                  static_cast<int>(op.op) > static_cast<int>(ReduceOp::kAvg))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, "unknown ReduceOp ", static_cast<int>(op.op)));
-  }
-  const bool rooted = op.kind == OpKind::kReduce ||
-                      op.kind == OpKind::kBroadcast ||
-                      op.kind == OpKind::kGather || op.kind == OpKind::kScatter;
-  if (rooted && (op.root < 0 || op.root >= n)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, "root ", op.root, " is outside [0, ", n, ")"));
-  }
-  if (op.IsPointToPoint() &&
-      (op.root < 0 || op.root >= n || op.root == config_.rank)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, "peer ", op.root,
-        op.root == config_.rank ? " is this rank"
-                                : absl::StrCat(" is outside [0, ", n, ")")));
-  }
-  const size_t bytes = op.count * size;
-  const size_t all_bytes = bytes * n;
-  const bool is_root = op.root == config_.rank;
-  auto need = [&](const void* p, const char* name,
-                  bool needed) -> absl::Status {
-    if (needed && p == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, name, " is null but count is ", op.count));
-    }
-    return absl::OkStatus();
-  };
-  // `in` may be exactly `slot`, else must not overlap [out, out + out_bytes).
-  auto disjoint_or_slot = [&](const void* in, size_t in_bytes, const void* out,
-                              size_t out_bytes,
-                              const void* slot) -> absl::Status {
-    if (in == slot) return absl::OkStatus();
-    if (Overlap(in, in_bytes, out, out_bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, "input and output overlap (input must be ",
-          slot == nullptr ? "disjoint from the output"
-                          : "this rank's slot of the output, or disjoint from "
-                            "it",
-          ")"));
-    }
-    return absl::OkStatus();
-  };
-  // This rank's block of `buffer` (null when the buffer is).
-  auto own_block = [&](const void* buffer, size_t offset) -> const void* {
-    return buffer == nullptr ? nullptr
-                             : static_cast<const char*>(buffer) + offset;
-  };
-  const bool any = op.count > 0;
-  // Most operations have this rank's own buffer (`mine`, mine_bytes) and a
-  // second one (`whole`, whole_bytes; only the root's counts on a rooted
-  // collective), of which `mine` may be exactly this rank's `slot`.
-  struct Buffers {
-    const void* mine;
-    const char* mine_name;
-    size_t mine_bytes;
-    const void* whole;
-    const char* whole_name;
-    size_t whole_bytes;
-    const void* slot;
-    bool whole_here;
-  };
-  auto check = [&](const Buffers& b) -> absl::Status {
-    MUSTER_RETURN_IF_ERROR(need(b.mine, b.mine_name, any));
-    if (!b.whole_here) return absl::OkStatus();
-    MUSTER_RETURN_IF_ERROR(need(b.whole, b.whole_name, any));
-    return disjoint_or_slot(b.mine, b.mine_bytes, b.whole, b.whole_bytes,
-                            b.slot);
-  };
-  // The output of the root only.
-  const char* const root_output = "output on the root";
-  switch (op.kind) {
-    case OpKind::kAllReduce:
-      MUSTER_RETURN_IF_ERROR(check({op.input, "input", bytes, op.output,
-                                    "output", bytes, op.output, true}));
-      break;
-    case OpKind::kReduce:
-      MUSTER_RETURN_IF_ERROR(check({op.input, "input", bytes, op.output,
-                                    root_output, bytes, op.output, is_root}));
-      break;
-    case OpKind::kBroadcast:
-      MUSTER_RETURN_IF_ERROR(need(op.output, "data", any));
-      break;
-    case OpKind::kAllGather:
-    case OpKind::kGather:
-      MUSTER_RETURN_IF_ERROR(
-          check({op.input, "input", bytes, op.output,
-                 op.kind == OpKind::kGather ? root_output : "output", all_bytes,
-                 own_block(op.output, config_.rank * bytes),
-                 op.kind == OpKind::kAllGather || is_root}));
-      break;
-    case OpKind::kAllGatherV: {
-      if (op.counts.size() != static_cast<size_t>(n)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, "counts has ", op.counts.size(), " entries, not ", n));
-      }
-      size_t total = 0;
-      size_t offset = 0;
-      for (int r = 0; r < n; ++r) {
-        if (op.counts[r] > std::numeric_limits<size_t>::max() / size - total) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(what, "counts are too large"));
-        }
-        if (r == config_.rank) offset = total;
-        total += op.counts[r];
-      }
-      op.count = op.counts[config_.rank];
-      const size_t mine = op.count * size;
-      MUSTER_RETURN_IF_ERROR(need(op.input, "input", mine > 0));
-      MUSTER_RETURN_IF_ERROR(need(op.output, "output", total > 0));
-      MUSTER_RETURN_IF_ERROR(
-          disjoint_or_slot(op.input, mine, op.output, total * size,
-                           own_block(op.output, offset * size)));
-      break;
-    }
-    case OpKind::kScatter:
-    case OpKind::kReduceScatter:
-      MUSTER_RETURN_IF_ERROR(
-          check({op.output, "output", bytes, op.input,
-                 op.kind == OpKind::kScatter ? "input on the root" : "input",
-                 all_bytes, own_block(op.input, config_.rank * bytes),
-                 op.kind == OpKind::kReduceScatter || is_root}));
-      break;
-    case OpKind::kAllToAll:
-      MUSTER_RETURN_IF_ERROR(check({op.input, "input", all_bytes, op.output,
-                                    "output", all_bytes, nullptr, true}));
-      break;
-    case OpKind::kBarrier:
-      break;
-    case OpKind::kSend:
-      MUSTER_RETURN_IF_ERROR(need(op.input, "data", any));
-      break;
-    case OpKind::kRecv:
-      MUSTER_RETURN_IF_ERROR(need(op.output, "data", any));
-      break;
-  }
-  // The call's timeout, bounded by the communicator's (which bounds the
-  // backend's own waits).
-  const absl::Duration limit = config_.options.timeout;
-  op.timeout =
-      op.timeout > absl::ZeroDuration() ? std::min(op.timeout, limit) : limit;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Backend*> CommCore::Pick(const Op& op) {
   if (device_ == nullptr) {
     if (host_ != nullptr &&
@@ -467,18 +295,38 @@ absl::Status CommCore::CheckUsableLocked(const Op& op) {
     return absl::FailedPreconditionError(
         absl::StrCat(who_, ": ", OpName(op.kind), " called after Shutdown()"));
   }
+  MUSTER_RETURN_IF_ERROR(CheckRoundLocked(op));
   if (broken_.ok() && !abort_reason_.ok()) {
     // The monitor's verdict arrived while no operation was in flight.
     broken_ = absl::Status(abort_reason_.code(),
                            absl::StrCat(who_, ": ", abort_reason_.message()));
   }
   if (!broken_.ok()) {
+    // Reported once as the failure it is (a lost peer); later calls name
+    // the ended round (CheckRoundLocked).
+    if (config_.round != nullptr) {
+      config_.round->End(config_.round_generation, broken_);
+    }
     return absl::AbortedError(absl::StrCat(
         who_, ": ", OpName(op.kind),
         ": the communicator is unusable after an earlier failure: ",
         broken_.message()));
   }
   return absl::OkStatus();
+}
+
+absl::Status CommCore::CheckRoundLocked(const Op& op) {
+  if (config_.round == nullptr ||
+      !config_.round->Ended(config_.round_generation)) {
+    return absl::OkStatus();
+  }
+  return config_.round->EndedStatus(absl::StrCat(who_, ": ", OpName(op.kind)),
+                                    config_.formed_round, config_.is_group);
+}
+
+absl::Status CommCore::BrokenStatus() {
+  absl::MutexLock lock(&mu_);
+  return !broken_.ok() ? broken_ : abort_reason_;
 }
 
 absl::Status CommCore::Execute(const Op& op, bool checked) {
@@ -588,6 +436,9 @@ absl::Status CommCore::Fail(const Op& op, absl::Status status) {
     }
     if (broken_.ok()) broken_ = result;
   }
+  if (config_.round != nullptr) {
+    config_.round->End(config_.round_generation, result);
+  }
   if (started_here) {
     MUSTER_LOG(DEBUG) << result;
     if (monitor_ != nullptr) monitor_->TellPeers(result);
@@ -629,6 +480,10 @@ absl::Status CommCore::RunBlocking(const Op& op) {
 }
 
 absl::Status CommCore::RunAsync(Op op, std::shared_ptr<WorkState> state) {
+  {
+    absl::MutexLock lock(&mu_);
+    MUSTER_RETURN_IF_ERROR(CheckRoundLocked(op));
+  }
   if (op.IsPointToPoint()) {
     MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<PendingP2P> pending, Post(op));
     absl::MutexLock lock(&mu_);
@@ -714,7 +569,11 @@ void CommCore::Shutdown() {
   bool healthy = false;
   {
     absl::MutexLock lock(&mu_);
-    healthy = broken_.ok() && abort_reason_.ok();
+    // A communicator of an ended round (a group after Recover) says no
+    // goodbye: its peers may be gone or re-formed elsewhere.
+    healthy = broken_.ok() && abort_reason_.ok() &&
+              (config_.round == nullptr ||
+               !config_.round->Ended(config_.round_generation));
   }
   if (healthy && host_ != nullptr && config_.world_size > 1) {
     // A collective can return on one rank while its last message to a peer
@@ -732,7 +591,24 @@ void CommCore::Shutdown() {
   }
   if (monitor_ != nullptr) monitor_->Stop();
   if (host_ != nullptr) host_->Close();
-  if (device_ != nullptr) device_->Close();
+  bool keep_device = false;
+  {
+    absl::MutexLock lock(&mu_);
+    keep_device = keep_device_;
+  }
+  if (device_ != nullptr && !keep_device) device_->Close();
+}
+
+std::unique_ptr<Backend> CommCore::EndForRecovery(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (broken_.ok()) broken_ = why;
+    keep_device_ = true;
+  }
+  if (host_ != nullptr) host_->Abort(why);
+  if (device_ != nullptr) device_->Abort(why);
+  Shutdown();  // No goodbye barrier: the communicator is broken.
+  return std::move(device_);
 }
 
 void CommCore::CrashForTesting() {

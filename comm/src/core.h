@@ -20,6 +20,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "comm/src/backend.h"
+#include "comm/src/control_channel.h"
 #include "comm/src/peer_monitor.h"
 #include "comm/src/progress_file.h"
 #include "muster/comm/communicator.h"
@@ -68,13 +70,31 @@ struct CoreConfig {
   bool all_local = false;
   // Tests only: no peer monitor (to see what the backend alone reports).
   bool without_monitor = false;
+
+  // Under the control channel (muster --recovery=in-place): the round this
+  // communicator formed on, shared with the groups made from it; null
+  // without the channel.
+  std::shared_ptr<RoundState> round;
+  int64_t round_generation = 0;  // round->generation() at creation
+  int64_t formed_round = -1;     // the round's number at creation
+  bool is_group = false;
+  // Set by Recover: this rank's place in the ended round, so that NCCL can
+  // shrink its communicator when only survivors remain.
+  int previous_rank = -1;
+  int previous_world_size = 0;
+  int64_t previous_round = -1;
+  // Bounds connecting, with options.timeout (Recover's own deadline).
+  absl::Time connect_deadline = absl::InfiniteFuture();
 };
 
 class CommCore {
  public:
   // Connects the backend(s) and the peer monitor, then confirms with a
   // barrier. Blocks until done or the timeout.
-  static absl::StatusOr<std::unique_ptr<CommCore>> Connect(CoreConfig config);
+  // `previous_device`: the ended round's NCCL backend (Recover), which NCCL
+  // shrinks when only survivors remain; null otherwise.
+  static absl::StatusOr<std::unique_ptr<CommCore>> Connect(
+      CoreConfig config, std::unique_ptr<Backend> previous_device = nullptr);
 
   ~CommCore();
 
@@ -99,10 +119,20 @@ class CommCore {
     return shut_down_;
   }
 
+  // Why the communicator broke (an operation failed, or the monitor's
+  // verdict: a lost peer); OK while it works.
+  absl::Status BrokenStatus();
+
   // Per-list counter for NewGroup keys.
   int NextGroupSerial(const std::string& list);
 
   void Shutdown();
+
+  // Recover: ends this communicator's round for good (operations in flight
+  // and queued fail with `why`), shuts it down without the goodbye barrier,
+  // and returns its NCCL backend (aborted but kept for ncclCommShrink), if
+  // any.
+  std::unique_ptr<Backend> EndForRecovery(const absl::Status& why);
 
   // Tests only: behave as a crashed process would (close everything without
   // a goodbye), then break.
@@ -117,6 +147,13 @@ class CommCore {
 
   explicit CommCore(CoreConfig config);
   absl::Status ConnectImpl();
+  // The NCCL backend: shrunk from previous_device_ when the new round holds
+  // exactly the survivors of the last, in their order; else initialised.
+  absl::StatusOr<std::unique_ptr<Backend>> ConnectDevice(absl::Time deadline);
+  // The ranks of the ended round missing from this one, when every rank of
+  // this round is a survivor in its old order; nullopt otherwise.
+  absl::StatusOr<std::optional<std::vector<int>>> SurvivorsOnly(
+      absl::Time deadline);
 
   // The backend for op's memory; FAILED_PRECONDITION when there is none.
   absl::StatusOr<Backend*> Pick(const Op& op);
@@ -134,6 +171,10 @@ class CommCore {
   absl::Status CheckUsable(const Op& op);
   absl::Status CheckUsableLocked(const Op& op)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION naming the round when the control channel's round of
+  // this communicator has ended.
+  absl::Status CheckRoundLocked(const Op& op)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecutorLoop();
   void CompletionLoop();
 
@@ -144,6 +185,7 @@ class CommCore {
   std::unique_ptr<Backend> host_;    // Gloo, or null for NCCL only.
   std::unique_ptr<Backend> device_;  // NCCL, or null.
   std::unique_ptr<PeerMonitor> monitor_;
+  std::unique_ptr<Backend> previous_device_;  // Until ConnectImpl is done.
 
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
@@ -157,6 +199,8 @@ class CommCore {
   bool stop_threads_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Task> p2p_queue_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> group_serials_ ABSL_GUARDED_BY(mu_);
+  // EndForRecovery: Shutdown leaves device_ open for NCCL's shrink.
+  bool keep_device_ ABSL_GUARDED_BY(mu_) = false;
   std::thread executor_;
   std::thread completion_;
 };

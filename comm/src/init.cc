@@ -25,14 +25,12 @@
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
+#include "muster/platform/env.h"
 #include "muster/rendezvous/store.h"
 
 namespace muster::comm {
 namespace internal {
 namespace {
-
-// Every key of libmuster_comm in the round's store lives under this prefix.
-constexpr char kKeyRoot[] = "muster_comm/";
 
 // Applies MUSTER_COMM_TIMEOUT, MUSTER_COMM_BACKEND and MUSTER_GLOO_ALGORITHM,
 // and checks the options.
@@ -218,7 +216,41 @@ void LogBindChoice(const CoreConfig& config) {
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
     std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
-    const CommOptions& options, bool all_local, const std::string& key_root) {
+    const CommOptions& options, bool all_local, const std::string& key_root,
+    CoreConfig base) {
+  MUSTER_ASSIGN_OR_RETURN(
+      std::unique_ptr<CommCore> core,
+      ConnectCore(std::move(store), rank, world_size, options, all_local,
+                  key_root, std::move(base)));
+  return std::make_unique<Communicator>(std::move(core));
+}
+
+absl::Status BindControlChannel(const CommOptions& options, bool from_env,
+                                CoreConfig& base) {
+  std::string dir = options.control_dir;
+  if (dir.empty() && from_env) {
+    dir = platform::GetEnv("MUSTER_CONTROL_DIR").value_or("");
+  }
+  if (dir.empty()) return absl::OkStatus();
+  MUSTER_ASSIGN_OR_RETURN(std::shared_ptr<ControlChannel> channel,
+                          ControlChannel::Open(dir));
+  int64_t seq = -1;
+  int64_t round = -1;
+  if (std::optional<RoundInfo> info = channel->Read(); info.has_value()) {
+    seq = info->seq;
+    round = info->round;
+  } else if (std::optional<std::string> env = platform::GetEnv("MUSTER_ROUND");
+             env.has_value()) {
+    (void)absl::SimpleAtoi(*env, &round);
+  }
+  base.round = std::make_shared<RoundState>(std::move(channel), seq, round);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CommCore>> ConnectCore(
+    std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+    const CommOptions& options, bool all_local, const std::string& key_root,
+    CoreConfig base, std::unique_ptr<Backend> previous_device) {
   if (store == nullptr) {
     return absl::InvalidArgumentError("Communicator::Create: store is null");
   }
@@ -232,7 +264,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
         absl::StrCat("Communicator::Create: rank ", rank, " is outside [0, ",
                      world_size, ")"));
   }
-  CoreConfig config;
+  CoreConfig config = std::move(base);
+  if (config.round != nullptr) {
+    config.round_generation = config.round->generation();
+    config.formed_round = config.round->round();
+  }
   MUSTER_ASSIGN_OR_RETURN(config.options, ResolveOptions(options));
   config.rank = rank;
   config.world_size = world_size;
@@ -255,9 +291,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
   MUSTER_LOG(DEBUG) << who << ": joining communicator " << config.key_prefix
                     << " (timeout "
                     << absl::FormatDuration(config.options.timeout) << ")";
-  MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<CommCore> core,
-                          CommCore::Connect(std::move(config)));
-  return std::make_unique<Communicator>(std::move(core));
+  return CommCore::Connect(std::move(config), std::move(previous_device));
 }
 
 }  // namespace internal
@@ -291,17 +325,24 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   // file store is one machine's: loopback reaches them all.
   const bool all_local = (store != nullptr && store->HostLocal()) ||
                          internal::EnvironmentSaysAllLocal(world_size);
+  internal::CoreConfig base;
+  MUSTER_RETURN_IF_ERROR(
+      internal::BindControlChannel(options, /*from_env=*/false, base));
   return internal::CreateCommunicator(std::move(store), rank, world_size,
-                                      options, all_local, internal::kKeyRoot);
+                                      options, all_local, internal::kKeyRoot,
+                                      std::move(base));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::FromEnvironment(
     CommOptions options) {
+  internal::CoreConfig base;
+  MUSTER_RETURN_IF_ERROR(
+      internal::BindControlChannel(options, /*from_env=*/true, base));
   MUSTER_ASSIGN_OR_RETURN(internal::JobStore job,
                           internal::OpenLauncherStore());
   return internal::CreateCommunicator(std::move(job.store), job.rank,
                                       job.world_size, options, job.all_local,
-                                      internal::kKeyRoot);
+                                      internal::kKeyRoot, std::move(base));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Init(
@@ -327,10 +368,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Init(
   request.rank = rank;
   request.world_size = world_size;
   request.timeout = resolved.timeout;
+  internal::CoreConfig base;
+  MUSTER_RETURN_IF_ERROR(
+      internal::BindControlChannel(options, /*from_env=*/true, base));
   MUSTER_ASSIGN_OR_RETURN(internal::JobStore job, factory->Open(request));
   return internal::CreateCommunicator(std::move(job.store), job.rank,
                                       job.world_size, options, job.all_local,
-                                      internal::kKeyRoot);
+                                      internal::kKeyRoot, std::move(base));
 }
 
 }  // namespace muster::comm

@@ -8,6 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "comm/src/backend.h"
+#include "comm/src/core.h"
 #include "muster/comm/communicator.h"
 #include "muster/rendezvous/store.h"
 
@@ -31,12 +33,31 @@ struct InterfaceChoice {
 absl::StatusOr<InterfaceChoice> SelectInterface(absl::string_view spec,
                                                 absl::string_view source);
 
+// Every key of libmuster_comm in the round's store lives under this prefix.
+inline constexpr char kKeyRoot[] = "muster_comm/";
+
 // Create's work once the store is known: options resolved against the
 // environment, the interface chosen, the communicator's key namespace counted
-// under `key_root`, the backends connected.
+// under `key_root`, the backends connected. `base` carries the control
+// channel's fields of CoreConfig (round, is_group, previous_*), if any;
+// `previous_device` is the ended round's NCCL backend (Recover).
+absl::StatusOr<std::unique_ptr<CommCore>> ConnectCore(
+    std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+    const CommOptions& options, bool all_local, const std::string& key_root,
+    CoreConfig base = {}, std::unique_ptr<Backend> previous_device = nullptr);
+
+// ConnectCore, wrapped in a Communicator.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
     std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
-    const CommOptions& options, bool all_local, const std::string& key_root);
+    const CommOptions& options, bool all_local, const std::string& key_root,
+    CoreConfig base = {});
+
+// The control channel for Init/FromEnvironment (and Create when
+// options.control_dir is set): opened in options.control_dir, else
+// MUSTER_CONTROL_DIR (not for Create); `base` gets the round fields. Without
+// either, nothing. Errors: ControlChannel::Open's.
+absl::Status BindControlChannel(const CommOptions& options, bool from_env,
+                                CoreConfig& base);
 
 // Tests only: makes `comm` behave as a crashed process would toward its peers
 // (every connection closed without a goodbye) and breaks it.

@@ -162,6 +162,36 @@ MUSTER_COMM_API muster_status_t muster_comm_new_group(muster_comm_t* comm,
                                                       const int* ranks, int n,
                                                       muster_comm_t** group);
 
+/* ---- In-place recovery (muster --recovery=in-place; the guarantees are
+ * communicator.h's IN-PLACE RECOVERY: what a failed collective left in the
+ * buffers, which ranks continue, work handles and groups) ---- */
+
+/* Where muster_comm_recover put this rank. */
+typedef struct muster_recover_result {
+  int rank;
+  int world_size;
+  int previous_rank;
+  int previous_world_size;
+  int64_t round; /* the launcher's round number */
+} muster_recover_result_t;
+
+/* 1 when the communicator's round has ended (the agent announced the next
+ * round, or an operation failed): every call but muster_comm_recover then
+ * fails with MUSTER_FAILED_PRECONDITION naming the round. One small file
+ * read; never blocks. 0 without the control channel (MUSTER_CONTROL_DIR) or
+ * for a NULL comm. Thread-safe. */
+MUSTER_COMM_API int muster_comm_round_changed(muster_comm_t* comm);
+
+/* Waits up to timeout_ms (<= 0: 5 minutes) for the next round, re-forms the
+ * communicator on it, and fills *result (may be NULL). Not concurrently with
+ * any other call on this communicator. Errors: MUSTER_FAILED_PRECONDITION
+ * without the control channel, on a group, or after shutdown;
+ * MUSTER_DEADLINE_EXCEEDED when no round comes (the message names the control
+ * directory and the round waited from). Groups of the ended round are not
+ * recovered: free them and make them again. */
+MUSTER_COMM_API muster_status_t muster_comm_recover(
+    muster_comm_t* comm, int64_t timeout_ms, muster_recover_result_t* result);
+
 /* Never block. -1 for a NULL comm. */
 MUSTER_COMM_API int muster_comm_rank(const muster_comm_t* comm);
 MUSTER_COMM_API int muster_comm_world_size(const muster_comm_t* comm);

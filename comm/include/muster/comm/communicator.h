@@ -47,7 +47,9 @@
 // communicator is broken (the ranks no longer agree on where they are in the
 // sequence of operations): later operations return ABORTED with the first
 // error's message. Create a new communicator (or, under muster, exit and let
-// the launcher restart the round).
+// the launcher restart the round, or, under --recovery=in-place, call
+// Recover(): see IN-PLACE RECOVERY, where later calls return
+// FAILED_PRECONDITION naming the ended round instead).
 //
 // FAILURE DETECTION. A peer that dies mid-collective does not leave the others
 // waiting for the timeout. Each communicator of more than one rank runs a
@@ -75,14 +77,74 @@
 // peer that dies mid-collective would kill this process silently. A handler
 // the program installed is kept.
 //
-// THREAD-SAFETY: every method may be called from any thread, but every rank
-// must issue the same collectives (and NewGroup calls of the groups it is in),
-// with the same counts, dtypes, ops and roots, in the same order. Collectives
-// run one at a time, in the order they were issued on this rank (a blocking
-// call issued while asynchronous ones are pending runs after them). Send and
-// Recv are not ordered with collectives: they match each other by (peer, tag)
-// in the order they were posted. rank(), world_size(), backend_name() never
-// block.
+// THREAD-SAFETY: every method but Recover may be called from any thread, but
+// every rank must issue the same collectives (and NewGroup calls of the groups
+// it is in), with the same counts, dtypes, ops and roots, in the same order.
+// Collectives run one at a time, in the order they were issued on this rank (a
+// blocking call issued while asynchronous ones are pending runs after them).
+// Send and Recv are not ordered with collectives: they match each other by
+// (peer, tag) in the order they were posted. rank(), world_size(),
+// backend_name() never block. Recover replaces the communicator's insides: no
+// other call on this communicator (rank() and RoundChanged() included) may
+// run concurrently with it; Work::Wait on its operations may.
+//
+// IN-PLACE RECOVERY (muster --recovery=in-place). The agent keeps the
+// workers of the nodes that survive a lost node, a newcomer or a worker
+// failure elsewhere, and tells them the next round through a control channel
+// (MUSTER_CONTROL_DIR, opened by Init/FromEnvironment; docs/architecture.md
+// "Control channel"). A training loop:
+//
+//   for (;;) {
+//     if (comm->RoundChanged()) { Recover(); continue; }  // at a step end
+//     absl::Status s = comm->AllReduce(grad, ReduceOp::kAvg);
+//     if (!s.ok() && comm->RoundChanged()) { Recover(); continue; }
+//     if (!s.ok()) return s;
+//     ...
+//   }
+//   where Recover() calls comm->Recover(timeout), then has rank 0 broadcast
+//   the step and the parameters (a newcomer has neither), and redoes the
+//   step.
+//
+// The guarantees:
+//   * A collective interrupted by the loss of a peer fails as without the
+//     channel: ABORTED "peer rank N ... was lost" (or the round's end, or the
+//     peer's own failure), on every rank that was in it, within moments.
+//   * BUFFERS of a failed collective: the input of an out-of-place call is
+//     untouched; the output (and the data of an in-place call) is
+//     unspecified: it may hold the old values, a partial result, or a mix. A
+//     rank that needs the old values keeps a copy (train.cc keeps its
+//     parameters and recomputes the step).
+//   * The round then ENDED for this communicator: every later call (a
+//     collective, Send/Recv, Start*, NewGroup) fails at once with
+//     FAILED_PRECONDITION "round 3 ended (<why>); call Recover() ..." and
+//     moves no byte, until Recover succeeds. RoundChanged() ends it the same
+//     way when the agent announced a new round (a newcomer waits: grow at a
+//     step boundary).
+//   * WHICH RANKS CONTINUE: those whose agent kept them (survivors of the
+//     lost node's failure, every rank of a job that grows). Recover returns
+//     each one's new rank and world size: the survivors keep their order,
+//     ranks compacted; newcomers come after them. A worker the agent did not
+//     keep is stopped by it; Recover never returns in such a process.
+//   * WORK objects of the ended round finish (never hang): an operation
+//     queued or running when the round ended, or when Recover was called,
+//     returns its failure or FAILED_PRECONDITION naming the round from
+//     Work::Wait. Their buffers are free once Wait has returned.
+//   * GROUPS made with NewGroup belong to their parent's round: they end with
+//     it (their calls fail with FAILED_PRECONDITION "this group was made in
+//     round 3, which ended; make the group again with NewGroup() after
+//     Recover()"), are not recovered (ranks have changed), and are freed by
+//     their owner. After Recover, make them again from the parent.
+//   * Every transport is re-formed on the new round's store (Gloo's mesh, the
+//     shared-memory segments, libmuster_comm's own mesh, the peer monitor);
+//     NCCL shrinks its communicator (ncclCommShrink, NCCL >= 2.27) when the
+//     new round holds exactly the survivors in their old order, else it is
+//     aborted and initialised again. backend_name() may change (a job that
+//     loses its Windows ranks goes back to Gloo).
+//   * rank() and world_size() change only in Recover. The environment
+//     (RANK, WORLD_SIZE, ...) keeps the first round's values: use these.
+// Without the channel (no MUSTER_CONTROL_DIR: --recovery=restart, or not
+// under muster) RoundChanged() is false and Recover() fails with
+// FAILED_PRECONDITION: the launcher restarts the workers as always.
 //
 // BUFFERS: pointers are host memory for Gloo, device memory for NCCL. Counts
 // are in elements of `dtype`. Out-of-place calls take an input and an output
@@ -91,6 +153,7 @@
 #define MUSTER_COMM_COMMUNICATOR_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -198,6 +261,21 @@ struct CommOptions {
   // Where collectives record progress (muster/comm/progress.h). Empty:
   // MUSTER_PROGRESS_FILE; neither: nowhere.
   std::string progress_file;
+
+  // The control channel of in-place recovery (see IN-PLACE RECOVERY): the
+  // worker's directory, where this library writes `hello` and reads `round`.
+  // Empty: MUSTER_CONTROL_DIR for Init and FromEnvironment (the agent sets it
+  // under --recovery=in-place); none for Create. Tests play the agent with it.
+  std::string control_dir;
+};
+
+// What Recover returns: this rank's place in the round it joined.
+struct RecoverResult {
+  int rank = 0;
+  int world_size = 0;
+  int previous_rank = 0;
+  int previous_world_size = 0;
+  int64_t round = 0;  // The launcher's round number.
 };
 
 // Options of one call.
@@ -458,6 +536,35 @@ class Communicator {
     return AllGather(input.data(), output.data(), input.size(), DataTypeOf<T>(),
                      call);
   }
+
+  // ---- In-place recovery (see IN-PLACE RECOVERY in the file comment) ----
+
+  // Whether this communicator's round has ended: the agent announced the
+  // next round (a newcomer waits, a node was lost, a worker failed
+  // elsewhere), or an operation failed. Once true, every call but Recover
+  // fails with FAILED_PRECONDITION naming the round. Call it between steps.
+  // One small file read (a few microseconds), never blocks. Always false
+  // without the control channel. Thread-safe, but not concurrently with
+  // Recover. On a group: whether its
+  // parent's round ended.
+  bool RoundChanged();
+
+  // Joins the next round in place: ends this one (operations queued or in
+  // flight fail, see Work), waits up to `timeout` for the agent to announce a
+  // round after the current one (polling every 2 ms), re-forms every
+  // transport on that round's store, and returns this rank's new place.
+  // If that round ends too while it forms (a second loss), waits for the
+  // next, within the same timeout. Call it on every kept rank (all of them
+  // must, as for a collective), after a failure or RoundChanged(); the
+  // communicator is then usable again. Not concurrently with any other call
+  // on this communicator. Errors: FAILED_PRECONDITION without the control
+  // channel, on a group (make it again with NewGroup), or after Shutdown;
+  // DEADLINE_EXCEEDED naming the control directory and the round waited from
+  // when no round comes (the agent is gone, or no round could form), with
+  // the last attempt's error if one failed; the communicator then stays
+  // ended (Recover may be called again).
+  absl::StatusOr<RecoverResult> Recover(
+      absl::Duration timeout = absl::Minutes(5));
 
   // ---- Lifecycle ----
 
