@@ -141,9 +141,18 @@ class _Group:
         self.round = None  # the _control.Round formed on
         self.store = None
         self.sockets = None
+        # The default group itself: see _retired.
+        self.pg = None
 
 
 _group = None
+# Process groups of ended rounds, kept alive for a while. torch 1.13 frees a
+# gloo group with the GIL held (from DDP's Reducer, say) and joins its worker
+# threads; a worker that is just dropping the tensors of its last op may need
+# the GIL for them, and the process deadlocks (torch 2.x frees groups without
+# the GIL). Held here, a group is freed later, when its threads are long idle:
+# at the next recovery, or at exit.
+_retired = []
 
 
 def init_process_group(backend="gloo", timeout=_DEFAULT_PG_TIMEOUT, **kwargs):
@@ -245,6 +254,17 @@ def store():
     return _group.store if _group is not None else None
 
 
+def destroy_process_group():
+    """torch.distributed.destroy_process_group() for a group made here, at
+    the end of a script: the group itself is freed at exit (see _retired),
+    so that dropping DDP right after the last collective cannot deadlock
+    torch 1.13. Never raises."""
+    if _group is not None and _group.pg is not None:
+        _retired.append((_group.pg, _group.store))
+        _group.pg = None
+    _destroy()
+
+
 # ---- internals
 
 
@@ -270,6 +290,7 @@ def _form(group, rnd):
         raise
     sockets.end()
     group.round, group.store, group.sockets = rnd, store, sockets
+    group.pg = dist.distributed_c10d._get_default_group()
     rnd.export(os.environ)
 
 
@@ -304,6 +325,11 @@ def _abort(group):
     if group.sockets is not None:
         group.sockets.shutdown()
         group.sockets = None
+    # The groups retired at the last recovery are idle by now; this one is not.
+    del _retired[:-1]
+    if group.pg is not None:
+        _retired.append((group.pg, group.store))
+        group.pg = None
     if not dist.is_initialized():
         return
     abort = getattr(dist.distributed_c10d, "_abort_process_group", None)
