@@ -31,6 +31,7 @@ handled here (see docs/migrating-from-torchrun.md, "torch versions").
 Not thread-safe: call these from the training thread.
 """
 
+import atexit
 import datetime
 import os
 import time
@@ -153,6 +154,16 @@ _group = None
 # the GIL). Held here, a group is freed later, when its threads are long idle:
 # at the next recovery, or at exit.
 _retired = []
+
+
+@atexit.register
+def _release():
+    # At exit every group is idle: free them while the interpreter is whole,
+    # not in its finalisation, where their threads could outlive it.
+    del _retired[:]
+    if _group is not None:
+        _group.pg = None
+        _group.store = None
 
 
 def init_process_group(backend="gloo", timeout=_DEFAULT_PG_TIMEOUT, **kwargs):
