@@ -3,6 +3,9 @@
 // worker hosts a TCPStore), across a restart, and on a TLS musterd that
 // requires a token (the workers get their round's credential). In-place
 // recovery with real agents: InPlace* below.
+#include <signal.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -21,6 +24,7 @@
 #include "tests/testing/ports.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/tls_certs.h"
+#include "tests/testing/wait.h"
 
 namespace muster {
 namespace {
@@ -130,6 +134,174 @@ TEST_F(TorchE2eTest, TlsMusterdWithATokenGivesWorkersTheirCredential) {
             (std::set<std::tuple<int, int, int>>{{0, 2, 3}, {1, 2, 3}}))
       << out;
   EXPECT_THAT(out, Not(HasSubstr(kToken)));
+}
+
+// --- In-place recovery with real agents (--recovery=in-place), one worker
+// per node, each agent its own node on loopback.
+
+constexpr char kFastConf[] =
+    "last_call_timeout=1,keep_alive_interval=0.25,keep_alive_max_attempt=12";
+
+// The pid a node's worker printed in "start: rank R of W pid P" (0: none
+// yet), and how many such lines the node printed.
+std::pair<long, int> StartedPid(const std::string& out) {
+  static const std::regex kStart(R"(start: rank \d+ of \d+ pid (\d+))");
+  long pid = 0;
+  int count = 0;
+  for (const std::string& line : LinesWith(out, "start: rank")) {
+    std::smatch m;
+    if (std::regex_search(line, m, kStart)) {
+      pid = std::stol(m[1]);
+      ++count;
+    }
+  }
+  return {pid, count};
+}
+
+// Whether the node's worker is in a round of `world` ranks: it started in one
+// or recovered into one.
+bool InWorldOf(const std::string& out, int world) {
+  const std::string of = absl::StrCat(" of ", world);
+  for (const std::string& line : LinesWith(out, "start: rank")) {
+    if (line.find(of + " pid") != std::string::npos) return true;
+  }
+  for (const std::string& line : LinesWith(out, "recovered: rank")) {
+    if (line.find(of + " at step") != std::string::npos) return true;
+  }
+  return false;
+}
+
+class TorchInPlaceE2eTest : public TorchE2eTest {
+ protected:
+  std::unique_ptr<Subprocess> StartNode(const std::string& job,
+                                        const std::string& nnodes,
+                                        std::vector<std::string> program) {
+    std::vector<std::string> argv = {
+        BinPath("muster"),     "--nnodes=" + nnodes,
+        "--nproc-per-node=1",  "--recovery=in-place",
+        "--rdzv-backend=c10d", "--rdzv-endpoint=" + musterd_.endpoint(),
+        "--rdzv-id=" + job,    std::string("--rdzv-conf=") + kFastConf,
+        "--run-path"};
+    argv.insert(argv.end(), program.begin(), program.end());
+    return std::make_unique<Subprocess>(argv, LauncherEnv());
+  }
+
+  static std::vector<std::string> Example(int steps) {
+    return {SourceDir() + "/examples/ddp_inplace.py",
+            absl::StrCat("--steps=", steps), "--step-ms=50"};
+  }
+
+  MusterdProcess musterd_;
+};
+
+// The issue's "done when": three nodes of one worker, kill -9 of one agent:
+// both survivors recover to a world of 2 (the same processes), a fourth node
+// grows it back to 3, every agent exits 0 and rank 0 says all 3 ranks agree.
+TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
+  ASSERT_TRUE(musterd_.ready()) << musterd_.proc().Output();
+  auto a = StartNode("torchshrink", "2:3", Example(700));
+  auto b = StartNode("torchshrink", "2:3", Example(700));
+  auto c = StartNode("torchshrink", "2:3", Example(700));
+  std::vector<Subprocess*> nodes = {a.get(), b.get(), c.get()};
+  auto dump = [&] {
+    std::string s;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      absl::StrAppend(&s, "--- node ", i, ":\n", nodes[i]->Output());
+    }
+    return s;
+  };
+  // Every node's worker in a round of 3 (the first round, or grown into it
+  // when a node joined late), and training.
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        return InWorldOf(a->Output(), 3) && InWorldOf(b->Output(), 3) &&
+               InWorldOf(c->Output(), 3) &&
+               (a->Output() + b->Output() + c->Output()).find("step 50:") !=
+                   std::string::npos;
+      },
+      absl::Seconds(180)))
+      << dump();
+  const long pid_a = StartedPid(a->Output()).first;
+  const long pid_b = StartedPid(b->Output()).first;
+
+  c->Signal(SIGKILL);  // kill -9 of the agent; its worker dies with it
+  const absl::Time lost = absl::Now();
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return InWorldOf(a->Output(), 2) && InWorldOf(b->Output(), 2); },
+      absl::Seconds(60)))
+      << dump();
+  const absl::Duration shrink = absl::Now() - lost;
+  // The same processes: one start each, the pids of before.
+  EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << dump();
+  EXPECT_EQ(StartedPid(b->Output()), std::make_pair(pid_b, 1)) << dump();
+  // Generous for a loaded 2-core machine; bench/ measures it.
+  EXPECT_LT(shrink, absl::Seconds(15)) << dump();
+
+  auto d = StartNode("torchshrink", "2:3", Example(700));
+  nodes.push_back(d.get());
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        return InWorldOf(a->Output(), 3) && InWorldOf(b->Output(), 3) &&
+               InWorldOf(d->Output(), 3);
+      },
+      absl::Seconds(180)))
+      << dump();
+  EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << dump();
+  EXPECT_EQ(StartedPid(b->Output()), std::make_pair(pid_b, 1)) << dump();
+
+  for (Subprocess* p : {a.get(), b.get(), d.get()}) {
+    EXPECT_EQ(p->WaitOrKill(absl::Seconds(240)), 0) << dump();
+  }
+  const std::string all = a->Output() + b->Output() + d->Output();
+  EXPECT_THAT(all, HasSubstr("all 3 ranks agree")) << dump();
+  static const std::regex kSum(R"(checksum (\w+))");
+  std::set<std::string> sums;
+  for (const std::string& line : LinesWith(all, "checksum")) {
+    std::smatch m;
+    if (std::regex_search(line, m, kSum)) sums.insert(m[1]);
+  }
+  EXPECT_EQ(sums.size(), 1u) << dump();
+  std::printf("survivors in a world of 2 %.2f s after the kill -9\n",
+              absl::ToDoubleSeconds(shrink));
+}
+
+// A script that does not use muster.torch opens no control channel: under
+// --recovery=in-place its node's workers are restarted as under
+// --recovery=restart (new processes), and the job still succeeds.
+TEST_F(TorchInPlaceE2eTest, AScriptWithoutMusterTorchIsRestarted) {
+  ASSERT_TRUE(musterd_.ready()) << musterd_.proc().Output();
+  const std::vector<std::string> plain = {Worker(), "--plain", "--sleep=6"};
+  auto a = StartNode("torchplain", "1:2", plain);
+  auto b = StartNode("torchplain", "1:2", plain);
+  auto dump = [&] {
+    return absl::StrCat("--- node a:\n", a->Output(), "--- node b:\n",
+                        b->Output());
+  };
+  // Both nodes in one round of 2 (after a round of 1, if b joined late).
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        const auto seen = Allreduces(a->Output() + b->Output());
+        return seen.count({0, 2, 3}) == 1 && seen.count({1, 2, 3}) == 1;
+      },
+      absl::Seconds(180)))
+      << dump();
+  const size_t before = LinesWith(a->Output(), "allreduce").size();
+  b->Signal(SIGKILL);
+  // Node a's worker is started again, alone: one more line, a new pid.
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        const auto lines = LinesWith(a->Output(), "allreduce");
+        return lines.size() > before &&
+               lines.back().find("of 1: allreduce 1") != std::string::npos;
+      },
+      absl::Seconds(180)))
+      << dump();
+  const std::vector<std::string> lines = LinesWith(a->Output(), "allreduce");
+  auto pid_of = [](const std::string& line) {
+    return line.substr(line.rfind(' ') + 1);
+  };
+  EXPECT_NE(pid_of(lines[before - 1]), pid_of(lines.back())) << dump();
+  EXPECT_EQ(a->WaitOrKill(absl::Seconds(120)), 0) << dump();
 }
 
 }  // namespace
