@@ -23,11 +23,14 @@ rank holds the same parameters. Under --recovery=restart it runs as a plain
 DDP script (a failure ends it and the agent restarts every worker).
 """
 
+import time
+
+_STARTED = time.time()  # before torch is imported: --timing reports that cost
+
 import argparse
 import hashlib
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -43,12 +46,17 @@ def parse_args():
                    help="sleep this long per step (so that a job lasts long "
                    "enough to be interrupted)")
     p.add_argument("--batch", type=int, default=8, help="samples per rank")
+    p.add_argument("--timing", action="store_true",
+                   help="print what starting cost (importing torch, the "
+                   "group, DDP) and the wall-clock time of the first step "
+                   "after each start or recovery (bench/torch_recovery.py)")
     return p.parse_args()
 
 
 class Trainer:
     def __init__(self, args):
         self.args = args
+        self.first_step_pending = True
         torch.manual_seed(0)  # the same start everywhere; rank 0 wins anyway
         self.model = torch.nn.Sequential(torch.nn.Linear(16, 32),
                                          torch.nn.Tanh(),
@@ -97,6 +105,7 @@ class Trainer:
         ms = (time.monotonic() - began) * 1000
         print(f"recovered: rank {rank} of {world} at step {self.step} in "
               f"{ms:.0f} ms ({why.splitlines()[0][:120]})", flush=True)
+        self.first_step_pending = True
 
     def checksum(self):
         h = hashlib.sha256()
@@ -116,7 +125,9 @@ class Trainer:
 
 def main():
     args = parse_args()
+    imported = time.time()
     muster.torch.init_process_group(backend="gloo")
+    formed = time.time()
     in_place = muster.torch.recovery_enabled()
     print(f"start: rank {dist.get_rank()} of {dist.get_world_size()} pid "
           f"{os.getpid()}", flush=True)
@@ -129,6 +140,11 @@ def main():
                 failure = None
             elif t.ddp is None:
                 t.start_round()
+                if args.timing:
+                    print(f"timing: import {1000 * (imported - _STARTED):.0f}"
+                          f" ms, group {1000 * (formed - imported):.0f} ms, "
+                          f"state and DDP {1000 * (time.time() - formed):.0f}"
+                          " ms", flush=True)
             if muster.torch.round_changed():
                 failure = "the round changed"
                 continue
@@ -136,6 +152,10 @@ def main():
                 agreed = t.agree()
                 break
             loss = t.train_step()
+            if args.timing and t.first_step_pending:
+                t.first_step_pending = False
+                print(f"first step: rank {dist.get_rank()} step {t.step} at "
+                      f"{time.time():.3f}", flush=True)
             if t.step % 50 == 0 and dist.get_rank() == 0:
                 print(f"step {t.step}: loss {loss:.4f} on "
                       f"{dist.get_world_size()} ranks", flush=True)
