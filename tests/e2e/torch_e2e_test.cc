@@ -265,6 +265,38 @@ TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
               absl::ToDoubleSeconds(shrink));
 }
 
+// Two nodes lost back to back (the second while the round that the first
+// loss ended is re-forming): the last survivor recovers alone, in place, and
+// finishes the job.
+TEST_F(TorchInPlaceE2eTest, ALossDuringRecoveryLeavesTheLastSurvivorTraining) {
+  ASSERT_TRUE(musterd_.ready()) << musterd_.proc().Output();
+  auto a = StartNode("torchtwice", "1:3", Example(400));
+  auto b = StartNode("torchtwice", "1:3", Example(400));
+  auto c = StartNode("torchtwice", "1:3", Example(400));
+  auto dump = [&] {
+    return absl::StrCat("--- node a:\n", a->Output(), "--- node b:\n",
+                        b->Output(), "--- node c:\n", c->Output());
+  };
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        return InWorldOf(a->Output(), 3) && InWorldOf(b->Output(), 3) &&
+               InWorldOf(c->Output(), 3) &&
+               (a->Output() + b->Output() + c->Output()).find("step 50:") !=
+                   std::string::npos;
+      },
+      absl::Seconds(180)))
+      << dump();
+  const long pid_a = StartedPid(a->Output()).first;
+  c->Signal(SIGKILL);
+  b->Signal(SIGKILL);
+  ASSERT_TRUE(testing::WaitUntil([&] { return InWorldOf(a->Output(), 1); },
+                                 absl::Seconds(60)))
+      << dump();
+  EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << dump();
+  EXPECT_EQ(a->WaitOrKill(absl::Seconds(240)), 0) << dump();
+  EXPECT_THAT(a->Output(), HasSubstr("all 1 ranks agree")) << dump();
+}
+
 // A script that does not use muster.torch opens no control channel: under
 // --recovery=in-place its node's workers are restarted as under
 // --recovery=restart (new processes), and the job still succeeds.
