@@ -191,7 +191,44 @@ class TorchInPlaceE2eTest : public TorchE2eTest {
             absl::StrCat("--steps=", steps), "--step-ms=50"};
   }
 
+  // A node of job `job` running the example, kept in nodes_.
+  Subprocess* AddNode(const std::string& job, const std::string& nnodes,
+                      int steps) {
+    nodes_.push_back(StartNode(job, nnodes, Example(steps)));
+    return nodes_.back().get();
+  }
+
+  // Three nodes of the example, once each node's worker is in a round of 3
+  // (the first round, or grown into it when a node joined late) and rank 0
+  // reached step 50. Fails the test (a fatal failure) when that takes over 3
+  // minutes.
+  void StartTraining(const std::string& job, const std::string& nnodes,
+                     int steps) {
+    for (int i = 0; i < 3; ++i) AddNode(job, nnodes, steps);
+    ASSERT_TRUE(testing::WaitUntil(
+        [&] {
+          std::string all;
+          for (const auto& n : nodes_) {
+            if (!InWorldOf(n->Output(), 3)) return false;
+            all += n->Output();
+          }
+          return all.find("step 50:") != std::string::npos;
+        },
+        absl::Seconds(180)))
+        << Dump();
+  }
+
+  // Every node's output, for a failure's message.
+  std::string Dump() const {
+    std::string s;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      absl::StrAppend(&s, "--- node ", i, ":\n", nodes_[i]->Output());
+    }
+    return s;
+  }
+
   MusterdProcess musterd_;
+  std::vector<std::unique_ptr<Subprocess>> nodes_;
 };
 
 // The "done when": three nodes of one worker, kill -9 of one agent:
@@ -199,28 +236,11 @@ class TorchInPlaceE2eTest : public TorchE2eTest {
 // grows it back to 3, every agent exits 0 and rank 0 says all 3 ranks agree.
 TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
   ASSERT_TRUE(musterd_.ready()) << musterd_.proc().Output();
-  auto a = StartNode("torchshrink", "2:3", Example(700));
-  auto b = StartNode("torchshrink", "2:3", Example(700));
-  auto c = StartNode("torchshrink", "2:3", Example(700));
-  std::vector<Subprocess*> nodes = {a.get(), b.get(), c.get()};
-  auto dump = [&] {
-    std::string s;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      absl::StrAppend(&s, "--- node ", i, ":\n", nodes[i]->Output());
-    }
-    return s;
-  };
-  // Every node's worker in a round of 3 (the first round, or grown into it
-  // when a node joined late), and training.
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        return InWorldOf(a->Output(), 3) && InWorldOf(b->Output(), 3) &&
-               InWorldOf(c->Output(), 3) &&
-               (a->Output() + b->Output() + c->Output()).find("step 50:") !=
-                   std::string::npos;
-      },
-      absl::Seconds(180)))
-      << dump();
+  ASSERT_NO_FATAL_FAILURE(StartTraining("torchshrink", "2:3", 700));
+  Subprocess* a = nodes_[0].get();
+  Subprocess* b = nodes_[1].get();
+  Subprocess* c = nodes_[2].get();
+  auto dump = [&] { return Dump(); };
   const long pid_a = StartedPid(a->Output()).first;
   const long pid_b = StartedPid(b->Output()).first;
 
@@ -237,8 +257,7 @@ TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
   // Generous for a loaded 2-core machine; bench/ measures it.
   EXPECT_LT(shrink, absl::Seconds(15)) << dump();
 
-  auto d = StartNode("torchshrink", "2:3", Example(700));
-  nodes.push_back(d.get());
+  Subprocess* d = AddNode("torchshrink", "2:3", 700);
   ASSERT_TRUE(testing::WaitUntil(
       [&] {
         return InWorldOf(a->Output(), 3) && InWorldOf(b->Output(), 3) &&
@@ -249,7 +268,7 @@ TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
   EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << dump();
   EXPECT_EQ(StartedPid(b->Output()), std::make_pair(pid_b, 1)) << dump();
 
-  for (Subprocess* p : {a.get(), b.get(), d.get()}) {
+  for (Subprocess* p : {a, b, d}) {
     EXPECT_EQ(p->WaitOrKill(absl::Seconds(240)), 0) << dump();
   }
   const std::string all = a->Output() + b->Output() + d->Output();
@@ -270,25 +289,12 @@ TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
 // finishes the job.
 TEST_F(TorchInPlaceE2eTest, ALossDuringRecoveryLeavesTheLastSurvivorTraining) {
   ASSERT_TRUE(musterd_.ready()) << musterd_.proc().Output();
-  auto a = StartNode("torchtwice", "1:3", Example(400));
-  auto b = StartNode("torchtwice", "1:3", Example(400));
-  auto c = StartNode("torchtwice", "1:3", Example(400));
-  auto dump = [&] {
-    return absl::StrCat("--- node a:\n", a->Output(), "--- node b:\n",
-                        b->Output(), "--- node c:\n", c->Output());
-  };
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        return InWorldOf(a->Output(), 3) && InWorldOf(b->Output(), 3) &&
-               InWorldOf(c->Output(), 3) &&
-               (a->Output() + b->Output() + c->Output()).find("step 50:") !=
-                   std::string::npos;
-      },
-      absl::Seconds(180)))
-      << dump();
+  ASSERT_NO_FATAL_FAILURE(StartTraining("torchtwice", "1:3", 400));
+  Subprocess* a = nodes_[0].get();
+  auto dump = [&] { return Dump(); };
   const long pid_a = StartedPid(a->Output()).first;
-  c->Signal(SIGKILL);
-  b->Signal(SIGKILL);
+  nodes_[2]->Signal(SIGKILL);
+  nodes_[1]->Signal(SIGKILL);
   ASSERT_TRUE(testing::WaitUntil([&] { return InWorldOf(a->Output(), 1); },
                                  absl::Seconds(60)))
       << dump();
