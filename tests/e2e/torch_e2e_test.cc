@@ -240,7 +240,6 @@ TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
   Subprocess* a = nodes_[0].get();
   Subprocess* b = nodes_[1].get();
   Subprocess* c = nodes_[2].get();
-  auto dump = [&] { return Dump(); };
   const long pid_a = StartedPid(a->Output()).first;
   const long pid_b = StartedPid(b->Output()).first;
 
@@ -249,13 +248,13 @@ TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
   ASSERT_TRUE(testing::WaitUntil(
       [&] { return InWorldOf(a->Output(), 2) && InWorldOf(b->Output(), 2); },
       absl::Seconds(60)))
-      << dump();
+      << Dump();
   const absl::Duration shrink = absl::Now() - lost;
   // The same processes: one start each, the pids of before.
-  EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << dump();
-  EXPECT_EQ(StartedPid(b->Output()), std::make_pair(pid_b, 1)) << dump();
+  EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << Dump();
+  EXPECT_EQ(StartedPid(b->Output()), std::make_pair(pid_b, 1)) << Dump();
   // Generous for a loaded 2-core machine; bench/ measures it.
-  EXPECT_LT(shrink, absl::Seconds(15)) << dump();
+  EXPECT_LT(shrink, absl::Seconds(15)) << Dump();
 
   Subprocess* d = AddNode("torchshrink", "2:3", 700);
   ASSERT_TRUE(testing::WaitUntil(
@@ -264,22 +263,22 @@ TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
                InWorldOf(d->Output(), 3);
       },
       absl::Seconds(180)))
-      << dump();
-  EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << dump();
-  EXPECT_EQ(StartedPid(b->Output()), std::make_pair(pid_b, 1)) << dump();
+      << Dump();
+  EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << Dump();
+  EXPECT_EQ(StartedPid(b->Output()), std::make_pair(pid_b, 1)) << Dump();
 
   for (Subprocess* p : {a, b, d}) {
-    EXPECT_EQ(p->WaitOrKill(absl::Seconds(240)), 0) << dump();
+    EXPECT_EQ(p->WaitOrKill(absl::Seconds(240)), 0) << Dump();
   }
   const std::string all = a->Output() + b->Output() + d->Output();
-  EXPECT_THAT(all, HasSubstr("all 3 ranks agree")) << dump();
+  EXPECT_THAT(all, HasSubstr("all 3 ranks agree")) << Dump();
   static const std::regex kSum(R"(checksum (\w+))");
   std::set<std::string> sums;
   for (const std::string& line : LinesWith(all, "checksum")) {
     std::smatch m;
     if (std::regex_search(line, m, kSum)) sums.insert(m[1]);
   }
-  EXPECT_EQ(sums.size(), 1u) << dump();
+  EXPECT_EQ(sums.size(), 1u) << Dump();
   std::printf("survivors in a world of 2 %.2f s after the kill -9\n",
               absl::ToDoubleSeconds(shrink));
 }
@@ -291,16 +290,15 @@ TEST_F(TorchInPlaceE2eTest, ALossDuringRecoveryLeavesTheLastSurvivorTraining) {
   ASSERT_TRUE(musterd_.ready()) << musterd_.proc().Output();
   ASSERT_NO_FATAL_FAILURE(StartTraining("torchtwice", "1:3", 400));
   Subprocess* a = nodes_[0].get();
-  auto dump = [&] { return Dump(); };
   const long pid_a = StartedPid(a->Output()).first;
   nodes_[2]->Signal(SIGKILL);
   nodes_[1]->Signal(SIGKILL);
   ASSERT_TRUE(testing::WaitUntil([&] { return InWorldOf(a->Output(), 1); },
                                  absl::Seconds(60)))
-      << dump();
-  EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << dump();
-  EXPECT_EQ(a->WaitOrKill(absl::Seconds(240)), 0) << dump();
-  EXPECT_THAT(a->Output(), HasSubstr("all 1 ranks agree")) << dump();
+      << Dump();
+  EXPECT_EQ(StartedPid(a->Output()), std::make_pair(pid_a, 1)) << Dump();
+  EXPECT_EQ(a->WaitOrKill(absl::Seconds(240)), 0) << Dump();
+  EXPECT_THAT(a->Output(), HasSubstr("all 1 ranks agree")) << Dump();
 }
 
 // A script that does not use muster.torch opens no control channel: under
