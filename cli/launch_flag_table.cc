@@ -229,6 +229,23 @@ std::vector<LaunchFlag> MakeTable() {
    return IntValue(f, g, "expected a number of restarts >= 0",
                    &s->config.max_restarts);
  }},
+{.name = "recovery", .value_name = "in-place|restart", .group = kGroupNodes,
+ .default_value = "restart", .fills = "AgentConfig::recovery",
+ .help = "What a round's end costs the workers that still run. restart (the "
+         "default): every agent stops its workers and starts new ones. "
+         "in-place: a node keeps its running workers that opened the control "
+         "channel (libmuster_comm, muster.torch), tells them the next round "
+         "through $MUSTER_CONTROL_DIR, and restarts only the rest.",
+ .apply = MUSTER_APPLY {
+   absl::StatusOr<std::string> mode =
+       WordValue(g, {"in-place", "restart"},
+                 "expected in-place or restart (--recovery=in-place keeps "
+                 "running workers across rounds)");
+   if (!mode.ok()) return mode.status();
+   s->config.recovery = *mode == "in-place" ? agent::Recovery::kInPlace
+                                            : agent::Recovery::kRestart;
+   return absl::OkStatus();
+ }},
 {.name = "monitor-interval", .value_name = "SECONDS", .group = kGroupNodes,
  .default_value = "0.1",
  .bounds = DurationRange{absl::Milliseconds(1), absl::Hours(1)},

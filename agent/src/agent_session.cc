@@ -55,14 +55,26 @@ bool ElasticAgent::Impl::AwaitLease() {
 
 v1::Join ElasticAgent::Impl::JoinWithClaim() const {
   v1::Join join = join_;
+  join.set_recovery_in_place(in_place());
   if (round_.round() > 0) {
     v1::RoundClaim* claim = join.mutable_claim();
     *claim->mutable_round() = round_;
     claim->mutable_round()->clear_peers();
-    claim->set_workers_running(group_ != nullptr &&
-                               state_ == AgentState::kRunning);
+    // Kept workers run too: their lease is renewed while the next round forms
+    // (lease.h), or the fence would stop them.
+    claim->set_workers_running(
+        group_ != nullptr &&
+        (state_ == AgentState::kRunning || state_ == AgentState::kKeeping));
     claim->set_reported(state_ == AgentState::kReported &&
                         last_report_.has_value());
+  }
+  if (state_ == AgentState::kKeeping && group_ != nullptr) {
+    // --recovery=in-place: musterd places this node before the newcomers, in
+    // the order of its previous rank offset.
+    v1::KeptWorkers* kept = join.mutable_kept();
+    kept->set_round(round_.round());
+    kept->set_group_rank(round_.group_rank());
+    kept->set_rank_offset(round_.rank_offset());
   }
   return join;
 }
@@ -78,7 +90,7 @@ void ElasticAgent::Impl::FenceWorkers() {
       << " before it could give their ranks to another round";
   if (group_ != nullptr) group_->Stop(kSignalTerminate, fence_->FenceGrace());
   ReleaseGroup();
-  state_ = AgentState::kJoining;
+  Transition(AgentState::kJoining, "lease fence");
 }
 
 int ElasticAgent::Impl::OnSessionLost(const absl::Status& why) {
@@ -112,8 +124,12 @@ int ElasticAgent::Impl::OnSessionLost(const absl::Status& why) {
 }
 
 absl::Status ElasticAgent::Impl::Rejoin() {
+  Transition(AgentState::kJoining, "rejoin");
+  return SendJoin();
+}
+
+absl::Status ElasticAgent::Impl::SendJoin() {
   v1::AgentMessage msg;
-  state_ = AgentState::kJoining;
   *msg.mutable_join() = JoinWithClaim();
   return client_->Send(msg);
 }

@@ -74,14 +74,13 @@ absl::Status ElasticAgent::Impl::StartHealthServer() {
 void ElasticAgent::Impl::PublishHealth() {
   if (health_ == nullptr) return;
   AgentHealth::Snapshot h;
-  h.state = state_ == AgentState::kJoining   ? "JOINING"
-            : state_ == AgentState::kRunning ? "RUNNING"
-                                             : "REPORTED";
+  h.state = AgentStateName(state_);
   h.round = attempt_ >= 0 ? round_.round() : 0;
   h.restart_count = round_.restart_count();
   h.group_rank = attempt_ >= 0 ? round_.group_rank() : -1;
   h.world_size = round_.world_size();
-  h.workers_running = group_ != nullptr && state_ == AgentState::kRunning
+  h.workers_running = group_ != nullptr && (state_ == AgentState::kRunning ||
+                                            state_ == AgentState::kKeeping)
                           ? config_.nproc_per_node
                           : 0;
   health_->Publish(h);
@@ -288,16 +287,21 @@ void ElasticAgent::Impl::ReleaseGroup() {
   if (group_ == nullptr) return;
   for (int pid : group_->pids()) platform::KeeperForgetGroup(pid);
   group_.reset();
+  controls_.clear();
+  worker_params_.clear();
 }
 
 int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
+  // --recovery=in-place: the kept workers are told the new round; none start.
+  if (state_ == AgentState::kKeeping && ResumeKeptWorkers(ready)) return -1;
   if (attempt_ >= 0 && SameRound(ready) &&
       (group_ != nullptr || state_ == AgentState::kReported)) {
     // The same round again after a reconnect: the workers carry on, and an
     // outcome this agent reported while the server was away is reported again.
     if (state_ == AgentState::kReported && last_report_.has_value())
       Report(*last_report_);
-    if (state_ == AgentState::kJoining) state_ = AgentState::kRunning;
+    if (state_ == AgentState::kJoining)
+      Transition(AgentState::kRunning, "RoundReady resent after a reconnect");
     return -1;
   }
   // Workers of an earlier round still running (the session was lost and the
@@ -316,7 +320,7 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
       v1::AgentMessage msg;
       *msg.mutable_preflight_failed() = *std::move(blocked);
       client_->SetRound(ready.round());
-      state_ = AgentState::kReported;
+      Transition(AgentState::kReported, "preflight failed");
       Report(msg);
       return -1;
     }
@@ -335,6 +339,15 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   }
   RoundWorkers round = MakeRoundWorkers(config_, ready, attempt_dir, endpoint_,
                                         security_, base, NumaCpus());
+  controls_.clear();
+  worker_params_.clear();
+  if (in_place() && !OpenControlChannels(round, attempt_dir)) {
+    // No channel: these workers are restarted at every round's end.
+    for (WorkerSpec& w : round.workers) {
+      w.env.erase("MUSTER_RECOVERY");
+      w.env.erase("MUSTER_CONTROL_DIR");
+    }
+  }
 
   MUSTER_LOG(INFO) << "round " << ready.round() << ": node "
                    << ready.group_rank() << "/" << ready.group_world_size()
@@ -362,7 +375,7 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
   }
   group_ = *std::move(group);
   for (int pid : group_->pids()) platform::KeeperWatchGroup(pid);
-  state_ = AgentState::kRunning;
+  Transition(AgentState::kRunning, "RoundReady: workers started");
   watchdog_.reset();
   if (config_.worker_timeout > absl::ZeroDuration()) {
     watchdog_ = std::make_unique<Watchdog>(
@@ -382,6 +395,7 @@ void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
   MUSTER_LOG(WARNING) << "round " << restart.round()
                       << " ended: " << restart.reason()
                       << "; stopping workers and rejoining";
+  if (KeepWorkers(restart.reason())) return;  // --recovery=in-place
   StopWorkers(kSignalTerminate);
   if (absl::Status s = Rejoin(); !s.ok()) {
     MUSTER_LOG(ERROR) << "cannot rejoin: " << s.message();
@@ -389,6 +403,10 @@ void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
 }
 
 void ElasticAgent::Impl::CheckWorkers() {
+  if (state_ == AgentState::kKeeping) {
+    CheckKeptWorkers();
+    return;
+  }
   if (state_ != AgentState::kRunning || group_ == nullptr) return;
   if (watchdog_ != nullptr && clock_->Now() >= next_watchdog_check_) {
     // A few stat() calls per check; no need to make them at the loop's pace.
@@ -435,6 +453,10 @@ void ElasticAgent::Impl::CheckWorkers() {
     for (const WorkerExit& e : status.exits) {
       if (!e.succeeded()) failed.push_back(e);
     }
+    // Kept workers have the ranks of the round they are in now, not those
+    // they were started with.
+    for (WorkerExit& e : failed)
+      e.global_rank = round_.rank_offset() + e.local_rank;
     const GroupStatus stopped = StopWorkers(kSignalTerminate);
     // The output is drained now: the last stderr line of each failed worker is
     // complete, and stands in for the error file it did not write
@@ -471,7 +493,7 @@ void ElasticAgent::Impl::CheckWorkers() {
                         << e.error_message;
     }
   }
-  state_ = AgentState::kReported;
+  Transition(AgentState::kReported, "workers ended");
   Report(msg);
 }
 
@@ -512,12 +534,16 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       // others went on), theirs is over. Otherwise (musterd restarted: it
       // forms round 1 again) they carry on until a RoundReady says whether the
       // round re-formed as it was.
-      if (group_ != nullptr && w.round() > round_.round()) {
+      // Kept workers (KEEPING) wait for exactly that later round.
+      if (group_ != nullptr && state_ != AgentState::kKeeping &&
+          w.round() > round_.round() &&
+          !KeepWorkers(absl::StrCat("round ", round_.round(),
+                                    " went on without this node"))) {
         MUSTER_LOG(WARNING)
             << "round " << round_.round()
             << " went on without this node; stopping its workers";
         StopWorkers(kSignalTerminate);
-        state_ = AgentState::kJoining;
+        Transition(AgentState::kJoining, "Waiting for a later round");
       }
       if (w.joined() != last_waiting_joined_) {
         last_waiting_joined_ = w.joined();

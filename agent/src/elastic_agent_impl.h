@@ -21,6 +21,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "agent/src/agent_health.h"
+#include "agent/src/agent_state.h"
+#include "agent/src/control_channel.h"
 #include "agent/src/embedded_rendezvous.h"
 #include "agent/src/failure_summary.h"
 #include "agent/src/lease_fence.h"
@@ -44,13 +46,6 @@
 #include "nlohmann/json.hpp"
 
 namespace muster::agent {
-
-enum class AgentState {
-  kJoining,   // Join sent; waiting for RoundReady
-  kRunning,   // workers of the current round are running
-  kReported,  // workers ended and the outcome was reported; waiting for the
-              // server's verdict
-};
 
 class ElasticAgent::Impl {
  public:
@@ -92,6 +87,32 @@ class ElasticAgent::Impl {
   // topology does not change); empty when there is no binding.
   const std::vector<std::vector<int>>& NumaCpus();
   int Shutdown(int exit_code);
+  // Every change of state_: checked against agent_state.h's table (`why` is
+  // logged with a transition the table lacks, a bug).
+  void Transition(AgentState to, const char* why);
+  // --- --recovery=in-place (the control channel: agent/src/control_channel.h)
+  bool in_place() const { return config_.recovery == Recovery::kInPlace; }
+  // Creates each new worker's control directory and writes its first `round`
+  // (running), before the workers start. False (logged) when one cannot be
+  // written: the workers then start without a channel (restart mode's
+  // behaviour for them).
+  bool OpenControlChannels(const RoundWorkers& round,
+                           const std::string& attempt_dir);
+  // RUNNING: every worker runs and its `hello` names its pid.
+  bool CanKeepWorkers();
+  // The round ended (`reason`): keeps the workers when CanKeepWorkers (writes
+  // `changing`, -> KEEPING, Join with kept workers) and returns true; false
+  // leaves everything to the restart path.
+  bool KeepWorkers(const std::string& reason);
+  // KEEPING and the next RoundReady came: `running` with its values to each
+  // kept worker, no process started. False when a kept worker is gone or a
+  // write failed (the workers are stopped then; start new ones).
+  bool ResumeKeptWorkers(const v1::RoundReady& ready);
+  // KEEPING: a kept worker that ended stops the others; the node joins as a
+  // newcomer.
+  void CheckKeptWorkers();
+  // Sends join_ with the claim (JoinWithClaim).
+  absl::Status SendJoin();
   int StopForSignal(int sig);
   absl::Status Rejoin();
   // --- lease fencing (agent/src/lease_fence.h) and round claims
@@ -177,6 +198,11 @@ class ElasticAgent::Impl {
   // The last WorkersSucceeded/WorkersFailed sent, for the current round.
   std::optional<v1::AgentMessage> last_report_;
   std::optional<std::vector<std::vector<int>>> numa_cpus_;
+  // --recovery=in-place: the running workers' control channels and round
+  // values (by local rank), and the attempt directory they were started in.
+  std::vector<ControlChannel> controls_;
+  std::vector<WorkerEnvParams> worker_params_;
+  std::string workers_attempt_dir_;
   std::unique_ptr<LeaseFence> fence_;
   // Several musterd replicas (--rdzv-endpoint=H1:P1,H2:P2): what the sessions
   // learn about which one leads, kept across reconnects.

@@ -13,6 +13,45 @@
 
 namespace muster::agent {
 
+WorkerEnvParams MakeWorkerParams(const AgentConfig& config,
+                                 const v1::RoundReady& ready, int local,
+                                 const std::string& attempt_dir,
+                                 const std::string& store_endpoint,
+                                 const rendezvous::ClientSecurity& security) {
+  WorkerEnvParams p;
+  p.local_rank = local;
+  p.rank = ready.rank_offset() + local;
+  p.world_size = ready.world_size();
+  p.local_world_size = config.nproc_per_node;
+  p.group_rank = ready.group_rank();
+  p.group_world_size = ready.group_world_size();
+  p.role_rank = p.rank;
+  p.role_world_size = ready.world_size();
+  p.role_name = config.role;
+  p.master_addr = ready.master_addr();
+  p.master_port = ready.master_port();
+  p.restart_count = ready.restart_count();
+  p.max_restarts = ready.max_restarts();
+  p.run_id = config.run_id;
+  p.error_file = absl::StrCat(attempt_dir, "/", local, "/error.json");
+  p.progress_file = absl::StrCat(attempt_dir, "/", local, "/progress");
+  p.store_endpoint = store_endpoint;
+  p.store_prefix = ready.store_prefix();
+  p.round = ready.round();
+  p.virtual_local_rank = config.virtual_local_rank;
+  if (!security.token.empty()) {
+    p.store_token =
+        rendezvous::DeriveStoreCredential(security.token, p.store_prefix);
+  }
+  p.store_tls_ca = security.tls_ca;
+  p.store_tls_cert = security.tls_cert;
+  p.store_tls_key = security.tls_key;
+  if (config.recovery == Recovery::kInPlace) {
+    p.control_dir = absl::StrCat(attempt_dir, "/", local, "/control");
+  }
+  return p;
+}
+
 RoundWorkers MakeRoundWorkers(
     const AgentConfig& config, const v1::RoundReady& ready,
     const std::string& attempt_dir, const std::string& store_endpoint,
@@ -21,35 +60,9 @@ RoundWorkers MakeRoundWorkers(
     const std::vector<std::vector<int>>& numa_cpus) {
   RoundWorkers round;
   for (int local = 0; local < config.nproc_per_node; ++local) {
-    WorkerEnvParams p;
-    p.local_rank = local;
-    p.rank = ready.rank_offset() + local;
-    p.world_size = ready.world_size();
-    p.local_world_size = config.nproc_per_node;
-    p.group_rank = ready.group_rank();
-    p.group_world_size = ready.group_world_size();
-    p.role_rank = p.rank;
-    p.role_world_size = ready.world_size();
-    p.role_name = config.role;
-    p.master_addr = ready.master_addr();
-    p.master_port = ready.master_port();
-    p.restart_count = ready.restart_count();
-    p.max_restarts = ready.max_restarts();
-    p.run_id = config.run_id;
-    p.error_file = absl::StrCat(attempt_dir, "/", local, "/error.json");
-    p.progress_file = absl::StrCat(attempt_dir, "/", local, "/progress");
+    WorkerEnvParams p = MakeWorkerParams(config, ready, local, attempt_dir,
+                                         store_endpoint, security);
     round.progress_files.push_back(p.progress_file);
-    p.store_endpoint = store_endpoint;
-    p.store_prefix = ready.store_prefix();
-    p.round = ready.round();
-    p.virtual_local_rank = config.virtual_local_rank;
-    if (!security.token.empty()) {
-      p.store_token =
-          rendezvous::DeriveStoreCredential(security.token, p.store_prefix);
-    }
-    p.store_tls_ca = security.tls_ca;
-    p.store_tls_cert = security.tls_cert;
-    p.store_tls_key = security.tls_key;
     std::error_code ec;
     std::filesystem::create_directories(absl::StrCat(attempt_dir, "/", local),
                                         ec);
@@ -62,6 +75,7 @@ RoundWorkers MakeRoundWorkers(
     if (static_cast<size_t>(local) < numa_cpus.size())
       spec.cpu_affinity = numa_cpus[static_cast<size_t>(local)];
     round.workers.push_back(std::move(spec));
+    round.params.push_back(std::move(p));
   }
   OutputOptions& output = round.output;
   output.redirects = config.redirects;

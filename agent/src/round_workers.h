@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "muster/agent/config.h"
+#include "muster/agent/worker_env.h"
 #include "muster/agent/worker_group.h"
 #include "muster/rendezvous/security.h"
 #include "muster/v1/rendezvous.pb.h"
@@ -20,8 +21,20 @@ struct RoundWorkers {
   std::vector<WorkerSpec> workers;
   // Local rank i's MUSTER_PROGRESS_FILE, for the watchdog.
   std::vector<std::string> progress_files;
+  // Local rank i's round values (its environment's; the control channel's
+  // `round` under --recovery=in-place).
+  std::vector<WorkerEnvParams> params;
   OutputOptions output;
 };
+
+// Local rank `local`'s round values for `ready` (see MakeRoundWorkers for the
+// arguments): the environment of a new worker, and the `round` file of a kept
+// one (whose attempt_dir stays the one it was started in).
+WorkerEnvParams MakeWorkerParams(const AgentConfig& config,
+                                 const v1::RoundReady& ready, int local,
+                                 const std::string& attempt_dir,
+                                 const std::string& store_endpoint,
+                                 const rendezvous::ClientSecurity& security);
 
 // `attempt_dir` is <run_dir>/attempt_<n>; `store_endpoint` the workers'
 // MUSTER_STORE_ENDPOINT; `security` the session's (its token derives the

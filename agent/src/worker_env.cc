@@ -90,6 +90,16 @@ std::map<std::string, std::string> BuildWorkerEnv(
   } else {
     env.erase("MUSTER_PROGRESS_FILE");
   }
+  // --recovery=in-place: the worker's control channel (docs/architecture.md,
+  // "Control channel"). Without it a library leaves the channel alone, so an
+  // inherited one (an outer launcher's) is removed.
+  if (!params.control_dir.empty()) {
+    set("MUSTER_RECOVERY", "in-place");
+    set("MUSTER_CONTROL_DIR", params.control_dir);
+  } else {
+    env.erase("MUSTER_RECOVERY");
+    env.erase("MUSTER_CONTROL_DIR");
+  }
   // Workers never see the job token; they get their round's Store credential.
   env.erase("MUSTER_RDZV_TOKEN");
   for (const auto& [name, value] :

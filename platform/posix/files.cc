@@ -98,6 +98,22 @@ absl::StatusOr<std::string> MakeTempDirectory(const std::string& prefix,
   return tmpl;
 }
 
+absl::Status MakePrivateDirectory(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p(path);
+  if (p.has_parent_path())
+    std::filesystem::create_directories(p.parent_path(), ec);
+  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  if (chmod(path.c_str(), 0700) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<FileLock>> FileLock::TryLock(
     const std::string& path) {
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

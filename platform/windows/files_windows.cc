@@ -227,6 +227,18 @@ absl::StatusOr<std::string> MakeTempDirectory(const std::string& prefix,
                                           "XXXXXX: ", LastErrorText()));
 }
 
+absl::Status MakePrivateDirectory(const std::string& path) {
+  // The directory inherits its parent's ACL (the log directory's, private to
+  // the user as MakeTempDirectory's is).
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(Widen(path)), ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", path, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<FileLock>> FileLock::TryLock(
     const std::string& path) {
   UniqueHandle h(

@@ -173,11 +173,19 @@ void Coordinator::Impl::CloseRound(Job& job) {
   for (size_t i = 0; i < job.previous_order.size(); ++i) {
     previous_rank.emplace(job.previous_order[i], static_cast<int>(i));
   }
-  std::vector<std::tuple<int, int64_t, std::string>> candidates;
+  // --recovery=in-place: nodes that keep their workers come first (their
+  // workers carry on, ranks compacted in their previous order); nodes that
+  // start new workers are newcomers after them, even survivors.
+  bool in_place = false;
+  std::vector<std::tuple<int, int, int64_t, std::string>> candidates;
   for (const auto& [id, node] : job.nodes) {
     if (node.status != NodeStatus::kWaiting) continue;
     auto it = previous_rank.find(id);
-    candidates.emplace_back(it == previous_rank.end()
+    const bool newcomer =
+        node.join.recovery_in_place() && !node.join.has_kept();
+    in_place = in_place || node.join.recovery_in_place();
+    candidates.emplace_back(newcomer ? 1 : 0,
+                            it == previous_rank.end()
                                 ? std::numeric_limits<int>::max()
                                 : it->second,
                             node.join_seq, id);
@@ -187,7 +195,9 @@ void Coordinator::Impl::CloseRound(Job& job) {
     candidates.resize(job.max_nodes);
 
   std::vector<MemberSpec> specs;
-  for (const auto& [prev, seq, id] : candidates) {
+  std::vector<std::string> order;  // in-place: the candidates' order
+  for (const auto& [newcomer, prev, seq, id] : candidates) {
+    order.push_back(id);
     const Node& node = job.nodes.at(id);
     specs.push_back(MemberSpec{.node_id = id,
                                .local_world_size = node.join.local_world_size(),
@@ -195,7 +205,7 @@ void Coordinator::Impl::CloseRound(Job& job) {
                                .join_seq = node.join_seq});
   }
   absl::StatusOr<std::vector<RankAssignment>> ranks =
-      AssignRanks(job.previous_order, specs);
+      AssignRanks(in_place ? order : job.previous_order, specs);
   if (!ranks.ok()) {
     FailJob(job, absl::StrCat("round ", job.round,
                               " cannot form: ", ranks.status().message()));

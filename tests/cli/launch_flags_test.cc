@@ -234,6 +234,12 @@ std::vector<FlagCase> AllFlagCases() {
        [](const LaunchCommand& c) {
          EXPECT_EQ(c.config.numa_binding, "exclusive");
        }},
+      {"recovery",
+       "in-place",
+       {},
+       [](const LaunchCommand& c) {
+         EXPECT_EQ(c.config.recovery, agent::Recovery::kInPlace);
+       }},
       {"virtual-local-rank",
        "",
        {},
@@ -1245,6 +1251,19 @@ TEST(TorchrunParityTest, NumaBindingAndEventHandlerValues) {
             "null");
   EXPECT_THAT(ParseError({"--event_log_handler=kafka", "x"}),
               HasSubstr("expected null or console"));
+}
+
+TEST(LaunchFlagsTest, RecoveryModes) {
+  EXPECT_EQ(ParseOk({"x"}).config.recovery, agent::Recovery::kRestart);
+  EXPECT_EQ(ParseOk({"--recovery=restart", "x"}).config.recovery,
+            agent::Recovery::kRestart);
+  EXPECT_EQ(ParseOk({"x"}, {{"PET_RECOVERY", "in-place"}}).config.recovery,
+            agent::Recovery::kInPlace);
+  const std::string bad = ParseError({"--recovery=inplace", "x"});
+  EXPECT_THAT(bad, HasSubstr("inplace"));
+  EXPECT_THAT(bad, HasSubstr("expected in-place or restart"));
+  EXPECT_THAT(ParseError({"x"}, {{"PET_RECOVERY", "sometimes"}}),
+              HasSubstr("PET_RECOVERY"));
 }
 
 TEST(TorchrunParityTest, DuplicateFiltersWithoutTeeWarn) {

@@ -21,6 +21,13 @@ enum class RendezvousMode {
   kDynamic,  // --rdzv-endpoint to a musterd (embedded when is_host)
 };
 
+// --recovery: what a round's end costs the workers that still run.
+enum class Recovery {
+  kRestart,  // every agent stops its workers and starts new ones
+  kInPlace,  // workers that opened the control channel are kept
+             // (docs/architecture.md, "Control channel")
+};
+
 struct AgentConfig {
   RendezvousMode mode = RendezvousMode::kStandalone;
 
@@ -37,6 +44,8 @@ struct AgentConfig {
   std::string role = "default";
   // --max-restarts.
   int max_restarts = 0;
+  // --recovery (PET_RECOVERY).
+  Recovery recovery = Recovery::kRestart;
   // --monitor-interval: how often worker state is checked when nothing else
   // wakes the agent.
   absl::Duration monitor_interval = absl::Milliseconds(100);

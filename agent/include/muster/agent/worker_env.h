@@ -29,6 +29,9 @@ struct WorkerEnvParams {
   std::string store_prefix;    // MUSTER_STORE_PREFIX
   long long round = 0;         // MUSTER_ROUND
   std::string progress_file;   // MUSTER_PROGRESS_FILE (unset when empty)
+  // --recovery=in-place: MUSTER_CONTROL_DIR, with MUSTER_RECOVERY=in-place
+  // (both unset when empty).
+  std::string control_dir;
   // --virtual-local-rank: LOCAL_RANK=0, and CUDA_VISIBLE_DEVICES narrowed to
   // entry local_rank of base's list (or to "local_rank" when base has none).
   bool virtual_local_rank = false;
@@ -50,8 +53,9 @@ struct WorkerEnvParams {
 // user set for either name is copied to the other), OMP_NUM_THREADS=1 (unless
 // set in base, and only when local_world_size > 1), MUSTER_STORE_ENDPOINT,
 // MUSTER_STORE_PREFIX, MUSTER_RUN_ID, MUSTER_ROUND, and MUSTER_PROGRESS_FILE
-// when progress_file is set (else removed), MUSTER_STORE_TOKEN and
-// MUSTER_STORE_TLS_* when set (else removed). The job token
+// when progress_file is set (else removed), MUSTER_RECOVERY=in-place and
+// MUSTER_CONTROL_DIR when control_dir is set (else removed), MUSTER_STORE_TOKEN
+// and MUSTER_STORE_TLS_* when set (else removed). The job token
 // (MUSTER_RDZV_TOKEN) is always removed: workers never see it. Values are
 // formatted as torchrun formats them (decimal integers, "False").
 std::map<std::string, std::string> BuildWorkerEnv(

@@ -48,6 +48,12 @@ std::optional<absl::Time> ModificationTime(const std::string& path);
 absl::StatusOr<std::string> MakeTempDirectory(const std::string& prefix,
                                               const std::string& parent = "");
 
+// Creates directory `path` (and its missing parents) private to this user:
+// mode 0700 on POSIX (the parents get the usual 0777 & ~umask), the inherited
+// ACL on Windows. An existing directory is made 0700. Errors: INTERNAL "cannot
+// create <path>: <the OS's reason>".
+absl::Status MakePrivateDirectory(const std::string& path);
+
 // An exclusive advisory lock on a file, held until destroyed (or the process
 // ends, however). Not reentrant within a process.
 class FileLock {
