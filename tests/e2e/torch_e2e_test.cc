@@ -205,10 +205,12 @@ class TorchInPlaceE2eTest : public TorchE2eTest {
   void StartTraining(const std::string& job, const std::string& nnodes,
                      int steps) {
     for (int i = 0; i < 3; ++i) AddNode(job, nnodes, steps);
+    bool exited = false;  // a node gave up: no point in waiting on
     ASSERT_TRUE(testing::WaitUntil(
         [&] {
           std::string all;
           for (const auto& n : nodes_) {
+            if (!n->Running()) return exited = true;
             if (!InWorldOf(n->Output(), 3)) return false;
             all += n->Output();
           }
@@ -216,6 +218,7 @@ class TorchInPlaceE2eTest : public TorchE2eTest {
         },
         absl::Seconds(180)))
         << Dump();
+    ASSERT_FALSE(exited) << Dump();
   }
 
   // Every node's output, for a failure's message.
