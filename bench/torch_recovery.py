@@ -6,14 +6,15 @@ muster.torch's in-place recovery and with the restart path, in the same run.
 
 Each run: musterd and three nodes on loopback (an agent and its one worker
 each, --nnodes=2:3, fast rdzv-conf), examples/ddp_inplace.py training
-(--step-ms=20 --timing). Once rank 0 reached step 50, the third node's agent
-is killed with SIGKILL (its worker dies with it). Measured: from the kill to
+(--step-ms=20 --timing, --run-path). Once rank 0 reached step 50, the third
+node's agent is killed with SIGKILL (its worker dies with it). Measured: from the kill to
 the first step both survivors complete on the world of 2 (each prints its
 wall clock; the later one counts). Runs alternate between
 --recovery=in-place and --recovery=restart. For the restart path the new
-workers' own report splits their start: importing torch (and muster.torch),
-forming the group, the state broadcast and DDP. Writes
-bench/results/torch-recovery.md.
+workers' own report splits their start: from the process's start (exec) to
+torch and muster.torch imported, forming the group, the state broadcast and
+DDP; the rest is the agent's (the lost node noticed, the old workers stopped,
+the next round formed). Writes bench/results/torch-recovery.md.
 """
 
 import os
@@ -75,7 +76,7 @@ def one_run(musterd, mode, i):
         result = {"training_again_s": again - killed}
         if mode == "restart":
             # The new workers' start: the last timing line of each survivor.
-            parts = [re.findall(r"timing: import (\d+) ms, group (\d+) ms, "
+            parts = [re.findall(r"timing: start and import (\d+) ms, group (\d+) ms, "
                                 r"state and DDP (\d+) ms", n.output())[-1]
                      for n in survivors]
             for k, name in enumerate(("import_s", "group_s", "ddp_s")):
@@ -131,7 +132,7 @@ def main():
         f"| recover() and the state broadcast: {summary([r['recover_call_s'] for r in ip])}; "
         f"same processes in {sum(r['same_processes'] for r in ip)} of {len(ip)} runs |",
         f"| `--recovery=restart` (new processes) | {summary([r['training_again_s'] for r in rs])} "
-        f"| importing torch: {summary([r['import_s'] for r in rs])}; forming the group: "
+        f"| the new process's start and importing torch: {summary([r['import_s'] for r in rs])}; forming the group: "
         f"{summary([r['group_s'] for r in rs])}; state and DDP: {summary([r['ddp_s'] for r in rs])} |",
         "",
     ]
