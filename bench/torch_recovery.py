@@ -13,7 +13,8 @@ wall clock; the later one counts). Runs alternate between
 --recovery=in-place and --recovery=restart. For the restart path the new
 workers' own report splits their start: from the process's start (exec) to
 torch and muster.torch imported, forming the group, the state broadcast and
-DDP; the rest is the agent's (the lost node noticed, the old workers stopped,
+DDP (each part the larger of the two survivors': parts do not add up, since
+the faster one waits in the group for the slower); the rest is the agent's (the lost node noticed, the old workers stopped,
 the next round formed). Writes bench/results/torch-recovery.md.
 """
 
