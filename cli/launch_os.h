@@ -40,10 +40,22 @@ inline constexpr char kDefaultSearchPath[] = "";
 // The Python interpreter PROGRAM.py runs with unless --python or PYTHON_EXEC
 // say otherwise: python.exe (Windows' installers put no python3.exe in PATH).
 inline constexpr char kDefaultPython[] = "python";
+// Between the entries of PATH-like variables (PYTHONPATH).
+inline constexpr char kPathListSeparator = ';';
 #else
 inline constexpr char kDefaultSearchPath[] = "/usr/local/bin:/usr/bin:/bin";
 inline constexpr char kDefaultPython[] = "python3";
+inline constexpr char kPathListSeparator = ':';
 #endif
+
+// The absolute path of the running launcher (Linux: /proc/self/exe; Windows:
+// GetModuleFileNameW); "" when the OS cannot say.
+std::string LauncherPath();
+
+// Sets variable `name` of this process's environment, which the workers
+// inherit (the agent copies it at every round). Call it before any thread
+// starts.
+void SetProcessEnv(const std::string& name, const std::string& value);
 
 // The number of the signal called `name` without its SIG prefix, in upper case
 // ("TERM", "USR1"); nullopt for a name this table does not know.

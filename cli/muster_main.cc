@@ -8,11 +8,13 @@
 #include <grpc/support/log.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/doctor.h"
 #include "cli/launch_flags.h"
+#include "cli/launch_os.h"
 #include "cli/python_interpreter.h"
 #include "cli/stacks.h"
 #include "cli/status.h"
@@ -77,10 +79,28 @@ int main(int argc, char** argv) {
 
   // torchrun runs workers with its own interpreter; muster resolves the one it
   // will use (a pyenv shim becomes the interpreter behind it) and says which.
-  if (std::string line =
-          muster::cli::ResolvePythonInterpreter(&command->config, env);
+  bool finds_muster = false;
+  if (std::string line = muster::cli::ResolvePythonInterpreter(
+          &command->config, env, &finds_muster);
       !line.empty()) {
     MUSTER_LOG(INFO) << line;
+  }
+  // `import muster.torch` in every worker with no setup: the launcher's own
+  // package when the interpreter finds none (the build tree, a prefix outside
+  // Python's path). Set before any thread starts; the agent copies the
+  // environment into every worker's.
+  const std::string python_dir =
+      muster::cli::MusterPythonDir(muster::cli::os::LauncherPath());
+  auto pythonpath = env.find("PYTHONPATH");
+  if (std::optional<std::string> value = muster::cli::WorkerPythonPath(
+          pythonpath != env.end()
+              ? std::optional<std::string>(pythonpath->second)
+              : std::nullopt,
+          python_dir, !command->config.python_interpreter.empty(),
+          finds_muster)) {
+    muster::cli::os::SetProcessEnv("PYTHONPATH", *value);
+    MUSTER_LOG(DEBUG) << "workers import muster from " << python_dir
+                      << " (PYTHONPATH)";
   }
 
   // A closed console must not kill the agent mid-job (nor a keeper that went

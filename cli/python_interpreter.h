@@ -11,6 +11,7 @@
 #define MUSTER_CLI_PYTHON_INTERPRETER_H_
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,12 +20,22 @@
 
 namespace muster::cli {
 
-// Runs `python -c 'import sys; print(sys.executable)'` with `env` and returns
-// the absolute path it prints. A virtual environment's python stays what it is
-// (sys.executable names the venv's own, not its base). Blocks up to `timeout`
-// (the child is killed then). Errors: FAILED_PRECONDITION naming `python` when
-// it cannot be started, exits non-zero, or prints no absolute path.
-absl::StatusOr<std::string> ResolvePython(
+// What one start of the interpreter tells.
+struct PythonFacts {
+  // sys.executable: a virtual environment's python stays what it is (not its
+  // base).
+  std::string executable;
+  // Whether it imports a package `muster` with muster.torch by itself
+  // (installed, or on the user's PYTHONPATH; the current directory does not
+  // count).
+  bool finds_muster = false;
+};
+
+// Runs `python -c '...'` with `env` once and returns what it prints: its
+// absolute path and whether it finds `muster`. Blocks up to `timeout` (the
+// child is killed then). Errors: FAILED_PRECONDITION naming `python` when it
+// cannot be started, exits non-zero, or prints no absolute path.
+absl::StatusOr<PythonFacts> ResolvePython(
     const std::string& python, const std::map<std::string, std::string>& env,
     absl::Duration timeout);
 
@@ -34,9 +45,30 @@ absl::StatusOr<std::string> ResolvePython(
 // run Python /usr/bin/python3.11 (python3 from PATH, via
 // /root/.pyenv/shims/python3)..."), or "" when PROGRAM is not run through
 // Python. A failure to resolve keeps the interpreter as given and says so in
-// the line (CheckProgram reports one that does not exist).
+// the line (CheckProgram reports one that does not exist). `finds_muster`
+// (may be null) gets whether the interpreter imports `muster` by itself;
+// false when PROGRAM is not run through Python or the probe failed.
 std::string ResolvePythonInterpreter(
-    agent::AgentConfig* config, const std::map<std::string, std::string>& env);
+    agent::AgentConfig* config, const std::map<std::string, std::string>& env,
+    bool* finds_muster = nullptr);
+
+// The directory of the launcher's own Python package (import muster.torch):
+// <directory of the launcher>/../lib/python3/dist-packages, the same in the
+// build tree and under every install prefix; "" when that directory holds no
+// muster/torch.py (a launcher built without it).
+std::string MusterPythonDir(const std::string& launcher_path);
+
+// The workers' PYTHONPATH so that `import muster.torch` works with no setup,
+// or nullopt to leave it as it is. `dir` (MusterPythonDir) goes last, after
+// the user's entries, when the workers run Python that does not find `muster`
+// itself (`runs_python` and not `finds_muster`), or, for a program not run
+// through Python (--no-python python3 ...: no interpreter to ask), when
+// `dir` is not Debian's own /usr/lib/python3/dist-packages (which every
+// Debian python3 searches; adding it would put system packages before a
+// virtual environment's). Nothing when `dir` is empty or already listed.
+std::optional<std::string> WorkerPythonPath(
+    const std::optional<std::string>& current, const std::string& dir,
+    bool runs_python, bool finds_muster);
 
 }  // namespace muster::cli
 

@@ -8,6 +8,8 @@
 #   PREFIX/include/muster/{platform,common,rendezvous,comm,v1}/...   public headers (v1: generated protos)
 #   PREFIX/lib/libmuster_*.a, PREFIX/lib/cmake/muster/      find_package(muster) -> muster::comm
 #   PREFIX/lib/muster/examples/train                         the demo trainer
+#   PREFIX/lib/python3/dist-packages/muster/                 import muster.torch (Debian's Python
+#                                                            path when PREFIX is /usr)
 #   PREFIX/share/doc/muster/                                 README, deployment guide, examples
 #   the systemd unit and /etc/muster/musterd.conf: /lib/systemd/system and /etc/muster when
 #   PREFIX is /usr (the package), else PREFIX/lib/systemd/system and PREFIX/etc/muster.
@@ -62,6 +64,14 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/musterConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/musterConfig.cmake ${PROJECT_BINARY_DIR}/musterConfigVersion.cmake
   DESTINATION ${MUSTER_INSTALL_CMAKEDIR} COMPONENT dev)
 
+# --- the Python package (python/CMakeLists.txt): Debian's /usr/lib/python3/dist-packages in the
+# package. Under another prefix the launcher adds the directory to its workers' PYTHONPATH when
+# their interpreter does not find `muster` by itself (cli/python_interpreter.h).
+if(TARGET muster_python)
+  install(DIRECTORY ${MUSTER_PYTHON_DIR}/muster DESTINATION lib/python3/dist-packages
+    COMPONENT runtime FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+endif()
+
 # --- the demo trainer and the documentation
 install(TARGETS train RUNTIME DESTINATION ${CMAKE_INSTALL_LIBDIR}/muster/examples
   COMPONENT runtime)
@@ -71,6 +81,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/deploym
   ${PROJECT_SOURCE_DIR}/deploy/systemd/musterd-etcd-tls.conf
   DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 install(FILES ${PROJECT_SOURCE_DIR}/examples/train.cc ${PROJECT_SOURCE_DIR}/examples/ddp_train.py
+  ${PROJECT_SOURCE_DIR}/examples/ddp_inplace.py
   ${PROJECT_SOURCE_DIR}/deploy/slurm/muster.sbatch
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples COMPONENT runtime)
 
@@ -131,6 +142,8 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # (libgrpc++1.51, libprotobuf32, libabsl20220623, libgloo0, libsystemd0, ...).
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "muster-dev, python3-torch")
+# import muster.torch needs them (and torch); the launcher itself does not.
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "python3-grpcio, python3-protobuf")
 # muster-dev: what a worker project linking the static libraries needs to build.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "muster (= ${PROJECT_VERSION}), libgrpc++-dev, libprotobuf-dev, protobuf-compiler-grpc, libabsl-dev, libgloo-dev, libcivetweb-dev, cmake")

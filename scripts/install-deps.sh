@@ -9,6 +9,8 @@ packages=(
   libabsl-dev libgloo-dev libcli11-dev nlohmann-json3-dev libsystemd-dev libcivetweb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch
+  # import muster.torch (python/): the generated Store client
+  python3-grpcio python3-protobuf
   iproute2 iptables procps psmisc hyperfine
   gnuplot-nox
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes

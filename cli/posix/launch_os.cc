@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 namespace muster::cli::os {
@@ -47,6 +50,17 @@ std::optional<int> SignalNumber(absl::string_view name) {
     if (name == n) return v;
   }
   return std::nullopt;
+}
+
+std::string LauncherPath() {
+  std::error_code ec;
+  std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : self.string();
+}
+
+void SetProcessEnv(const std::string& name, const std::string& value) {
+  setenv(name.c_str(), value.c_str(), 1);
 }
 
 bool IsSignalNumber(int sig) { return sig > 0 && sig < NSIG; }

@@ -1,6 +1,7 @@
 // Windows answers to cli/launch_os.h.
 #include "cli/launch_os.h"
 
+#include <stdlib.h>
 #include <windows.h>
 
 #include <algorithm>
@@ -75,5 +76,20 @@ bool IsSignalNumber(int sig) {
 }
 
 bool IsUncatchableSignal(int sig) { return sig == platform::kSignalKill; }
+
+std::string LauncherPath() {
+  std::wstring buffer(32768, L'\0');
+  const DWORD n = GetModuleFileNameW(nullptr, buffer.data(),
+                                     static_cast<DWORD>(buffer.size()));
+  if (n == 0 || n >= buffer.size()) return "";
+  buffer.resize(n);
+  return platform::windows::Narrow(buffer);
+}
+
+void SetProcessEnv(const std::string& name, const std::string& value) {
+  // _wputenv_s: the CRT's copy (getenv) and the process's (children) both.
+  _wputenv_s(platform::windows::Widen(name).c_str(),
+             platform::windows::Widen(value).c_str());
+}
 
 }  // namespace muster::cli::os

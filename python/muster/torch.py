@@ -1,0 +1,360 @@
+"""torch.distributed on muster: musterd's Store, and in-place recovery.
+
+    import muster.torch
+    muster.torch.init_process_group(backend="gloo")
+    ...
+    for step in ...:
+        if muster.torch.round_changed():          # a newcomer, or a lost node
+            rank, world_size = muster.torch.recover()
+            ...rebuild DDP, rank 0 broadcasts the state...
+        try:
+            train_step()
+        except RuntimeError:                      # a collective failed
+            rank, world_size = muster.torch.recover()
+
+``init_process_group`` makes the default process group of the current round
+over ``MusterStore``, a torch.distributed.Store on musterd's Store in the
+round's namespace (MUSTER_STORE_PREFIX, with the round's credential): no
+worker hosts a TCPStore, so rank 0's death does not take the store with it.
+It works under ``--recovery=restart`` as well (a restart then starts the
+script again, as with torchrun).
+
+Under ``muster --recovery=in-place`` the agent names a control directory
+(MUSTER_CONTROL_DIR); ``init_process_group`` tells the agent this process can
+recover (its ``hello``), and the agent then keeps it when a node is lost or
+one joins. ``round_changed`` says that the round ended; ``recover`` aborts the
+old group, waits for the next round and forms the default group on it.
+
+Supported: torch 1.13 (Debian 12's) and 2.x. What differs between them is
+handled here (see docs/migrating-from-torchrun.md, "torch versions").
+
+Not thread-safe: call these from the training thread.
+"""
+
+import atexit
+import datetime
+import os
+import time
+
+import torch.distributed as dist
+
+from muster import _client
+from muster import _control
+from muster import _sockets
+
+LIBRARY = "muster.torch"
+DEFAULT_RECOVER_TIMEOUT = datetime.timedelta(minutes=5)
+# torch's default_pg_timeout (30 minutes), also the Store's waits.
+_DEFAULT_PG_TIMEOUT = getattr(dist, "default_pg_timeout",
+                              datetime.timedelta(minutes=30))
+# The sub-namespace of torch's keys in the round's namespace, apart from
+# libmuster_comm's and the application's own.
+_KEY_PREFIX = "torch/"
+
+
+class RecoveryError(RuntimeError):
+    """recover() found no round to join in time, or cannot recover here."""
+
+
+def _to_bytes(value):
+    # torch 1.13 passes compare_set's values as lists of ints, 2.x as bytes;
+    # a Python caller may pass str.
+    if isinstance(value, str):
+        return value.encode()
+    return bytes(value)
+
+
+def _seconds(timeout):
+    if isinstance(timeout, datetime.timedelta):
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+class MusterStore(dist.Store):
+    """A torch.distributed.Store on musterd's Store, in one round's namespace.
+
+    Implements what c10d's Python trampoline (PythonStore in
+    torch/csrc/distributed/c10d/init.cpp) calls: set, get, add, compare_set,
+    wait (with and without a timeout), check, deleteKey and getNumKeys (the
+    C++ names, which torch 1.13 and 2.x look up), plus delete_key and
+    num_keys for Python callers. ``get`` and ``wait`` block up to the store's
+    timeout (``set_timeout``; torch sets the process group's); a wait that
+    runs out raises StoreTimeout, and every wait ends at once with RoundEnded
+    when the round ends (musterd drops its namespace). Keys live under
+    "torch/" in the namespace.
+    """
+
+    def __init__(self, client, timeout=_DEFAULT_PG_TIMEOUT):
+        super().__init__()
+        self._client = client
+        self.set_timeout(timeout)
+
+    @property
+    def client(self):
+        return self._client
+
+    def _wait_s(self, timeout=None):
+        return _seconds(self.timeout if timeout is None else timeout)
+
+    def set(self, key, value):
+        self._client.set(_KEY_PREFIX + key, _to_bytes(value))
+
+    def get(self, key):
+        return self._client.get(_KEY_PREFIX + key, self._wait_s())
+
+    def add(self, key, value):
+        return self._client.add(_KEY_PREFIX + key, int(value))
+
+    def compare_set(self, key, expected_value, desired_value):
+        return self._client.compare_set(_KEY_PREFIX + key,
+                                        _to_bytes(expected_value),
+                                        _to_bytes(desired_value))
+
+    def wait(self, keys, timeout=None):
+        self._client.wait([_KEY_PREFIX + k for k in keys],
+                          self._wait_s(timeout))
+
+    def check(self, keys):
+        return self._client.check([_KEY_PREFIX + k for k in keys])
+
+    def deleteKey(self, key):  # noqa: N802 (c10d's name)
+        return self._client.delete(_KEY_PREFIX + key)
+
+    def delete_key(self, key):
+        return self.deleteKey(key)
+
+    def getNumKeys(self):  # noqa: N802 (c10d's name)
+        # The whole namespace's keys (musterd counts per namespace).
+        return self._client.num_keys()
+
+    def num_keys(self):
+        return self.getNumKeys()
+
+
+class _Group:
+    """What this module formed: the default group's round and how."""
+
+    def __init__(self, channel, backend, timeout, kwargs):
+        self.channel = channel
+        self.backend = backend
+        self.timeout = timeout
+        self.kwargs = kwargs
+        self.round = None  # the _control.Round formed on
+        self.store = None
+        self.sockets = None
+        # The default group itself: see _retired.
+        self.pg = None
+
+
+_group = None
+# Process groups of ended rounds, kept alive for a while. torch 1.13 frees a
+# gloo group with the GIL held (from DDP's Reducer, say) and joins its worker
+# threads; a worker that is just dropping the tensors of its last op may need
+# the GIL for them, and the process deadlocks (torch 2.x frees groups without
+# the GIL). Held here, a group is freed later, when its threads are long idle:
+# at the next recovery, or at exit.
+_retired = []
+
+
+@atexit.register
+def _release():
+    # At exit every group is idle: free them while the interpreter is whole,
+    # not in its finalisation, where their threads could outlive it.
+    del _retired[:]
+    if _group is not None:
+        _group.pg = None
+        _group.store = None
+
+
+def init_process_group(backend="gloo", timeout=_DEFAULT_PG_TIMEOUT, **kwargs):
+    """Initialises torch.distributed's default process group for this
+    worker's round, over musterd's Store.
+
+    ``backend`` and ``timeout`` (a timedelta: collectives and the Store's
+    waits) as torch.distributed.init_process_group; other keyword arguments
+    go to it too (not store, rank, world_size, init_method: the round gives
+    them). Under --recovery=in-place it first tells the agent that this
+    process can recover in place (``hello`` in MUSTER_CONTROL_DIR); if the
+    round ends while the group forms, it joins the next one (bounded by
+    ``timeout``). Blocks until every rank of the round has joined. Raises
+    RuntimeError when the group is already initialised, ValueError naming a
+    missing variable when not run under muster, and the Store's or torch's
+    errors.
+    """
+    global _group
+    for given in ("store", "rank", "world_size", "init_method"):
+        if given in kwargs:
+            raise ValueError(f"muster.torch.init_process_group takes no "
+                             f"{given}: the round gives it")
+    if dist.is_initialized():
+        raise RuntimeError("the default process group is already "
+                           "initialised; after a failure call "
+                           "muster.torch.recover()")
+    channel = _control.ControlChannel.from_env(os.environ)
+    first = _control.Round.from_env(os.environ)
+    group = _Group(channel, backend, timeout, kwargs)
+    if channel is not None:
+        channel.write_hello(LIBRARY)
+        running = channel.current_running()
+        if running is not None and running.round >= first.round:
+            first = running
+    try:
+        _form(group, first)
+    except (_client.StoreError, RuntimeError) as e:
+        if channel is None or not channel.changed_since(first):
+            raise
+        # The round ended while it formed (a peer lost): the next one.
+        group.round = first
+        _group = group
+        _join_next(group, time.monotonic() + _seconds(timeout), e)
+        return
+    _group = group
+
+
+def round_changed():
+    """True when the agent announced that this group's round has ended (a
+    newcomer waits, a node was lost, a worker failed elsewhere): call
+    recover() at the next step boundary. One small file read; never blocks.
+    Always False without the control channel (--recovery=restart) and
+    before init_process_group."""
+    g = _group
+    if g is None or g.channel is None:
+        return False
+    return g.channel.changed_since(g.round)
+
+
+def recover(timeout=DEFAULT_RECOVER_TIMEOUT):
+    """Joins the next round in place and returns ``(rank, world_size)``.
+
+    Call it on every kept rank after a collective failed or round_changed()
+    said so. Aborts the old default group (its connections are shut down, so
+    peers still blocked in a collective with this rank fail at once too) and
+    destroys it; waits up to ``timeout`` (a timedelta) for the agent to
+    announce a round after this one (polling the control channel every
+    2 ms); forms the default group on that round's Store namespace, and
+    writes RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK, MASTER_ADDR, ... into
+    os.environ. If that round ends too while forming (another loss), it
+    waits for the next within the same timeout. Objects made on the old
+    group (DDP, subgroups) must be made again. Raises RecoveryError without
+    the control channel (not under --recovery=in-place), before
+    init_process_group, or when no round comes in time (naming the control
+    directory, the round waited from and the likely cause).
+    """
+    g = _group
+    if g is None:
+        raise RecoveryError("muster.torch.recover() before "
+                            "muster.torch.init_process_group()")
+    if g.channel is None:
+        raise RecoveryError(
+            "in-place recovery needs `muster --recovery=in-place` "
+            "(MUSTER_CONTROL_DIR is not set); under --recovery=restart the "
+            "agent restarts the workers instead: let the error end the script")
+    _abort(g)
+    return _join_next(g, time.monotonic() + _seconds(timeout), None)
+
+
+def recovery_enabled():
+    """Whether this worker runs under --recovery=in-place (it has a control
+    channel), so that recover() can keep it."""
+    return _control.ControlChannel.from_env(os.environ) is not None
+
+
+def store():
+    """The MusterStore of the current round (None before
+    init_process_group). Its namespace changes at every recovery."""
+    return _group.store if _group is not None else None
+
+
+def destroy_process_group():
+    """torch.distributed.destroy_process_group() for a group made here, at
+    the end of a script: the group itself is freed at exit (see _retired),
+    so that dropping DDP right after the last collective cannot deadlock
+    torch 1.13. Never raises."""
+    if _group is not None and _group.pg is not None:
+        _retired.append((_group.pg, _group.store))
+        _group.pg = None
+    _destroy()
+
+
+# ---- internals
+
+
+def _form(group, rnd):
+    """Forms the default group on round ``rnd``; exports it to os.environ."""
+    client = _client.StoreClient.from_env(
+        os.environ, prefix=rnd.store_prefix, token=rnd.store_token,
+        endpoint=rnd.store_endpoint or None)
+    store = MusterStore(client, group.timeout)
+    # One call first: the channel connects now, so that its connection is
+    # not counted among the group's sockets below.
+    client.num_keys()
+    ports = {int(e.rsplit(":", 1)[1]) for e in client.endpoints.split(",")}
+    sockets = _sockets.GroupSockets(ports)
+    sockets.begin()
+    try:
+        dist.init_process_group(group.backend, store=store, rank=rnd.rank,
+                                world_size=rnd.world_size,
+                                timeout=group.timeout, **group.kwargs)
+    except BaseException:
+        if dist.is_initialized():
+            _destroy()
+        raise
+    sockets.end()
+    group.round, group.store, group.sockets = rnd, store, sockets
+    group.pg = dist.distributed_c10d._get_default_group()
+    rnd.export(os.environ)
+
+
+def _join_next(group, deadline, last_error):
+    """Waits for a round after group.round and forms on it, again after a
+    round that ends while forming, until ``deadline``."""
+    channel = group.channel
+    waited_from = group.round.round
+    while True:
+        nxt = channel.wait_running_after(group.round.round, deadline)
+        if nxt is None:
+            raise RecoveryError(
+                f"no new round within the timeout: waited from round "
+                f"{waited_from} on the control channel {channel.directory} "
+                f"({channel.describe()}); the agent is gone, or no round "
+                "could form (fewer nodes than --nnodes' minimum?)" +
+                (f"; the last attempt failed: {last_error}"
+                 if last_error is not None else ""))
+        try:
+            _form(group, nxt)
+            return nxt.rank, nxt.world_size
+        except (_client.StoreError, RuntimeError) as e:
+            # A peer lost while forming: the agent announces another round.
+            last_error = e
+            group.round = nxt
+
+
+def _abort(group):
+    """Ends the current default group so that nothing waits on it: its
+    connections shut down (gloo has no abort), NCCL's communicators aborted
+    where torch can, then destroyed. Never raises."""
+    if group.sockets is not None:
+        group.sockets.shutdown()
+        group.sockets = None
+    # The groups retired at the last recovery are idle by now; this one is not.
+    del _retired[:-1]
+    if group.pg is not None:
+        _retired.append((group.pg, group.store))
+        group.pg = None
+    if not dist.is_initialized():
+        return
+    abort = getattr(dist.distributed_c10d, "_abort_process_group", None)
+    if abort is not None and group.backend == "nccl":
+        try:
+            abort()  # torch >= 2.6: NCCL only
+            return
+        except Exception:  # noqa: BLE001 (destroy below)
+            pass
+    _destroy()
+
+
+def _destroy():
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 (already gone)
+        pass
