@@ -3,50 +3,58 @@
 // OPEN in two) goes through Coordinator::Impl::Transition, which checks it
 // against this table (a transition the table does not list is a bug: logged,
 // and tested by job_phase_test). JobState (coordinator.h) is what GetStatus
-// reports; ADOPTING shows there as OPEN.
+// reports; ADOPTING shows there as OPEN. Drawn from the table:
 //
 // clang-format off
 //
-//   a Join: new job, rerun of an ended one, or an OPEN job whose agents all left
-//        │                     (a fresh Job is OPEN; its first round opens)
-//        ▼     ┌──────┐ a round opens: the first, or after an abandoned OPEN job restarts
-//   ┌──────────┴─┐    │
-//   │    OPEN    │ ◄──┘ ◄──────────────────────────────────────────────┐
-//   └┬───┬───┬─┬─┘ ◄──────────────────────┐                            │
-//    │   │   │ │ a new job's first Join    │ a claim that does not fit,│
-//    │   │   │ │ claims a running round    │ adoption_grace passed, or │
-//    │   │   │ │ (a restarted musterd)     │ the job's agents all left │
-//    │   │   │ ▼                           │ (the claimers re-form)    │
-//    │   │   │ ┌────────────┐ ─────────────┘                           │
-//    │   │   │ │  ADOPTING  │                                          │
-//    │   │   │ └─────┬──────┘ every member of the claimed round back:  │
-//    │   │   │       │        RoundReady as claimed, workers run on    │
-//    │   │   │       ▼                                                 │
-//    │   │   └──► ┌────────────┐  Restart{round} to every member: a    │
-//    │   │ round  │  RUNNING   │ ─ member lost, a newcomer below max, ─┘
-//    │   │ closes └─┬────────┬─┘  a worker failure with restarts left,
-//    │   │ (below)  │        │    or --recovery=in-place (keepers first
-//    │   │          │        │    in the next round's order)
-//    │   │          │        │ every member reported success
-//    │   │          │        ▼
-//    │   │          │   ┌───────────┐
-//    │   │          │   │ SUCCEEDED │ JobSucceeded to every agent ──┐
-//    │   │          │   └───────────┘                               │ a Join
-//    │   │          │ no restarts left, a preflight pair            │ reruns it
-//    │   ▼          ▼ that cannot connect                           │ (→ OPEN)
-//    │  ┌──────────┐                                                │
-//    │  │  FAILED  │ JobFailed{root_cause} to every agent ──────────┤
-//    │  └──────────┘                                                │
-//    │  join_timeout with fewer than min joined, or ranks that      │
-//    │  cannot be assigned (OPEN → FAILED)                          │
-//    └──── OPEN → RUNNING: max joined; or min joined and last call  │
-//          or join_timeout passed; or, re-forming, min joined and   │
-//          every survivor back. RoundReady to every member          │
-//                                                                   ▼
-//                                                                 OPEN
-// Forbidden: everything else, e.g. RUNNING → ADOPTING (only a job the
-// server did not know adopts), ADOPTING → FAILED or SUCCEEDED (an adopted
-// round ends only once RUNNING), SUCCEEDED ↔ FAILED, any ended → RUNNING.
+//     a Join: a new job; a rerun of an ended job once its agents are gone
+//     (SUCCEEDED/FAILED → OPEN); an OPEN or ADOPTING job whose agents all left
+//     (→ OPEN)
+//             │
+//             │
+//             │                   a round opens (a fresh job's first)
+//             │                       ┌─────┐
+//             ▼                       ▼     │
+//        ┌──────────────────────────────────┴─┐ a new job's first Join claims a     ┌────────────┐
+//        │                OPEN                │────────────────────────────────────►│  ADOPTING  │
+//        └─┬───────────────┬──────────────────┘◄────────────────────────────────────│  (reported │
+//          │               │          ▲         running round (a restarted musterd);│  as OPEN)  │
+//          │               │          │         back when a claim does not fit, or  └─────┬──────┘
+//          │ join_timeout  │ the round│         at adoption_grace: the claimers           │ every
+//          │ below min,    │ closes ¹ │         re-form a round                           │ member of
+//          │ or ranks      │          │                                                   │ the claimed
+//          │ that cannot   │          │ Restart{round} to every                           │ round back:
+//          │ be assigned   │          │ member: a member lost, a                          │ RoundReady
+//          │               │          │ newcomer below max, a worker                      │ as claimed
+//          │               │          │ failure with restarts left;                       │
+//          │               │          │ in-place: keepers come first ²                    │
+//          │               │          │                                                   │
+//          │               ▼          │                                                   │
+//          │         ┌────────────────┴─────┐                                             │
+//          │         │        RUNNING       │ ◄───────────────────────────────────────────┘
+//          │         └─┬──────────────────┬─┘
+//          │           │ no restarts      │
+//          │           │ left, or a       │ every member reported success
+//          │           │ preflight pair   │
+//          │           │ that cannot      │
+//          │           │ connect          ▼
+//          │           │            ┌───────────┐
+//          │           │            │ SUCCEEDED │ JobSucceeded to every agent
+//          │           │            └───────────┘
+//          ▼           ▼
+//        ┌────────────────┐
+//        │     FAILED     │ JobFailed{root_cause} to every agent
+//        └────────────────┘
+//
+// ¹ max joined; or min joined and last call or join_timeout passed; or, re-forming,
+//   min joined and every survivor back. RoundReady to every member.
+// ² --recovery=in-place: the keepers rejoin with their workers running and come first
+//   in the next round's order (CloseRound).
+// Forbidden (job_phase_test): every other pair. Only a job the server did not know
+// adopts (RUNNING → ADOPTING); an adopted round ends only once it runs (ADOPTING →
+// SUCCEEDED/FAILED); an ended job runs again only through a new round
+// (SUCCEEDED/FAILED → RUNNING); and OPEN → SUCCEEDED, RUNNING → RUNNING,
+// ADOPTING → ADOPTING, SUCCEEDED ↔ FAILED.
 //
 // clang-format on
 #ifndef MUSTER_RENDEZVOUS_SRC_JOB_PHASE_H_
