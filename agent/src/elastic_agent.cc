@@ -88,6 +88,38 @@ void ElasticAgent::Impl::PublishHealth() {
 }
 
 int ElasticAgent::Impl::Setup() {
+  if (int exit = StartRendezvous(); exit >= 0) return exit;
+  if (int exit = ComposeJoin(); exit >= 0) return exit;
+  if (int exit = CheckNodeHealth("before joining"); exit >= 0) return exit;
+  client_ = NewClient(config_.connect_timeout);
+  if (absl::Status s = client_->Start(JoinWithClaim()); !s.ok()) {
+    MUSTER_LOG(ERROR) << s.message();
+    if (config_.mode == RendezvousMode::kStatic && server_ == nullptr) {
+      // torchrun's static rendezvous needs one port on node rank 0
+      // (--master-port, its TCPStore); muster's needs two, and the second
+      // is the one people forget to open.
+      MUSTER_LOG(ERROR)
+          << "static rendezvous: node rank 0 serves muster's rendezvous on "
+          << endpoint_
+          << ", a second port besides --master-port=" << config_.master_port
+          << " (the workers' store); both must be open from every node to "
+             "node rank 0. Move the rendezvous port with "
+             "--rdzv-endpoint=:PORT on every node; `muster doctor "
+          << endpoint_ << "` names what blocks it";
+    }
+    return kExitUnavailable;
+  }
+  session_started_ = clock_->Now();
+  MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at "
+                   << (local_ != nullptr ? "the in-process rendezvous"
+                                         : endpoint_)
+                   << " as node " << join_.node_id() << " ("
+                   << config_.nproc_per_node << " workers, nnodes "
+                   << config_.min_nodes << ":" << config_.max_nodes << ")";
+  return -1;
+}
+
+int ElasticAgent::Impl::StartRendezvous() {
   if (absl::Status s = StartHealthServer(); !s.ok()) {
     MUSTER_LOG(ERROR) << "--health-port: " << s.message();
     return kExitConfigError;
@@ -150,7 +182,10 @@ int ElasticAgent::Impl::Setup() {
     security_.tls_cert.clear();
     security_.tls_key.clear();
   }
+  return -1;
+}
 
+int ElasticAgent::Impl::ComposeJoin() {
   const std::string hostname = LocalHostname();
   std::string advertised = config_.local_addr;
   if (advertised.empty()) {
@@ -213,33 +248,6 @@ int ElasticAgent::Impl::Setup() {
   // RoundReady's lease_seq renews the lease (the client applies it), so
   // musterd need not renew it while this agent waits without workers.
   join_.set_lease_from_round_ready(true);
-
-  if (int rc = CheckNodeHealth("before joining"); rc >= 0) return rc;
-  client_ = NewClient(config_.connect_timeout);
-  if (absl::Status s = client_->Start(JoinWithClaim()); !s.ok()) {
-    MUSTER_LOG(ERROR) << s.message();
-    if (config_.mode == RendezvousMode::kStatic && server_ == nullptr) {
-      // torchrun's static rendezvous needs one port on node rank 0
-      // (--master-port, its TCPStore); muster's needs two, and the second
-      // is the one people forget to open.
-      MUSTER_LOG(ERROR)
-          << "static rendezvous: node rank 0 serves muster's rendezvous on "
-          << endpoint_
-          << ", a second port besides --master-port=" << config_.master_port
-          << " (the workers' store); both must be open from every node to "
-             "node rank 0. Move the rendezvous port with "
-             "--rdzv-endpoint=:PORT on every node; `muster doctor "
-          << endpoint_ << "` names what blocks it";
-    }
-    return kExitUnavailable;
-  }
-  session_started_ = clock_->Now();
-  MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at "
-                   << (local_ != nullptr ? "the in-process rendezvous"
-                                         : endpoint_)
-                   << " as node " << join_.node_id() << " ("
-                   << config_.nproc_per_node << " workers, nnodes "
-                   << config_.min_nodes << ":" << config_.max_nodes << ")";
   return -1;
 }
 

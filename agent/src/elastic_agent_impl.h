@@ -63,7 +63,13 @@ class ElasticAgent::Impl {
 
  private:
   // Start-up: the embedded server (when the mode wants one) and the session.
+  // Each step returns an exit status, or -1 to go on.
   int Setup();
+  // The health server, the embedded rendezvous server or in-process
+  // rendezvous, the endpoint to join, the lease fence and the security.
+  int StartRendezvous();
+  // join_: this node's id, address, master port, sizes and timeouts.
+  int ComposeJoin();
   // A new session with the server (not started): AgentDeps::new_client, the
   // in-process rendezvous, or gRPC.
   std::unique_ptr<rendezvous::RendezvousClient> NewClient(

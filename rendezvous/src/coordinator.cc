@@ -122,6 +122,25 @@ void Coordinator::Impl::DropNamespace(const std::string& prefix) {
   if (options_.on_round_end) options_.on_round_end(prefix);
 }
 
+// ---------- the one place a job's state changes
+
+void Coordinator::Impl::Transition(Job& job, JobPhase to,
+                                   absl::string_view why) {
+  const JobPhase from = job.phase();
+  if (!JobTransitionAllowed(from, to)) {
+    MUSTER_LOG(ERROR) << "internal: job " << job.id << " went from "
+                      << JobPhaseName(from) << " to " << JobPhaseName(to)
+                      << " (" << why
+                      << "), a transition its table does not have; please "
+                         "report this";
+  } else {
+    MUSTER_LOG(DEBUG) << "job " << job.id << ": " << JobPhaseName(from)
+                      << " -> " << JobPhaseName(to) << " (" << why << ")";
+  }
+  job.state = StateOf(to);
+  job.adopting = to == JobPhase::kAdopting;
+}
+
 // ---------- Coordinator
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock)

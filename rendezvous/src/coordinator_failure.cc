@@ -199,7 +199,7 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
 
 void Coordinator::Impl::FailJob(Job& job, const std::string& root_cause) {
   const bool was_running = job.state == JobState::kRunning;
-  job.state = JobState::kFailed;
+  Transition(job, JobPhase::kFailed, "the job failed");
   job.root_cause = root_cause;
   job.last_failure = root_cause;
   job.join_deadline = absl::InfiniteFuture();
@@ -288,8 +288,7 @@ bool Coordinator::Impl::AdoptableClaim(const v1::Join& join) {
 }
 
 void Coordinator::Impl::StartAdoption(Job& job, const v1::Join& join) {
-  job.state = JobState::kOpen;
-  job.adopting = true;
+  Transition(job, JobPhase::kAdopting, "a Join claims a running round");
   job.adopt_deadline = clock_->Now() + options_.adoption_grace;
   job.adopt_round = join.claim().round();
   job.adopt_round.clear_peers();
@@ -363,9 +362,8 @@ void Coordinator::Impl::CompleteAdoption(Job& job) {
   for (const auto& [id, c] : job.adopt_claims)
     order.emplace_back(c.group_rank(), id);
   std::sort(order.begin(), order.end());
-  job.adopting = false;
+  Transition(job, JobPhase::kRunning, "every member of the round is back");
   job.adopt_deadline = absl::InfiniteFuture();
-  job.state = JobState::kRunning;
   job.members.clear();
   job.member_index.clear();
   job.previous_order.clear();
@@ -416,7 +414,7 @@ void Coordinator::Impl::AbandonAdoption(Job& job, const std::string& why) {
   std::vector<std::pair<int, std::string>> order;
   for (const auto& [id, rank] : job.adopt_seen) order.emplace_back(rank, id);
   std::sort(order.begin(), order.end());
-  job.adopting = false;
+  // ADOPTING -> OPEN: OpenRound below makes the transition.
   job.adopt_deadline = absl::InfiniteFuture();
   job.adopt_claims.clear();
   job.adopt_seen.clear();

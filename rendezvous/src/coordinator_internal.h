@@ -14,7 +14,7 @@
 //                           forgetting, Tick's timers
 //   coordinator_status.cc   the status view and counters
 // Each state change happens in exactly one transition function; the event
-// handlers decide which one applies (the diagram is in coordinator.h).
+// handlers decide which one applies (the diagram is in job_phase.h).
 #ifndef MUSTER_RENDEZVOUS_SRC_COORDINATOR_INTERNAL_H_
 #define MUSTER_RENDEZVOUS_SRC_COORDINATOR_INTERNAL_H_
 
@@ -31,6 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -41,6 +42,7 @@
 #include "muster/rendezvous/rank_assignment.h"
 #include "muster/v1/rendezvous.pb.h"
 #include "rendezvous/src/deadline_queue.h"
+#include "rendezvous/src/job_phase.h"
 #include "rendezvous/src/lease.h"
 #include "rendezvous/src/liveness_table.h"
 #include "rendezvous/src/outbox.h"
@@ -137,6 +139,7 @@ void FillPeer(const Member& m, v1::Peer* p);
 
 struct Job {
   std::string id;
+  // Written only by Impl::Transition (job_phase.h has the table); read freely.
   JobState state = JobState::kOpen;
   // Fixed by the first Join (or by the Join that reruns an ended job).
   int32_t min_nodes = 1;
@@ -191,7 +194,7 @@ struct Job {
   // round closes) until every member of that round is back, then runs it on
   // unchanged; at adopt_deadline, or on a claim that does not fit, it opens
   // the next round instead.
-  bool adopting = false;
+  bool adopting = false;  // written only by Impl::Transition (ADOPTING)
   absl::Time adopt_deadline = absl::InfiniteFuture();
   v1::RoundReady adopt_round;  // the first claim (peers cleared)
   std::map<std::string, v1::RoundReady> adopt_claims;  // by node id
@@ -210,6 +213,7 @@ struct Job {
   std::optional<v1::ServerMessage> verdict;
   std::set<std::string> verdict_nodes;
 
+  JobPhase phase() const { return PhaseOf(state, adopting); }
   bool ended() const {
     return state == JobState::kSucceeded || state == JobState::kFailed;
   }
@@ -243,8 +247,6 @@ struct Connection {
   // disconnect, so a rerun of the job waits for its agents to be gone.
   bool closed = false;
 };
-
-// ---------- Impl
 
 // ---------- Impl
 
@@ -352,6 +354,47 @@ class Coordinator::Impl {
   v1::ServerMessage MakeRoundReady(const Job& job,
                                    const std::string& node_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --- Join admission (coordinator_join.cc), OnJoin's steps in order.
+  // 1. Validate: a malformed Join is refused before any state is touched;
+  // sets the lease it asks for.
+  absl::Status ValidateJoin(const v1::Join& join,
+                            const std::shared_ptr<AgentChannel>& channel,
+                            absl::Duration* lease) const;
+  // 2. Admit: the job the Join is for. answered: the Join of a node of an
+  // ended job that missed the verdict, which was sent again (nothing more to
+  // do); fresh: the job was created, rerun or restarted (StartJobAfresh).
+  struct Admission {
+    Job* job = nullptr;
+    bool created = false;
+    bool fresh = false;
+    bool answered = false;
+  };
+  absl::StatusOr<Admission> AdmitJoin(ConnectionId conn, const v1::Join& join,
+                                      std::shared_ptr<AgentChannel>& channel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Resets job to the Join's terms, keeping the round counter (and taking a
+  // restarted musterd's journal for a created one).
+  void StartJobAfresh(Job& job, const v1::Join& join, bool created, bool rerun)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // 3. Register: the connection (liveness, lease, heartbeat deadline) ...
+  void RegisterStream(ConnectionId conn, const v1::Join& join,
+                      std::shared_ptr<AgentChannel> channel,
+                      absl::Duration lease, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ... and the node (a reconnect replaces its old stream).
+  Node& RegisterNode(Job& job, ConnectionId conn, const v1::Join& join)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fresh job's first round: opened, or adopted from the Join's claim.
+  void OpenFirstRound(Job& job, const v1::Join& join, bool created)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // 4. Dispatch: place the node by the job's state.
+  void DispatchJoin(Job& job, Node& node, ConnectionId conn,
+                    const v1::Join& join) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RUNNING: a member carries on (or ends the round, fenced), a newcomer
+  // scales up or waits as a spare.
+  void JoinRunningRound(Job& job, Node& node, ConnectionId conn,
+                        const v1::Join& join)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A Join for a node id that is connected on another stream must present the
   // node's session secret. ALREADY_EXISTS otherwise; nothing is touched.
   absl::Status CheckSessionSecret(const Job& job, ConnectionId conn,
@@ -366,6 +409,11 @@ class Coordinator::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- transitions
+  // Every change of job.state and job.adopting: checked against the table
+  // (job_phase.h); one it does not have is logged as a bug (and made, as the
+  // agent does: the event handlers decided it).
+  void Transition(Job& job, JobPhase to, absl::string_view why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts round job.round + 1 in OPEN; the waiting nodes (spares, newcomers)
   // are its first candidates.
   void OpenRound(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

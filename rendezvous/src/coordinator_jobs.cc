@@ -54,7 +54,7 @@ void Coordinator::Impl::SendFinalAndClose(Job& job,
 // ---------- transitions
 
 void Coordinator::Impl::SucceedJob(Job& job) {
-  job.state = JobState::kSucceeded;
+  Transition(job, JobPhase::kSucceeded, "every member succeeded");
   MUSTER_LOG_AT(options_.event_log_level)
       << "job " << job.id << ": SUCCEEDED in round " << job.round << " ("
       << job.members.size() << " nodes, " << job.restart_count << " restarts)";

@@ -1,10 +1,12 @@
-// Join admission: a Join is validated before any state is touched, then
-// creates, reruns or joins its job, registers the stream, and places the node
-// by the job's state (coordinator_internal.h lists the other parts).
+// Join admission, in four steps (OnJoin, at the end): validate (before any
+// state is touched), admit (create, rerun or join the job), register (the
+// stream and the node), dispatch (place the node by the job's state).
+// coordinator_internal.h lists the other parts.
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "muster/common/ids.h"
 #include "muster/common/logging.h"
@@ -37,9 +39,16 @@ absl::Status Coordinator::Impl::CheckSessionSecret(const Job& job,
       "agent joins as a new node)"));
 }
 
-absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
-                                       std::shared_ptr<AgentChannel> channel) {
-  // Malformed Joins are refused before any state is touched.
+namespace {
+
+// "Join of node n for job j: ", the start of a refusal's message.
+std::string JoinContext(const v1::Join& join) {
+  return absl::StrCat("Join of node ", join.node_id(), " for job ",
+                      join.job_id(), ": ");
+}
+
+// The job and node ids: present, and of the form ids.h allows.
+absl::Status ValidateJoinIds(const v1::Join& join) {
   if (join.job_id().empty()) {
     return absl::InvalidArgumentError("Join: job_id is empty; pass --rdzv-id");
   }
@@ -52,14 +61,13 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     return absl::InvalidArgumentError(
         absl::StrCat("Join for job ", join.job_id(), ": node_id is empty"));
   }
-  if (absl::Status s =
-          ValidateId(absl::StrCat("Join for job ", join.job_id(), ": node_id"),
-                     join.node_id(), "give the agent a node id of that form");
-      !s.ok()) {
-    return s;
-  }
-  const std::string ctx = absl::StrCat("Join of node ", join.node_id(),
-                                       " for job ", join.job_id(), ": ");
+  return ValidateId(absl::StrCat("Join for job ", join.job_id(), ": node_id"),
+                    join.node_id(), "give the agent a node id of that form");
+}
+
+// Sizes, restarts, the rank hint and the timeouts: each within its bounds.
+absl::Status ValidateJoinLimits(const v1::Join& join) {
+  const std::string ctx = JoinContext(join);
   if (join.local_world_size() < 1 ||
       join.local_world_size() > kMaxLocalWorldSize) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -99,31 +107,45 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     return absl::InvalidArgumentError(absl::StrCat(
         ctx, "timeouts must be >= 0 ms (0 = the server's default)"));
   }
-  absl::Duration lease;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Coordinator::Impl::ValidateJoin(
+    const v1::Join& join, const std::shared_ptr<AgentChannel>& channel,
+    absl::Duration* lease) const {
+  if (absl::Status s = ValidateJoinIds(join); !s.ok()) return s;
+  if (absl::Status s = ValidateJoinLimits(join); !s.ok()) return s;
   if (absl::Status s = LeaseOfJoin(join.lease_timeout_ms(),
-                                   options_.default_lease_timeout, &lease);
+                                   options_.default_lease_timeout, lease);
       !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(ctx, s.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(JoinContext(join), s.message()));
   }
   if (channel == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat(ctx, "no channel"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(JoinContext(join), "no channel"));
+  return absl::OkStatus();
+}
 
-  absl::MutexLock lock(&mu_);
-  const absl::Time now = clock_->Now();
-
+absl::StatusOr<Coordinator::Impl::Admission> Coordinator::Impl::AdmitJoin(
+    ConnectionId conn, const v1::Join& join,
+    std::shared_ptr<AgentChannel>& channel) {
   // A stream serves one node of one job for its whole life.
   if (auto c = conns_.find(conn); c != conns_.end()) {
     if (c->second.job_id != join.job_id() ||
         c->second.node_id != join.node_id()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(ctx, "this session already belongs to node ",
-                       c->second.node_id, " of job ", c->second.job_id,
-                       "; open a new session for another job or node"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          JoinContext(join), "this session already belongs to node ",
+          c->second.node_id, " of job ", c->second.job_id,
+          "; open a new session for another job or node"));
     }
   }
 
   auto [job_it, created] = jobs_.try_emplace(join.job_id());
   Job& job = job_it->second;
+  Admission admission{.job = &job, .created = created};
   if (!created && job.ended() && job.verdict.has_value() &&
       job.verdict_nodes.contains(join.node_id())) {
     // A node of the ended job that missed the verdict (its session broke as
@@ -137,7 +159,8 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
     outbox_.Send(channel,
                  std::make_shared<const v1::ServerMessage>(*job.verdict));
     outbox_.Close(std::move(channel), absl::OkStatus());
-    return absl::OkStatus();
+    admission.answered = true;
+    return admission;
   }
   const bool rerun = !created && job.ended();
   if (rerun && !job.nodes.empty()) {
@@ -152,9 +175,13 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   // afresh too: nobody is there to disagree with.
   const bool abandoned =
       !created && job.state == JobState::kOpen && job.nodes.empty();
-  if (!created && !rerun && !abandoned &&
-      (job.min_nodes != join.min_nodes() || job.max_nodes != join.max_nodes() ||
-       job.max_restarts != join.max_restarts())) {
+  admission.fresh = created || rerun || abandoned;
+  if (admission.fresh) {
+    StartJobAfresh(job, join, created, rerun);
+    return admission;
+  }
+  if (job.min_nodes != join.min_nodes() || job.max_nodes != join.max_nodes() ||
+      job.max_restarts != join.max_restarts()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job.id, ": node ", join.node_id(), " asks for ",
         NNodesFlag(join.min_nodes(), join.max_nodes()), " --max-restarts=",
@@ -164,41 +191,47 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         "; give every node the same --nnodes and --max-restarts, or use "
         "another --rdzv-id"));
   }
-  if (!created && !rerun && !abandoned) {
-    absl::Status taken = CheckSessionSecret(job, conn, join);
-    if (!taken.ok()) return taken;
-  }
-  if (created || rerun || abandoned) {
-    // A fresh job, or a rerun: everything but the round counter starts over, so
-    // a rerun's store prefixes never repeat those of the previous run.
-    const int64_t last_round = created ? 0 : job.round;
-    job = Job{};
-    job.id = join.job_id();
-    job.round = last_round;
-    if (auto r = resumed_.find(join.job_id()); created && r != resumed_.end()) {
-      // A restarted musterd: rounds and restarts go on from its journal.
-      job.round = r->second.first;
-      job.restart_count = job.resumed_restart_count = r->second.second;
-      resumed_.erase(r);
-    }
-    job.min_nodes = join.min_nodes();
-    job.max_nodes = join.max_nodes();
-    job.max_restarts = join.max_restarts();
-    job.join_timeout =
-        MillisOr(join.join_timeout_ms(), options_.default_join_timeout);
-    job.last_call_timeout = MillisOr(join.last_call_timeout_ms(),
-                                     options_.default_last_call_timeout);
-    MUSTER_LOG_AT(options_.event_log_level)
-        << "job " << job.id << ": " << (rerun ? "rerun" : "new") << " ("
-        << NNodesFlag(job.min_nodes, job.max_nodes)
-        << " --max-restarts=" << job.max_restarts << ")";
-  }
+  absl::Status taken = CheckSessionSecret(job, conn, join);
+  if (!taken.ok()) return taken;
+  return admission;
+}
 
+void Coordinator::Impl::StartJobAfresh(Job& job, const v1::Join& join,
+                                       bool created, bool rerun) {
+  // A fresh job, or a rerun: everything but the round counter starts over, so
+  // a rerun's store prefixes never repeat those of the previous run.
+  if (!created) Transition(job, JobPhase::kOpen, rerun ? "rerun" : "afresh");
+  const int64_t last_round = created ? 0 : job.round;
+  job = Job{};  // OPEN, as the transition above left it
+  job.id = join.job_id();
+  job.round = last_round;
+  if (auto r = resumed_.find(join.job_id()); created && r != resumed_.end()) {
+    // A restarted musterd: rounds and restarts go on from its journal.
+    job.round = r->second.first;
+    job.restart_count = job.resumed_restart_count = r->second.second;
+    resumed_.erase(r);
+  }
+  job.min_nodes = join.min_nodes();
+  job.max_nodes = join.max_nodes();
+  job.max_restarts = join.max_restarts();
+  job.join_timeout =
+      MillisOr(join.join_timeout_ms(), options_.default_join_timeout);
+  job.last_call_timeout =
+      MillisOr(join.last_call_timeout_ms(), options_.default_last_call_timeout);
+  MUSTER_LOG_AT(options_.event_log_level)
+      << "job " << job.id << ": " << (rerun ? "rerun" : "new") << " ("
+      << NNodesFlag(job.min_nodes, job.max_nodes)
+      << " --max-restarts=" << job.max_restarts << ")";
+}
+
+void Coordinator::Impl::RegisterStream(ConnectionId conn, const v1::Join& join,
+                                       std::shared_ptr<AgentChannel> channel,
+                                       absl::Duration lease, absl::Time now) {
   // Register (or refresh) the connection; a Join counts as a heartbeat.
   Connection& c = conns_[conn];
   UpdateHeartbeatSuggestion();
   c.channel = std::move(channel);
-  c.job_id = job.id;
+  c.job_id = join.job_id();
   c.node_id = join.node_id();
   liveness_.Set(conn, now);
   // Lease fencing: a silent node is not lost before its lease has passed. A
@@ -239,10 +272,12 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   c.heartbeat_interval_ms = join.heartbeat_interval_ms();
   c.closed = false;
   heartbeats_.Arm(conn, now + c.heartbeat_timeout);
+}
 
+Node& Coordinator::Impl::RegisterNode(Job& job, ConnectionId conn,
+                                      const v1::Join& join) {
   auto [node_it, new_node] = job.nodes.try_emplace(join.node_id());
   Node& node = node_it->second;
-  const std::string who = DescribeNode(join.hostname(), join.node_id());
   if (!new_node && node.conn != conn) {
     // Reconnect: the newer session of a node wins; the old stream is most
     // likely dead already.
@@ -255,37 +290,44 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
       EraseConnection(old);
     }
     MUSTER_LOG_AT(options_.event_log_level)
-        << "job " << job.id << ": " << who << " reconnected";
+        << "job " << job.id << ": "
+        << DescribeNode(join.hostname(), join.node_id()) << " reconnected";
   }
   node.join = join;
   node.join.clear_session_secret();  // kept only as a digest
   if (!node.session_digest.has_value() && !join.session_secret().empty())
     node.session_digest = HashSecret(join.session_secret());
   node.conn = conn;
+  return node;
+}
 
-  if (created || rerun || abandoned) {
-    job.reforming = false;
-    job.awaited_survivors.clear();
-    if (join.has_claim()) {
-      // Rounds go on from the claimed one: store prefixes never repeat.
-      job.round = std::max(job.round, join.claim().round().round());
-      if (created) {
-        // And restarts from the claimed round's count: the journal is written
-        // at most every 200 ms and may not have it yet.
-        job.restart_count = job.resumed_restart_count =
-            std::max(job.restart_count, join.claim().round().restart_count());
-      }
-    }
-    if (created && AdoptableClaim(join)) {
-      StartAdoption(job, join);  // a restarted musterd: re-adopt the round
-    } else {
-      OpenRound(job);  // round 1 (or the next), with no one waiting yet
+void Coordinator::Impl::OpenFirstRound(Job& job, const v1::Join& join,
+                                       bool created) {
+  job.reforming = false;
+  job.awaited_survivors.clear();
+  if (join.has_claim()) {
+    // Rounds go on from the claimed one: store prefixes never repeat.
+    job.round = std::max(job.round, join.claim().round().round());
+    if (created) {
+      // And restarts from the claimed round's count: the journal is written
+      // at most every 200 ms and may not have it yet.
+      job.restart_count = job.resumed_restart_count =
+          std::max(job.restart_count, join.claim().round().restart_count());
     }
   }
+  if (created && AdoptableClaim(join)) {
+    StartAdoption(job, join);  // a restarted musterd: re-adopt the round
+  } else {
+    OpenRound(job);  // round 1 (or the next), with no one waiting yet
+  }
+}
+
+void Coordinator::Impl::DispatchJoin(Job& job, Node& node, ConnectionId conn,
+                                     const v1::Join& join) {
   if (job.adopting && job.state == JobState::kOpen &&
       node.status != NodeStatus::kWaiting) {
     OnAdoptionJoin(job, node);
-    return absl::OkStatus();
+    return;
   }
   switch (job.state) {
     case JobState::kOpen:
@@ -299,55 +341,83 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
         MUSTER_LOG_AT(job.max_nodes > kWaitingAtOnceMax
                           ? LogLevel::kDebug
                           : options_.event_log_level)
-            << "job " << job.id << ": " << who << " joined round " << job.round;
+            << "job " << job.id << ": "
+            << DescribeNode(join.hostname(), join.node_id()) << " joined round "
+            << job.round;
         AddWaiting(job, node);
       }
       break;
     case JobState::kRunning:
-      if (node.status == NodeStatus::kMember && join.has_claim() &&
-          join.claim().round().round() == job.round &&
-          !join.claim().workers_running() && !join.claim().reported()) {
-        // Lease fencing: its workers of this round were stopped while it was
-        // cut off (or died with its session): the round cannot go on.
-        EndRound(job,
-                 absl::StrCat(who, " stopped its workers of round ", job.round,
-                              " (lease fence: its lease was not renewed)"),
-                 /*worker_failure=*/false);
-      } else if (node.status == NodeStatus::kMember) {
-        // The node carries on in the round it belongs to: tell it the round
-        // again.
-        SendRoundReady(conn, MakeRoundReady(job, node_it->first));
-      } else if (node.status == NodeStatus::kWaiting) {
-        SendWaiting(job, node);
-      } else if (static_cast<int>(job.members.size()) < job.max_nodes &&
-                 job.succeeded.empty()) {
-        job.SetStatus(node, NodeStatus::kWaiting);
-        node.join_seq = job.next_join_seq++;
-        EndRound(
-            job,
-            absl::StrCat(who, " joined; scaling up from ", job.members.size(),
-                         " nodes (max ", job.max_nodes, ")"),
-            /*worker_failure=*/false);
-      } else {
-        // At max, or finishing: once a member's workers have all succeeded, a
-        // scale-up would make every node run the finished work again.
-        MUSTER_LOG_AT(options_.event_log_level)
-            << "job " << job.id << ": " << who << " waits as a spare (round "
-            << job.round
-            << (job.succeeded.empty()
-                    ? absl::StrCat(" runs at max ", job.max_nodes, " nodes)")
-                    : absl::StrCat(" is finishing: ", job.succeeded.size(),
-                                   " of ", job.members.size(),
-                                   " nodes succeeded)"));
-        job.SetStatus(node, NodeStatus::kWaiting);
-        node.join_seq = job.next_join_seq++;
-        SendWaitingToAll(job, &node);
-      }
+      JoinRunningRound(job, node, conn, join);
       break;
     case JobState::kSucceeded:
     case JobState::kFailed:
       break;  // unreachable: an ended job was refused or restarted above
   }
+}
+
+void Coordinator::Impl::JoinRunningRound(Job& job, Node& node,
+                                         ConnectionId conn,
+                                         const v1::Join& join) {
+  const std::string who = DescribeNode(join.hostname(), join.node_id());
+  if (node.status == NodeStatus::kMember && join.has_claim() &&
+      join.claim().round().round() == job.round &&
+      !join.claim().workers_running() && !join.claim().reported()) {
+    // Lease fencing: its workers of this round were stopped while it was
+    // cut off (or died with its session): the round cannot go on.
+    EndRound(job,
+             absl::StrCat(who, " stopped its workers of round ", job.round,
+                          " (lease fence: its lease was not renewed)"),
+             /*worker_failure=*/false);
+  } else if (node.status == NodeStatus::kMember) {
+    // The node carries on in the round it belongs to: tell it the round
+    // again.
+    SendRoundReady(conn, MakeRoundReady(job, join.node_id()));
+  } else if (node.status == NodeStatus::kWaiting) {
+    SendWaiting(job, node);
+  } else if (static_cast<int>(job.members.size()) < job.max_nodes &&
+             job.succeeded.empty()) {
+    job.SetStatus(node, NodeStatus::kWaiting);
+    node.join_seq = job.next_join_seq++;
+    EndRound(job,
+             absl::StrCat(who, " joined; scaling up from ", job.members.size(),
+                          " nodes (max ", job.max_nodes, ")"),
+             /*worker_failure=*/false);
+  } else {
+    // At max, or finishing: once a member's workers have all succeeded, a
+    // scale-up would make every node run the finished work again.
+    MUSTER_LOG_AT(options_.event_log_level)
+        << "job " << job.id << ": " << who << " waits as a spare (round "
+        << job.round
+        << (job.succeeded.empty()
+                ? absl::StrCat(" runs at max ", job.max_nodes, " nodes)")
+                : absl::StrCat(" is finishing: ", job.succeeded.size(), " of ",
+                               job.members.size(), " nodes succeeded)"));
+    job.SetStatus(node, NodeStatus::kWaiting);
+    node.join_seq = job.next_join_seq++;
+    SendWaitingToAll(job, &node);
+  }
+}
+
+// Validate (no lock, nothing touched), admit (the job: new, rerun, or the
+// running one, whose terms the node must share), register (the stream and the
+// node), then dispatch (place the node by the job's state).
+absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
+                                       std::shared_ptr<AgentChannel> channel) {
+  absl::Duration lease;
+  if (absl::Status s = ValidateJoin(join, channel, &lease); !s.ok()) return s;
+
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<Admission> admitted = AdmitJoin(conn, join, channel);
+  if (!admitted.ok()) return admitted.status();
+  if (admitted->answered) return absl::OkStatus();
+  Job& job = *admitted->job;
+
+  RegisterStream(conn, join, std::move(channel), lease, now);
+  Node& node = RegisterNode(job, conn, join);
+  if (admitted->fresh) OpenFirstRound(job, join, admitted->created);
+  DispatchJoin(job, node, conn, join);
   return absl::OkStatus();
 }
 

@@ -107,7 +107,7 @@ v1::ServerMessage Coordinator::Impl::RoundReadyFor(const Job& job,
 // ---------- transitions
 
 void Coordinator::Impl::OpenRound(Job& job) {
-  job.state = JobState::kOpen;
+  Transition(job, JobPhase::kOpen, "a round opens");
   ++job.round;
   job.members.clear();
   job.member_index.clear();
@@ -212,7 +212,7 @@ void Coordinator::Impl::CloseRound(Job& job) {
     return;
   }
 
-  job.state = JobState::kRunning;
+  Transition(job, JobPhase::kRunning, "the round closes");
   job.reforming = false;
   job.awaited_survivors.clear();
   job.join_deadline = absl::InfiniteFuture();

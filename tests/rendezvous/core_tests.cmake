@@ -7,6 +7,8 @@ muster_test(coordinator_scale_test SRCS coordinator_scale_test.cc DEPS muster_re
             TIMEOUT 120)
 # Lease fencing, the server's side (issue 11 item 3): silent loss after the lease, renewals.
 muster_test(lease_test SRCS lease_test.cc DEPS muster_rendezvous_core TIMEOUT 30)
+# The coordinator's transition table (issue 29): every forbidden transition rejected.
+muster_test(job_phase_test SRCS job_phase_test.cc DEPS muster_rendezvous_core TIMEOUT 30)
 # Re-adoption of a running round by a restarted musterd (issue 11 item 4).
 muster_test(adoption_test SRCS adoption_test.cc DEPS muster_rendezvous_core TIMEOUT 30)
 # The heartbeat budget (issue 15): the interval musterd suggests, the one agents follow, renewals.

@@ -3,39 +3,12 @@
 // through AgentChannel, so tests drive it with fake channels and a FakeClock.
 //
 // One job's lifecycle (transitions live in rendezvous/src/coordinator_*.cc,
-// one function per transition; the event handlers decide which applies):
-//
-// clang-format off
-//                        a Join below max, or a waiting node lost:
-//                        Waiting to the waiting nodes
-//                             ┌─────┐
-//                             ▼     │
-//     a Join ──────────► ┌──────────┴─┐
-//     (new job or rerun) │    OPEN    │ ◄───────────────────────────────┐
-//                        └─┬────────┬─┘                                 │
-//  join_timeout with fewer │        │ max joined; or min joined and     │
-//  than min joined, or     │        │ last call or join_timeout passed; │
-//  ranks that cannot be    │        │ or, re-forming, min joined and    │
-//  assigned                │        │ every survivor back. RoundReady   │
-//                          │        │ to every member                   │
-//                          │        ▼                                   │
-//                          │   ┌────────────┐  Restart{round} to every  │
-//                          │   │  RUNNING   │ ─ member: a member lost, ─┘
-//                          │   └─┬────────┬─┘  a newcomer below max
-//                          │     │        │    before any success, or a
-//                          │     │        │    worker failure with
-//                          │     │        │    restarts left
-//                          │     │        │ every member reported success
-//                          │     │        ▼
-//                          │     │   ┌───────────┐
-//                          │     │   │ SUCCEEDED │ JobSucceeded to every agent
-//                          │     │   └───────────┘
-//                          │     │ a worker failure with no restarts left,
-//                          ▼     ▼ or a preflight pair that cannot connect
-//                        ┌──────────┐
-//                        │  FAILED  │ JobFailed{root_cause} to every agent
-//                        └──────────┘
-// clang-format on
+// one function per transition, each changing the state through
+// Impl::Transition; the event handlers decide which applies). A job is OPEN (a
+// round forms), RUNNING, SUCCEEDED or FAILED (JobState). The transitions, with
+// the events that make them and a re-adopted round's ADOPTING (shown as OPEN),
+// are drawn in rendezvous/src/job_phase.h from the table every state change is
+// checked against (job_phase.cc).
 //
 // Entering OPEN begins a new round (numbers increase from 1 and go on across
 // reruns); the round's store namespace is "<job>/<round>", and the namespace
