@@ -65,7 +65,7 @@ if(OPENSSL_FOUND AND gRPC_FOUND)
   add_subdirectory(common)
   add_subdirectory(rendezvous)
   # muster.exe: the agent, doctor (its portable checks; the Windows collector is partial) and
-  # the launcher's command line (cli/windows/launch_os.cc).
+  # the launcher's command line (platform/windows/launch_os_windows.cc).
   add_subdirectory(agent)
   add_subdirectory(doctor)
   add_subdirectory(cli)
