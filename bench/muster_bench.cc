@@ -61,6 +61,7 @@
 #include "muster/comm/communicator.h"
 #include "muster/comm/raw_gloo.h"
 #include "muster/common/net.h"
+#include "muster/platform/env.h"
 #include "muster/rendezvous/grpc_store.h"
 
 namespace {
@@ -225,14 +226,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     muster::rendezvous::GrpcStoreOptions so;
-    so.endpoint = std::getenv("MUSTER_STORE_ENDPOINT");
-    so.prefix = std::getenv("MUSTER_STORE_PREFIX");
+    so.endpoint =
+        muster::platform::GetEnv("MUSTER_STORE_ENDPOINT").value_or("");
+    so.prefix = muster::platform::GetEnv("MUSTER_STORE_PREFIX").value_or("");
     auto store = muster::rendezvous::NewGrpcStore(so);
     if (!store.ok()) {
       std::cerr << "muster-bench: " << store.status() << "\n";
       return 2;
     }
-    const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+    const char* lws = muster::platform::NonEmptyEnv("LOCAL_WORLD_SIZE");
     const bool local = lws != nullptr && std::atoi(lws) == n;
     auto connected = muster::comm::RawGloo::Connect(
         std::shared_ptr<muster::rendezvous::Store>(std::move(*store)), rank, n,
