@@ -58,19 +58,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "comm/gloo/gloo_device.h"
-#include "comm/gloo/reduce.h"
-#include "comm/src/core.h"
-#include "comm/store/gloo_store.h"
-#include "gloo/allreduce.h"
-#include "gloo/allreduce_bcube.h"
-#include "gloo/allreduce_halving_doubling.h"
-#include "gloo/allreduce_ring.h"
-#include "gloo/allreduce_ring_chunked.h"
-#include "gloo/barrier.h"
-#include "gloo/rendezvous/context.h"
 #include "muster/comm/communicator.h"
+#include "muster/comm/raw_gloo.h"
 #include "muster/common/net.h"
+#include "muster/platform/env.h"
 #include "muster/rendezvous/grpc_store.h"
 
 namespace {
@@ -189,84 +180,6 @@ struct Runner {
   std::function<absl::Status()> run;
 };
 
-// Raw Gloo on its own context.
-class RawGloo {
- public:
-  static absl::StatusOr<std::unique_ptr<RawGloo>> Connect(
-      std::shared_ptr<muster::rendezvous::Store> store, int rank, int size,
-      const std::string& host) {
-    auto raw = std::unique_ptr<RawGloo>(new RawGloo());
-    try {
-      muster::comm::internal::CoreConfig config;
-      config.hostname = host;
-      auto device = muster::comm::internal::NewGlooDevice(config);
-      raw->context_ = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-      raw->context_->setTimeout(std::chrono::minutes(10));
-      muster::comm::internal::GlooStore gloo_store(store, "bench/raw/",
-                                                   absl::Minutes(5));
-      raw->context_->connectFullMesh(gloo_store, device);
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat("raw gloo: ", e.what()));
-    }
-    return raw;
-  }
-
-  // A runner for `impl` ("gloo:ring", ...) on data[0..count).
-  absl::StatusOr<Runner> Make(const std::string& impl, float* data,
-                              size_t count) {
-    const int n = static_cast<int>(count);
-    std::vector<float*> ptrs = {data};
-    auto fn = ::gloo::ReductionFunction<float>::sum;
-    std::shared_ptr<::gloo::Algorithm> algo;
-    if (impl == "gloo:ring") {
-      algo =
-          std::make_shared<::gloo::AllreduceRing<float>>(context_, ptrs, n, fn);
-    } else if (impl == "gloo:ring_chunked") {
-      algo = std::make_shared<::gloo::AllreduceRingChunked<float>>(context_,
-                                                                   ptrs, n, fn);
-    } else if (impl == "gloo:halving_doubling") {
-      algo = std::make_shared<::gloo::AllreduceHalvingDoubling<float>>(
-          context_, ptrs, n, fn);
-    } else if (impl == "gloo:bcube") {
-      algo = std::make_shared<::gloo::AllreduceBcube<float>>(context_, ptrs, n,
-                                                             fn);
-    } else if (impl == "gloo:opt_ring" || impl == "gloo:opt_bcube") {
-      const auto algorithm = impl == "gloo:opt_ring"
-                                 ? ::gloo::AllreduceOptions::Algorithm::RING
-                                 : ::gloo::AllreduceOptions::Algorithm::BCUBE;
-      auto ctx = context_;
-      return Runner{[ctx, data, count, algorithm]() {
-        ::gloo::AllreduceOptions opts(ctx);
-        opts.setOutput(data, count);
-        opts.setAlgorithm(algorithm);
-        opts.setReduceFunction(
-            [](void* c, const void* a, const void* b, size_t k) {
-              float* z = static_cast<float*>(c);
-              const float* x = static_cast<const float*>(a);
-              const float* y = static_cast<const float*>(b);
-              for (size_t i = 0; i < k; ++i) z[i] = x[i] + y[i];
-            });
-        ::gloo::allreduce(opts);
-        return absl::OkStatus();
-      }};
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown impl ", impl));
-    }
-    return Runner{[algo]() {
-      algo->run();
-      return absl::OkStatus();
-    }};
-  }
-
-  void Barrier() {
-    ::gloo::BarrierOptions opts(context_);
-    ::gloo::barrier(opts);
-  }
-
- private:
-  std::shared_ptr<::gloo::rendezvous::Context> context_;
-};
-
 double BusFactor(const std::string& op, int n) {
   if (op == "allreduce") return 2.0 * (n - 1) / n;
   if (op == "allgather" || op == "reduce_scatter") return (n - 1.0) / n;
@@ -278,11 +191,11 @@ double BusFactor(const std::string& op, int n) {
 int main(int argc, char** argv) {
   Flags flags;
   if (int rc = Parse(argc, argv, &flags); rc >= 0) return rc;
-  if (!muster::comm::internal::GlooHasBoundBuffers()) {
+  if (!muster::comm::RawGloo::HasBoundBuffers()) {
     for (const std::string& impl : flags.impls) {
       if (flags.impls_given && NeedsBoundBuffers(impl)) {
         std::cerr << "muster-bench: " << impl << " needs Gloo's bound buffers, "
-                  << "which its " << muster::comm::internal::GlooTransportName()
+                  << "which its " << muster::comm::RawGloo::TransportName()
                   << " transport (this platform's) lacks; use gloo:opt_ring "
                      "or gloo:opt_bcube\n";
         return 2;
@@ -301,7 +214,7 @@ int main(int argc, char** argv) {
   const size_t esize = muster::comm::DataTypeSize(flags.dtype);
 
   // Raw Gloo's context (only for allreduce of float32).
-  std::unique_ptr<RawGloo> raw;
+  std::unique_ptr<muster::comm::RawGloo> raw;
   bool need_raw = false;
   for (const std::string& impl : flags.impls) {
     need_raw = need_raw || absl::StartsWith(impl, "gloo:");
@@ -313,16 +226,17 @@ int main(int argc, char** argv) {
       return 2;
     }
     muster::rendezvous::GrpcStoreOptions so;
-    so.endpoint = std::getenv("MUSTER_STORE_ENDPOINT");
-    so.prefix = std::getenv("MUSTER_STORE_PREFIX");
+    so.endpoint =
+        muster::platform::GetEnv("MUSTER_STORE_ENDPOINT").value_or("");
+    so.prefix = muster::platform::GetEnv("MUSTER_STORE_PREFIX").value_or("");
     auto store = muster::rendezvous::NewGrpcStore(so);
     if (!store.ok()) {
       std::cerr << "muster-bench: " << store.status() << "\n";
       return 2;
     }
-    const char* lws = std::getenv("LOCAL_WORLD_SIZE");
+    const char* lws = muster::platform::NonEmptyEnv("LOCAL_WORLD_SIZE");
     const bool local = lws != nullptr && std::atoi(lws) == n;
-    auto connected = RawGloo::Connect(
+    auto connected = muster::comm::RawGloo::Connect(
         std::shared_ptr<muster::rendezvous::Store>(std::move(*store)), rank, n,
         local ? std::string("127.0.0.1") : muster::DefaultAdvertisedAddress());
     if (!connected.ok()) {
@@ -385,12 +299,13 @@ int main(int argc, char** argv) {
       Communicator* c = comm.get();
       if (auto it = forced.find(impl); it != forced.end()) c = it->second.get();
       if (absl::StartsWith(impl, "gloo:")) {
-        auto made = raw->Make(impl, reinterpret_cast<float*>(data), count);
+        auto made = raw->AllReduceSum(impl.substr(5),
+                                      reinterpret_cast<float*>(data), count);
         if (!made.ok()) {
           std::cerr << "muster-bench: " << made.status() << "\n";
           return 2;
         }
-        runner = *made;
+        runner.run = *std::move(made);
       } else if (flags.op == "allreduce") {
         runner.run = [c, data, count, &flags] {
           return c->AllReduce(data, count, flags.dtype, ReduceOp::kSum);

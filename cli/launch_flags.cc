@@ -17,14 +17,16 @@
 #include "absl/strings/strip.h"
 #include "cli/flag_util.h"
 #include "cli/launch_flag_table.h"
-#include "cli/launch_os.h"
 #include "cli/launch_resolve.h"
 #include "cli/slurm.h"
 #include "muster/common/status.h"
 #include "muster/platform/env.h"
 #include "muster/platform/files.h"
+#include "muster/platform/launch_os.h"
 
 namespace muster::cli {
+
+namespace os = platform::os;
 namespace {
 
 using agent::AgentConfig;

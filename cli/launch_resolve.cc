@@ -9,12 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "cli/launch_os.h"
 #include "muster/common/status.h"
+#include "muster/platform/launch_os.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/defaults.h"
 
 namespace muster::cli {
+
+namespace os = platform::os;
 namespace {
 
 using agent::AgentConfig;

@@ -2,7 +2,8 @@
 // was parsed on its own (cli/launch_flag_table.h): cross-flag checks and
 // warnings, the rendezvous mode (see the table in cli/launch_flags.h), and
 // the program's command line. Internal to cli/; pure (no OS call) except
-// ResolveProgram, which asks cli/launch_os.h whether PROGRAM is a plain file.
+// ResolveProgram, which asks muster/platform/launch_os.h whether PROGRAM is a
+// plain file.
 #ifndef MUSTER_CLI_LAUNCH_RESOLVE_H_
 #define MUSTER_CLI_LAUNCH_RESOLVE_H_
 

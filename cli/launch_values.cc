@@ -9,9 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "cli/launch_os.h"
+#include "muster/platform/launch_os.h"
 
 namespace muster::cli {
+
+namespace os = platform::os;
 
 absl::Status ParseNnodes(const Given& g, int* min_nodes, int* max_nodes) {
   static constexpr char kForm[] =

@@ -14,7 +14,7 @@
 
 #include "cli/doctor.h"
 #include "cli/launch_flags.h"
-#include "cli/launch_os.h"
+#include "muster/platform/launch_os.h"
 #include "cli/python_interpreter.h"
 #include "cli/stacks.h"
 #include "cli/status.h"
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   // Python's path). Set before any thread starts; the agent copies the
   // environment into every worker's.
   const std::string python_dir =
-      muster::cli::MusterPythonDir(muster::cli::os::LauncherPath());
+      muster::cli::MusterPythonDir(muster::platform::os::LauncherPath());
   auto pythonpath = env.find("PYTHONPATH");
   if (std::optional<std::string> value = muster::cli::WorkerPythonPath(
           pythonpath != env.end()
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
               : std::nullopt,
           python_dir, !command->config.python_interpreter.empty(),
           finds_muster)) {
-    muster::cli::os::SetProcessEnv("PYTHONPATH", *value);
+    muster::platform::os::SetProcessEnv("PYTHONPATH", *value);
     MUSTER_LOG(DEBUG) << "workers import muster from " << python_dir
                       << " (PYTHONPATH)";
   }

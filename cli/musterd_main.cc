@@ -130,24 +130,133 @@ int UninstallService(const std::string& name) {
   return 0;
 }
 
-// musterd itself: flags, then serving until a stop request.
-int MusterdMain(int argc, char** argv) {
-  muster::SetLogTag("musterd");
-
-  CLI::App app{
-      "musterd: the muster rendezvous server. Agents (`muster "
-      "--rdzv-endpoint=HOST:PORT`) hold a "
-      "session with it; workers bootstrap through its key-value store.",
-      "musterd"};
+// Every setting of musterd, as the flags (and --config) give it.
+struct MusterdFlags {
   std::string listen = "0.0.0.0:29400";
   std::string port_file;
   std::string http_listen;
   std::string heartbeat_timeout;
   std::string state_dir;
   std::string log_level;
-  muster::rendezvous::ServerTls tls;
+  std::string log_file;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
   bool require_token = false;
   std::string admin_token_file;
+  muster::rendezvous::KvStoreLimits store_limits;
+  int session_queues = 0;
+  muster::cli::ReplicaFlags replica;
+  bool install_service = false;
+  bool uninstall_service = false;
+  std::string service_name = "musterd";
+};
+
+// One flag: its name, its help, and how it binds to its field (with its
+// checks). Captureless lambdas, so the table below is plain data.
+struct MusterdFlag {
+  const char* name;
+  const char* help;
+  void (*add)(CLI::App& app, const char* name, const char* help,
+              MusterdFlags* f);
+};
+
+// A Store limit, in bytes or keys, from 1 to `max`.
+CLI::Option* AddLimit(CLI::App& app, const char* name, const char* help,
+                      int64_t* field, int64_t max) {
+  return app.add_option(name, *field, help)
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, max));
+}
+
+// musterd's flags, in --help's order (the launcher's are
+// cli/launch_flag_table.cc).
+// clang-format off
+const MusterdFlag kMusterdFlags[] = {
+    {"--listen", "HOST:PORT to listen on; port 0 picks a free port",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->listen, h)->capture_default_str(); }},
+    {"--http-listen", "HOST:PORT for /healthz, /readyz and /metrics (Prometheus); off unless given",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->http_listen, h); }},
+    {"--port-file", "write the bound port to this file once serving (useful with port 0)",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->port_file, h); }},
+    {"--heartbeat-timeout", "declare an agent lost after this long without a heartbeat, for agents "
+                            "that do not set their own (e.g. 2s, 500ms; default 2s)",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->heartbeat_timeout, h); }},
+    {"--state-dir", "journal jobs, rounds and Store keys in DIR (one file, replaced atomically) "
+                    "and resume them when musterd restarts; agents re-announce their rounds either way",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->state_dir, h)->type_name("DIR"); }},
+    {"--store-max-key-bytes", "the longest Store key, in bytes",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       AddLimit(a, n, h, &f->store_limits.max_key_bytes, int64_t{1} << 20); }},
+    {"--store-max-value-bytes", "the largest Store value, in bytes",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       AddLimit(a, n, h, &f->store_limits.max_value_bytes, int64_t{1} << 30); }},
+    {"--store-max-keys", "the most Store keys one job's round may hold",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       AddLimit(a, n, h, &f->store_limits.max_namespace_keys, int64_t{1} << 30); }},
+    {"--store-max-bytes", "the most Store bytes (keys and values) one job's round may hold; a "
+                          "write past a limit fails with RESOURCE_EXHAUSTED",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       AddLimit(a, n, h, &f->store_limits.max_namespace_bytes, int64_t{1} << 40); }},
+    {"--session-queues", "completion queues (a thread each) that carry the agents' Session streams; "
+                         "more spread the per-event cost of many agents (0: the default, one per "
+                         "core, 2 to 16)",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->session_queues, h)->check(CLI::Range(0, 256)); }},
+    {"--log-level", "debug, info, warning or error (default: $MUSTER_LOG_LEVEL, else info)",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->log_level, h)->check(CLI::IsMember(
+           {"debug", "info", "warning", "error"}, CLI::ignore_case)); }},
+    {"--tls-cert", "serve TLS with this PEM certificate (chain); with --tls-key. SIGHUP re-reads it",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->tls_cert, h)->type_name("PEM"); }},
+    {"--tls-key", "the PEM private key of --tls-cert",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->tls_key, h)->type_name("PEM"); }},
+    {"--tls-client-ca", "require client certificates signed by this PEM CA (mTLS)",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->tls_client_ca, h)->type_name("PEM"); }},
+    {"--require-token", "refuse jobs without a token (agents send MUSTER_RDZV_TOKEN or rdzv-conf "
+                        "token_file)",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_flag(n, f->require_token, h); }},
+    {"--admin-token-file", "a token that may see every job's status (muster status --token-file)",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->admin_token_file, h)->type_name("FILE"); }},
+    {"--log-file", "append the log to FILE as well as stderr (a Windows service has no console)",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->log_file, h)->type_name("FILE"); }},
+    // The replica flags (--etcd-endpoints...) are a table of their own.
+    {"", "",
+     [](CLI::App& a, const char*, const char*, MusterdFlags* f) {
+       muster::cli::AddReplicaFlags(a, &f->replica); }},
+    {"--install-service", "register musterd, with the other flags given, as the Windows service "
+                          "--service-name (started at boot), then exit",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_flag(n, f->install_service, h); }},
+    {"--uninstall-service", "stop and remove the Windows service --service-name, then exit",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_flag(n, f->uninstall_service, h); }},
+    {"--service-name", "the Windows service's name (with --install-service, --uninstall-service, "
+                       "and when the service manager runs it)",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_option(n, f->service_name, h)->capture_default_str(); }},
+};
+// clang-format on
+
+// Parses the command line (and --config) into *flags. Returns the exit code
+// when musterd should exit now (help, the version, a bad flag), else -1.
+int ParseMusterdFlags(int argc, char** argv, MusterdFlags* flags) {
+  CLI::App app{
+      "musterd: the muster rendezvous server. Agents (`muster "
+      "--rdzv-endpoint=HOST:PORT`) hold a "
+      "session with it; workers bootstrap through its key-value store.",
+      "musterd"};
   app.set_config("--config", "",
                  "read settings from FILE: `key = value` lines, keys are the "
                  "long flag names (listen, http-listen, heartbeat-timeout, "
@@ -155,88 +264,9 @@ int MusterdMain(int argc, char** argv) {
       ->type_name("FILE");
   // A misspelt key is an error, not a silently ignored setting.
   app.allow_config_extras(CLI::config_extras_mode::error);
-  app.add_option("--listen", listen,
-                 "HOST:PORT to listen on; port 0 picks a free port")
-      ->capture_default_str();
-  app.add_option("--http-listen", http_listen,
-                 "HOST:PORT for /healthz, /readyz and /metrics (Prometheus); "
-                 "off unless given");
-  app.add_option(
-      "--port-file", port_file,
-      "write the bound port to this file once serving (useful with port 0)");
-  app.add_option("--heartbeat-timeout", heartbeat_timeout,
-                 "declare an agent lost after this long without a heartbeat, "
-                 "for agents that do "
-                 "not set their own (e.g. 2s, 500ms; default 2s)");
-  app.add_option("--state-dir", state_dir,
-                 "journal jobs, rounds and Store keys in DIR (one file, "
-                 "replaced atomically) and resume them when musterd restarts; "
-                 "agents re-announce their rounds either way")
-      ->type_name("DIR");
-  muster::rendezvous::KvStoreLimits store_limits;
-  app.add_option("--store-max-key-bytes", store_limits.max_key_bytes,
-                 "the longest Store key, in bytes")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--store-max-value-bytes", store_limits.max_value_bytes,
-                 "the largest Store value, in bytes")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  app.add_option("--store-max-keys", store_limits.max_namespace_keys,
-                 "the most Store keys one job's round may hold")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  app.add_option("--store-max-bytes", store_limits.max_namespace_bytes,
-                 "the most Store bytes (keys and values) one job's round may "
-                 "hold; a write past a limit fails with RESOURCE_EXHAUSTED")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  int session_queues = 0;
-  app.add_option("--session-queues", session_queues,
-                 "completion queues (a thread each) that carry the agents' "
-                 "Session streams; more spread the per-event cost of many "
-                 "agents (0: the default, one per core, 2 to 16)")
-      ->check(CLI::Range(0, 256));
-  app.add_option("--log-level", log_level,
-                 "debug, info, warning or error (default: $MUSTER_LOG_LEVEL, "
-                 "else info)")
-      ->check(CLI::IsMember({"debug", "info", "warning", "error"},
-                            CLI::ignore_case));
-  app.add_option("--tls-cert", tls.cert,
-                 "serve TLS with this PEM certificate (chain); with --tls-key. "
-                 "SIGHUP re-reads it")
-      ->type_name("PEM");
-  app.add_option("--tls-key", tls.key, "the PEM private key of --tls-cert")
-      ->type_name("PEM");
-  app.add_option("--tls-client-ca", tls.client_ca,
-                 "require client certificates signed by this PEM CA (mTLS)")
-      ->type_name("PEM");
-  app.add_flag("--require-token", require_token,
-               "refuse jobs without a token (agents send MUSTER_RDZV_TOKEN or "
-               "rdzv-conf token_file)");
-  app.add_option("--admin-token-file", admin_token_file,
-                 "a token that may see every job's status (muster status "
-                 "--token-file)")
-      ->type_name("FILE");
-  std::string log_file;
-  app.add_option("--log-file", log_file,
-                 "append the log to FILE as well as stderr (a Windows service "
-                 "has no console)")
-      ->type_name("FILE");
-  muster::cli::ReplicaFlags replica_flags;
-  muster::cli::AddReplicaFlags(app, &replica_flags);
-  bool install_service = false;
-  bool uninstall_service = false;
-  std::string service_name = "musterd";
-  app.add_flag("--install-service", install_service,
-               "register musterd, with the other flags given, as the Windows "
-               "service --service-name (started at boot), then exit");
-  app.add_flag("--uninstall-service", uninstall_service,
-               "stop and remove the Windows service --service-name, then exit");
-  app.add_option("--service-name", service_name,
-                 "the Windows service's name (with --install-service, "
-                 "--uninstall-service, and when the service manager runs it)")
-      ->capture_default_str();
+  for (const MusterdFlag& flag : kMusterdFlags) {
+    flag.add(app, flag.name, flag.help, flags);
+  }
   app.set_version_flag("--version", absl::StrCat("musterd ", kVersion,
                                                  " (protocol muster.v1, gRPC ",
                                                  grpc::Version(), ")"));
@@ -246,26 +276,25 @@ int MusterdMain(int argc, char** argv) {
     int code = app.exit(e);  // prints help, the version, or the error
     return code == 0 ? 0 : kExitUsage;
   }
-
-  if (install_service && uninstall_service) {
+  if (flags->install_service && flags->uninstall_service) {
     std::cerr << "musterd: --install-service and --uninstall-service exclude "
                  "each other; give one\n";
     return kExitUsage;
   }
-  if (install_service) {
-    return InstallService(service_name,
-                          std::vector<std::string>(argv + 1, argv + argc));
-  }
-  if (uninstall_service) return UninstallService(service_name);
-  if (!log_file.empty()) {
-    if (absl::Status s = muster::cli::LogToFile(log_file); !s.ok()) {
+  return -1;
+}
+
+// The log's file and level, and gRPC's log through ours. Returns an exit code
+// when the log file cannot be opened, else -1.
+int SetUpLogging(const MusterdFlags& flags) {
+  if (!flags.log_file.empty()) {
+    if (absl::Status s = muster::cli::LogToFile(flags.log_file); !s.ok()) {
       std::cerr << "musterd: " << s.message() << "\n";
       return kExitUsage;
     }
   }
-
-  if (!log_level.empty()) {
-    std::string level = absl::AsciiStrToLower(log_level);
+  if (!flags.log_level.empty()) {
+    std::string level = absl::AsciiStrToLower(flags.log_level);
     muster::SetMinLogLevel(level == "debug"     ? muster::LogLevel::kDebug
                            : level == "warning" ? muster::LogLevel::kWarning
                            : level == "error"   ? muster::LogLevel::kError
@@ -277,51 +306,96 @@ int MusterdMain(int argc, char** argv) {
   // 10,000 Session streams that was over a third of musterd's CPU time. Tests
   // keep it on; the daemon does not pay for it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return -1;
+}
 
-  if (!port_file.empty()) {
-    if (std::string what = muster::platform::DescribeNonRegularFile(port_file);
+// The server's options from the flags. Errors: INVALID_ARGUMENT with the
+// message to print (musterd then exits with kExitUsage).
+absl::StatusOr<muster::rendezvous::ServerOptions> ServerOptionsFrom(
+    const MusterdFlags& flags) {
+  if (!flags.port_file.empty()) {
+    if (std::string what =
+            muster::platform::DescribeNonRegularFile(flags.port_file);
         !what.empty()) {
-      std::cerr << "musterd: --port-file=" << port_file << " is " << what
-                << "; give a path that does not exist or is a regular file\n";
-      return kExitUsage;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--port-file=", flags.port_file, " is ", what,
+          "; give a path that does not exist or is a regular file"));
     }
   }
-
   muster::rendezvous::ServerOptions options;
-  options.listen = listen;
-  options.store_limits = store_limits;
-  options.http_listen = http_listen;
-  options.tls = tls;
-  options.require_token = require_token;
-  if (!admin_token_file.empty()) {
+  options.listen = flags.listen;
+  options.store_limits = flags.store_limits;
+  options.http_listen = flags.http_listen;
+  options.tls.cert = flags.tls_cert;
+  options.tls.key = flags.tls_key;
+  options.tls.client_ca = flags.tls_client_ca;
+  options.require_token = flags.require_token;
+  if (!flags.admin_token_file.empty()) {
     absl::StatusOr<std::string> admin =
-        muster::rendezvous::ReadTokenFile(admin_token_file);
+        muster::rendezvous::ReadTokenFile(flags.admin_token_file);
     if (!admin.ok()) {
-      std::cerr << "musterd: --admin-token-file: " << admin.status().message()
-                << "\n";
-      return kExitUsage;
+      return absl::InvalidArgumentError(
+          absl::StrCat("--admin-token-file: ", admin.status().message()));
     }
     options.admin_token = *std::move(admin);
   }
-  options.state_dir = state_dir;
-  options.session_queues = session_queues;
+  options.state_dir = flags.state_dir;
+  options.session_queues = flags.session_queues;
   if (absl::Status s = muster::cli::ResolveReplicaFlags(
-          replica_flags, state_dir, &options.replica);
+          flags.replica, flags.state_dir, &options.replica);
       !s.ok()) {
-    std::cerr << "musterd: " << s.message() << "\n";
-    return kExitUsage;
+    return absl::InvalidArgumentError(s.message());
   }
-  if (!heartbeat_timeout.empty()) {
+  if (!flags.heartbeat_timeout.empty()) {
     // "2s", "500ms", "1m30s", or a plain number of seconds ("2", "0.5").
-    absl::StatusOr<absl::Duration> d = muster::ParseDuration(heartbeat_timeout);
+    absl::StatusOr<absl::Duration> d =
+        muster::ParseDuration(flags.heartbeat_timeout);
     if (!d.ok() || *d <= absl::ZeroDuration()) {
-      std::cerr << "musterd: --heartbeat-timeout: '" << heartbeat_timeout
-                << "' is not a positive duration (examples: 2s, 500ms, 1.5)\n";
-      return kExitUsage;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--heartbeat-timeout: '", flags.heartbeat_timeout,
+          "' is not a positive duration (examples: 2s, 500ms, 1.5)"));
     }
     options.coordinator.default_heartbeat_timeout = *d;
   }
+  return options;
+}
 
+// What a server that others can reach risks, said once at start-up.
+void WarnWhenExposed(const muster::rendezvous::ServerOptions& options) {
+  const bool tls = options.tls.enabled();
+  const bool token = options.require_token;
+  if (tls && token) return;
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  if (host == "127.0.0.1" || host == "localhost" || host == "[::1]") return;
+  MUSTER_LOG(WARNING) << "musterd serves other hosts "
+                      << (tls ? "" : "in plaintext (no --tls-cert) ")
+                      << (token ? "" : "and accepts jobs without a token ")
+                      << "— anyone who reaches this port can "
+                      << (tls ? "" : "read tokens on the wire, ")
+                      << (token ? "" : "join and read token-less jobs")
+                      << "; see docs/security.md";
+}
+
+// SIGHUP: the TLS files read again.
+void ReloadTls(muster::rendezvous::RendezvousServer* serving, bool tls) {
+  if (!tls) {
+    MUSTER_LOG(INFO) << "musterd: SIGHUP: no TLS files to reload";
+    return;
+  }
+  absl::Status reloaded = serving->ReloadTls();
+  if (reloaded.ok()) {
+    MUSTER_LOG(INFO) << "musterd: SIGHUP: TLS certificate and key reloaded; "
+                        "new connections use them, sessions go on";
+  } else {
+    MUSTER_LOG(ERROR) << "musterd: SIGHUP: TLS reload failed, keeping the "
+                         "previous certificates: "
+                      << reloaded.message();
+  }
+}
+
+// Serves with `options` until SIGTERM/SIGINT; returns the exit code.
+int Serve(const muster::rendezvous::ServerOptions& options,
+          const std::string& port_file) {
   // SIGINT/SIGTERM are taken by the wait below, never by a handler. Blocked
   // before any thread starts, so every gRPC thread inherits the mask. SIGHUP
   // reloads the TLS files.
@@ -341,24 +415,13 @@ int MusterdMain(int argc, char** argv) {
                ? kExitUsage
                : kExitCannotServe;
   }
+  const muster::rendezvous::ServerTls& tls = options.tls;
   MUSTER_LOG(INFO) << "musterd listening on " << (*server)->address()
                    << (tls.enabled()
                            ? (tls.client_ca.empty() ? " (TLS)" : " (mTLS)")
                            : " (plaintext)")
-                   << (require_token ? ", job tokens required" : "");
-  if (!tls.enabled() || !require_token) {
-    const std::string host = listen.substr(0, listen.rfind(':'));
-    if (host != "127.0.0.1" && host != "localhost" && host != "[::1]") {
-      MUSTER_LOG(WARNING)
-          << "musterd serves other hosts "
-          << (tls.enabled() ? "" : "in plaintext (no --tls-cert) ")
-          << (require_token ? "" : "and accepts jobs without a token ")
-          << "— anyone who reaches this port can "
-          << (tls.enabled() ? "" : "read tokens on the wire, ")
-          << (require_token ? "" : "join and read token-less jobs")
-          << "; see docs/security.md";
-    }
-  }
+                   << (options.require_token ? ", job tokens required" : "");
+  WarnWhenExposed(options);
   if ((*server)->http_port() != 0) {
     MUSTER_LOG(INFO) << "musterd serving /healthz, /readyz, /metrics on port "
                      << (*server)->http_port();
@@ -379,21 +442,8 @@ int MusterdMain(int argc, char** argv) {
                             coordinator.ConnectedAgents(), " agent(s)");
       });
 
-  const int sig = muster::cli::WaitForStop(stop_requests, [&] {
-    if (!tls.enabled()) {
-      MUSTER_LOG(INFO) << "musterd: SIGHUP: no TLS files to reload";
-      return;
-    }
-    absl::Status reloaded = serving->ReloadTls();
-    if (reloaded.ok()) {
-      MUSTER_LOG(INFO) << "musterd: SIGHUP: TLS certificate and key reloaded; "
-                          "new connections use them, sessions go on";
-    } else {
-      MUSTER_LOG(ERROR) << "musterd: SIGHUP: TLS reload failed, keeping the "
-                           "previous certificates: "
-                        << reloaded.message();
-    }
-  });
+  const int sig = muster::cli::WaitForStop(
+      stop_requests, [&] { ReloadTls(serving, tls.enabled()); });
   const char* signal_name =
       sig == muster::platform::kSignalTerminate ? "SIGTERM" : "SIGINT";
   MUSTER_LOG(INFO) << "musterd: " << signal_name << ", shutting down";
@@ -403,6 +453,26 @@ int MusterdMain(int argc, char** argv) {
   (*server)->Shutdown(kShutdownGrace);
   MUSTER_LOG(INFO) << "musterd stopped";
   return 0;
+}
+
+// musterd itself: flags, then serving until a stop request.
+int MusterdMain(int argc, char** argv) {
+  muster::SetLogTag("musterd");
+  MusterdFlags flags;
+  if (int rc = ParseMusterdFlags(argc, argv, &flags); rc >= 0) return rc;
+  if (flags.install_service) {
+    return InstallService(flags.service_name,
+                          std::vector<std::string>(argv + 1, argv + argc));
+  }
+  if (flags.uninstall_service) return UninstallService(flags.service_name);
+  if (int rc = SetUpLogging(flags); rc >= 0) return rc;
+  absl::StatusOr<muster::rendezvous::ServerOptions> options =
+      ServerOptionsFrom(flags);
+  if (!options.ok()) {
+    std::cerr << "musterd: " << options.status().message() << "\n";
+    return kExitUsage;
+  }
+  return Serve(*options, flags.port_file);
 }
 
 }  // namespace

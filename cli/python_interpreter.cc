@@ -6,11 +6,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "cli/launch_os.h"
+#include "muster/platform/launch_os.h"
 #include "muster/platform/env.h"
 #include "muster/platform/process.h"
 
 namespace muster::cli {
+namespace os = platform::os;
 namespace {
 
 // A program that prints the interpreter's own path, then on a second line

@@ -57,21 +57,22 @@ endif()
 add_subdirectory(proto)
 
 # --- common (no HTTP endpoint: civetweb is not cross-built; HttpServer::Start says so) and the
-# rendezvous module (core, gRPC services, server, clients): their own CMakeLists pick the
-# windows/ sources. ----------------------------------------------------------------------------
+# rendezvous module (core, gRPC services, server, clients): their OS calls are platform's, so
+# their own CMakeLists pick only the Windows stubs (common's HttpServer, rendezvous's
+# gRPC-listening standalone Store). --------------------------------------------------------------
 if(OPENSSL_FOUND AND gRPC_FOUND)
   find_package(nlohmann_json CONFIG REQUIRED)
   find_package(CLI11 CONFIG REQUIRED)
   add_subdirectory(common)
   add_subdirectory(rendezvous)
   # muster.exe: the agent, doctor (its portable checks; the Windows collector is partial) and
-  # the launcher's command line (cli/windows/launch_os.cc).
+  # the launcher's command line (platform/windows/launch_os_windows.cc).
   add_subdirectory(agent)
   add_subdirectory(doctor)
   add_subdirectory(cli)
 endif()
 
-# --- libmuster_comm on Gloo's libuv transport (its windows/ folders; tcp:// and env:// need
+# --- libmuster_comm on Gloo's libuv transport (OS calls in platform/windows/; tcp:// and env:// need
 # muster_rendezvous, the gRPC store). ---------------------------------------------------------
 if(Gloo_FOUND AND TARGET muster_rendezvous)
   add_subdirectory(comm)

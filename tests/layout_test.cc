@@ -1,14 +1,20 @@
-// The tree's two structural rules (issue 13), so that they cannot regress:
-// 1. Only code in a posix/, windows/ or platform/ folder includes an operating
-//    system header (tests, bench and examples aside): everything else reaches
-//    the OS through the platform layer (platform/include/muster/platform/).
-// 2. No source file in cli/, agent/, doctor/, common/, platform/ or rendezvous/
-//    is longer than 800 lines.
+// The tree's structural rules (issues 13 and 29), so that they cannot regress:
+// 1. One OS layer: only code in platform/ includes an operating system header
+//    (tests, bench and examples aside), and only platform/ has posix/ or
+//    windows/ folders (tests/ and scripts/ aside): everything else reaches the
+//    OS through platform/include/muster/platform/.
+// 2. Modules keep their privates: a module (or bench/, examples/) includes
+//    another only through its public headers, "muster/<module>/..."
+//    (<module>/include/muster/<module>/); "comm/src/..." from cli/ or bench/
+//    fails. Tests may include the internals they test.
+// 3. No source file in a product module is longer than 800 lines.
 // A failure names the file, the line and the rule. Reads the source tree at
 // $MUSTER_SOURCE_DIR (set by muster_test).
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -23,6 +29,16 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kMaxLines = 800;
+
+// The product modules: top-level folders whose private files (everything but
+// include/) are theirs alone.
+const char* const kModules[] = {"agent",  "cli",      "comm",      "common",
+                                "doctor", "platform", "rendezvous"};
+
+// Files over kMaxLines that others are splitting now (issue 29); the lead
+// removes each entry once its split has landed.
+const char* const kLongFilesBeingSplit[] = {"comm/gloo/gloo_communicator.cc",
+                                            "comm/shm/shm_backend.cc"};
 
 // Headers of the operating system (POSIX, Linux, Windows); the C and C++
 // standard headers (<csignal>, <cerrno>, <thread>) are not among them.
@@ -72,18 +88,35 @@ std::vector<std::string> SourceFiles(const std::string& top = "") {
   return out;
 }
 
-// Whether `rel` is exempt from rule 1: in tests/, bench/ or examples/ at the
-// top, or in a posix/, windows/ or platform/ folder at any depth.
+// The top-level folder of `rel` ("comm" for "comm/src/core.cc").
+std::string TopFolder(const std::string& rel) {
+  return rel.substr(0, rel.find('/'));
+}
+
+// Whether `rel` is exempt from rule 1: in platform/, tests/, bench/ or
+// examples/ at the top.
 bool MayIncludeOsHeaders(const std::string& rel) {
-  const fs::path p(rel);
-  bool first = true;
-  for (const fs::path& part : p.parent_path()) {
-    const std::string s = part.string();
-    if (first && (s == "tests" || s == "bench" || s == "examples")) return true;
-    if (s == "posix" || s == "windows" || s == "platform") return true;
-    first = false;
+  const std::string top = TopFolder(rel);
+  return top == "platform" || top == "tests" || top == "bench" ||
+         top == "examples";
+}
+
+bool IsModule(const std::string& name) {
+  for (const char* m : kModules) {
+    if (name == m) return true;
   }
   return false;
+}
+
+// Rule 2 for one #include "path" in file `rel`: whether it reaches into
+// another module's private files.
+bool IncludesAnotherModulesPrivates(const std::string& rel,
+                                    const std::string& path) {
+  const std::string top = TopFolder(rel);
+  if (top == "tests") return false;
+  const std::string target = TopFolder(path);
+  return path.find('/') != std::string::npos && IsModule(target) &&
+         target != top;
 }
 
 TEST(LayoutTest, FindsTheSourceTree) {
@@ -91,42 +124,101 @@ TEST(LayoutTest, FindsTheSourceTree) {
   // Guards against a rule that passes because it read nothing.
   EXPECT_GT(SourceFiles("agent").size(), 5u) << SourceDir();
   EXPECT_TRUE(MayIncludeOsHeaders("platform/posix/env.cc"));
-  EXPECT_TRUE(MayIncludeOsHeaders("comm/gloo/posix/pair.cc"));
+  EXPECT_FALSE(MayIncludeOsHeaders("comm/gloo/posix/pair.cc"));
   EXPECT_TRUE(MayIncludeOsHeaders("tests/agent/x_test.cc"));
   EXPECT_FALSE(MayIncludeOsHeaders("agent/src/elastic_agent.cc"));
   EXPECT_FALSE(MayIncludeOsHeaders("cli/tests/x.cc"));
+  EXPECT_TRUE(IncludesAnotherModulesPrivates("bench/b.cc", "comm/src/core.h"));
+  EXPECT_TRUE(
+      IncludesAnotherModulesPrivates("cli/c.cc", "platform/windows/u.h"));
+  EXPECT_FALSE(IncludesAnotherModulesPrivates("comm/a.cc", "comm/src/core.h"));
+  EXPECT_FALSE(
+      IncludesAnotherModulesPrivates("cli/c.cc", "muster/comm/comm.h"));
+  EXPECT_FALSE(IncludesAnotherModulesPrivates("tests/t.cc", "comm/src/core.h"));
 }
 
-TEST(LayoutTest, OsHeadersOnlyInPosixWindowsOrPlatformFolders) {
-  const std::regex include(
-      absl::StrCat(R"(^\s*#\s*include\s*<()", kOsHeaders, R"()>)"));
-  std::vector<std::string> offenders;
+// Calls `check` with (file, line number, line) for every line of every source
+// file of the tree.
+template <typename F>
+void ForEachLine(F check) {
   for (const std::string& rel : SourceFiles()) {
-    if (MayIncludeOsHeaders(rel)) continue;
     std::ifstream in(fs::path(SourceDir()) / rel);
     std::string line;
-    for (int n = 1; std::getline(in, line); ++n) {
-      std::smatch m;
-      if (std::regex_search(line, m, include)) {
-        offenders.push_back(
-            absl::StrCat(rel, ":", n, ": includes <", m[1].str(), ">"));
-      }
+    for (int n = 1; std::getline(in, line); ++n) check(rel, n, line);
+  }
+}
+
+TEST(LayoutTest, OnlyPlatformHasPosixOrWindowsFolders) {
+  std::vector<std::string> offenders;
+  const fs::path root = SourceDir();
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_directory(ec)) continue;
+    const std::string name = it->path().filename().string();
+    const std::string rel = fs::relative(it->path(), root).generic_string();
+    const std::string top = TopFolder(rel);
+    if (name.rfind("build", 0) == 0 || name.rfind('.', 0) == 0 ||
+        top == "tests" || top == "scripts" || top == "platform") {
+      if (rel != "platform") it.disable_recursion_pending();
+      continue;
     }
+    if (name == "posix" || name == "windows") offenders.push_back(rel);
   }
   EXPECT_TRUE(offenders.empty())
-      << "rule: only files in a posix/, windows/ or platform/ folder (tests, "
-         "bench and examples aside) include an operating system header; move "
-         "the OS call behind platform/include/muster/platform/:\n  "
+      << "rule: only platform/ has posix/ or windows/ folders; move the OS "
+         "calls into platform/posix and platform/windows behind a header in "
+         "platform/include/muster/platform/:\n  "
       << absl::StrJoin(offenders, "\n  ");
 }
 
-TEST(LayoutTest, NoSourceFileOver800LinesInTheCoreModules) {
+TEST(LayoutTest, ModulesIncludeOthersOnlyThroughTheirPublicHeaders) {
+  const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
   std::vector<std::string> offenders;
-  for (const char* module :
-       {"cli", "agent", "doctor", "common", "platform", "rendezvous"}) {
+  ForEachLine([&](const std::string& rel, int n, const std::string& line) {
+    std::smatch m;
+    if (std::regex_search(line, m, include) &&
+        IncludesAnotherModulesPrivates(rel, m[1].str())) {
+      offenders.push_back(
+          absl::StrCat(rel, ":", n, ": includes \"", m[1].str(), "\""));
+    }
+  });
+  EXPECT_TRUE(offenders.empty())
+      << "rule: a module includes another only through its public headers "
+         "(\"muster/<module>/...\", from <module>/include/muster/<module>/); "
+         "make what is needed public there, or keep it in its module:\n  "
+      << absl::StrJoin(offenders, "\n  ");
+}
+
+TEST(LayoutTest, OsHeadersOnlyInPlatform) {
+  const std::regex include(
+      absl::StrCat(R"(^\s*#\s*include\s*<()", kOsHeaders, R"()>)"));
+  std::vector<std::string> offenders;
+  ForEachLine([&](const std::string& rel, int n, const std::string& line) {
+    std::smatch m;
+    if (!MayIncludeOsHeaders(rel) && std::regex_search(line, m, include)) {
+      offenders.push_back(
+          absl::StrCat(rel, ":", n, ": includes <", m[1].str(), ">"));
+    }
+  });
+  EXPECT_TRUE(offenders.empty())
+      << "rule: only files in platform/ (tests, bench and examples aside) "
+         "include an operating system header; move the OS call behind "
+         "platform/include/muster/platform/:\n  "
+      << absl::StrJoin(offenders, "\n  ");
+}
+
+TEST(LayoutTest, NoSourceFileOver800LinesInAProductModule) {
+  std::vector<std::string> offenders;
+  for (const char* module : kModules) {
     const std::vector<std::string> files = SourceFiles(module);
     EXPECT_FALSE(files.empty()) << module << "/ has no source files";
     for (const std::string& rel : files) {
+      if (std::find(std::begin(kLongFilesBeingSplit),
+                    std::end(kLongFilesBeingSplit),
+                    rel) != std::end(kLongFilesBeingSplit)) {
+        continue;
+      }
       std::ifstream in(fs::path(SourceDir()) / rel);
       std::string line;
       int lines = 0;
@@ -137,10 +229,8 @@ TEST(LayoutTest, NoSourceFileOver800LinesInTheCoreModules) {
     }
   }
   EXPECT_TRUE(offenders.empty())
-      << "rule: no source file in cli/, agent/, doctor/, common/, platform/ or "
-         "rendezvous/ is longer than "
-      << kMaxLines << " lines; split it by concern:\n  "
-      << absl::StrJoin(offenders, "\n  ");
+      << "rule: no source file in a product module is longer than " << kMaxLines
+      << " lines; split it by concern:\n  " << absl::StrJoin(offenders, "\n  ");
 }
 
 }  // namespace

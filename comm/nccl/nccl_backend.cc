@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
+#include "muster/platform/env.h"
 
 #ifdef MUSTER_WITH_NCCL
 #include <cuda_runtime_api.h>
@@ -505,7 +506,7 @@ absl::Status NcclP2P::Wait(absl::Time deadline) {
 
 int DefaultDevice(int devices, int rank) {
   int local_rank = rank;
-  if (const char* v = std::getenv("LOCAL_RANK")) {
+  if (const char* v = platform::NonEmptyEnv("LOCAL_RANK")) {
     (void)absl::SimpleAtoi(v, &local_rank);
   }
   return local_rank % devices;

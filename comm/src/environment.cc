@@ -1,17 +1,10 @@
 #include "comm/src/environment.h"
 
-#include <cstdlib>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "muster/common/status.h"
 
 namespace muster::comm::internal {
-
-const char* GetEnv(const char* name) {
-  const char* value = std::getenv(name);
-  return (value != nullptr && value[0] != '\0') ? value : nullptr;
-}
 
 absl::Status MissingVariable(absl::string_view name, absl::string_view how) {
   return absl::FailedPreconditionError(absl::StrCat(

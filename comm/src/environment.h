@@ -9,11 +9,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "muster/platform/env.h"
 
 namespace muster::comm::internal {
 
-// The value of environment variable `name`, or nullptr when unset or empty.
-const char* GetEnv(const char* name);
+// The value of environment variable `name`, or nullptr when unset or empty
+// (platform's reader, under the name comm's code uses).
+inline const char* GetEnv(const char* name) {
+  return platform::NonEmptyEnv(name);
+}
 
 // FAILED_PRECONDITION: `name` is not set; `how` says what needed it.
 absl::Status MissingVariable(absl::string_view name, absl::string_view how);

@@ -47,7 +47,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "comm/src/socket.h"
+#include "comm/src/os.h"
 #include "muster/rendezvous/store.h"
 
 namespace muster::comm::internal {

@@ -13,11 +13,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "comm/src/file.h"
-#include "comm/src/host.h"
+#include "comm/src/os.h"
 #include "muster/comm/progress.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
+#include "muster/platform/env.h"
 
 namespace muster::comm {
 namespace internal {
@@ -104,8 +104,8 @@ absl::StatusOr<ProgressFile*> ProgressFile::Open(const std::string& path) {
 ProgressFile* ProgressFile::ForOptions(const std::string& option_path) {
   std::string path = option_path;
   if (path.empty()) {
-    const char* env = std::getenv("MUSTER_PROGRESS_FILE");
-    if (env == nullptr || *env == '\0') return nullptr;
+    const char* env = platform::NonEmptyEnv("MUSTER_PROGRESS_FILE");
+    if (env == nullptr) return nullptr;
     path = env;
   }
   absl::StatusOr<ProgressFile*> file = Open(path);
@@ -128,8 +128,8 @@ absl::Status ProgressFile::ReportAll() {
     for (auto& [path, file] : registry.files) files.push_back(file);
   }
   if (files.empty()) {
-    const char* env = std::getenv("MUSTER_PROGRESS_FILE");
-    if (env == nullptr || *env == '\0') return absl::OkStatus();
+    const char* env = platform::NonEmptyEnv("MUSTER_PROGRESS_FILE");
+    if (env == nullptr) return absl::OkStatus();
     absl::StatusOr<ProgressFile*> file = Open(env);
     if (!file.ok()) return file.status();
     files.push_back(*file);

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "comm/src/file.h"
+#include "comm/src/os.h"
 
 namespace muster::comm::internal {
 

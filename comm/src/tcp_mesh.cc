@@ -10,8 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "comm/src/host.h"
-#include "comm/src/socket.h"
+#include "comm/src/os.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
 

@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "comm/src/socket.h"
+#include "comm/src/os.h"
 #include "muster/rendezvous/store.h"
 
 namespace muster::comm::internal {

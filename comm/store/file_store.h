@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "comm/src/file.h"
+#include "comm/src/os.h"
 #include "muster/rendezvous/store.h"
 
 namespace muster::comm::internal {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "comm/src/environment.h"
-#include "comm/src/file.h"
+#include "comm/src/os.h"
 #include "comm/store/file_store.h"
 #include "comm/store/store_factory.h"
 #include "muster/common/status.h"

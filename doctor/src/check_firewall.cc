@@ -223,6 +223,124 @@ void ReadWindowsFirewall(const FirewallFacts& facts, Check* check,
   t->rules = *std::move(rules);
 }
 
+// The tool the fix commands use: the one that manages the rules here.
+std::string FixTool(const ToolsRead& t) {
+  if (t.firewalld_running) return "firewalld";
+  if (t.ufw_active) return "ufw";
+  if (!t.rules.nft_input_chain.empty()) return "nft";
+  if (std::find(t.present.begin(), t.present.end(), "iptables") !=
+      t.present.end()) {
+    return "iptables";
+  }
+  return "";
+}
+
+// What the rules make of each port asked about.
+struct PortVerdicts {
+  std::vector<PortRange> blocked;
+  std::vector<std::string> maybe;  // why each "maybe" (distinct)
+  std::map<std::string, std::vector<PortRange>> blocked_by;
+  nlohmann::json decisions = nlohmann::json::array();
+};
+
+// Appends port `p` to `ranges`, extending the last range when adjacent.
+void AppendPort(std::vector<PortRange>* ranges, int p) {
+  if (ranges->empty() || ranges->back().last != p - 1) {
+    ranges->push_back({p, p});
+  } else {
+    ranges->back().last = p;
+  }
+}
+
+// The rule over the ports: each (at most kMaxPortsChecked) decided against
+// the rules read, and against firewalld's zone when firewalld runs.
+PortVerdicts DecidePorts(const std::vector<PortRange>& ports,
+                         const ToolsRead& t) {
+  PortVerdicts v;
+  int total = 0;
+  for (const PortRange& r : ports) {
+    for (int p = r.first; p <= r.last && total < kMaxPortsChecked;
+         ++p, ++total) {
+      PortDecision d = DecidePort(t.rules, p);
+      if (t.firewalld_running && d.kind == PortDecision::kAllowed) {
+        bool open = false;
+        for (const PortRange& o : t.firewalld_open)
+          open = open || o.Contains(p);
+        if (!open) {
+          d.kind = PortDecision::kMaybe;
+          d.by =
+              "firewalld's default zone does not list the port (a service it "
+              "lists may cover it)";
+        }
+      }
+      if (d.kind == PortDecision::kAllowed) continue;
+      v.decisions.push_back(
+          {{"port", p},
+           {"decision", d.kind == PortDecision::kBlocked ? "blocked" : "maybe"},
+           {"by", d.by}});
+      if (d.kind == PortDecision::kBlocked) {
+        AppendPort(&v.blocked, p);
+        AppendPort(&v.blocked_by[d.by], p);
+      } else if (std::find(v.maybe.begin(), v.maybe.end(), d.by) ==
+                 v.maybe.end()) {
+        v.maybe.push_back(d.by);
+      }
+    }
+  }
+  return v;
+}
+
+// The rule over the ephemeral ports, where Gloo and NCCL listen: whether the
+// rules block the middle of the range (with the evidence when they do).
+bool EphemeralBlocked(const FirewallFacts& facts, const ToolsRead& t,
+                      Check* c) {
+  const std::vector<PortRange> eph = {facts.ephemeral};
+  const int mid = (eph[0].first + eph[0].last) / 2;
+  PortDecision de = DecidePort(t.rules, mid);
+  if (de.kind != PortDecision::kBlocked) return false;
+  c->evidence.push_back(absl::StrCat(
+      "Gloo and NCCL connect ranks on ephemeral ports (", PortRangesText(eph),
+      facts.windows ? ", the dynamic port range), and "
+                    : ", net.ipv4.ip_local_port_range), and ",
+      de.by, " blocks them: collectives across nodes would hang"));
+  return true;
+}
+
+// The summary of a check that warns: what could not be read, else what may
+// block, else the ephemeral ports.
+std::string WarningSummary(const FirewallFacts& facts, const ToolsRead& t,
+                           const PortVerdicts& v) {
+  if (!t.unreadable.empty() && facts.windows) {
+    return absl::StrCat("could not read the firewall: ", t.unreadable.front());
+  }
+  if (!t.unreadable.empty()) {
+    return absl::StrCat("could not read the rules of ",
+                        absl::StrJoin(t.unreadable, ", "),
+                        facts.root ? "" : " (run as root)");
+  }
+  if (!v.maybe.empty()) {
+    return absl::StrCat("rules may block some peers: ", v.maybe.front());
+  }
+  return "the ports are open but ephemeral ports (Gloo/NCCL data) are blocked";
+}
+
+// The fix for blocked ephemeral ports: all TCP between the nodes.
+void AllowClusterFix(bool os_windows, Check* c) {
+  c->fix.push_back(
+      "Allow all TCP between the nodes (e.g. from their subnet), not only "
+      "the muster ports:");
+  if (os_windows) {
+    c->commands.push_back(
+        "New-NetFirewallRule -DisplayName \"muster cluster\" -Direction "
+        "Inbound -Protocol TCP -RemoteAddress 10.0.0.0/24 -Action Allow   # "
+        "your nodes' subnet");
+  } else {
+    c->commands.push_back(
+        "iptables -I INPUT -p tcp -s 10.0.0.0/24 -j ACCEPT   # your nodes' "
+        "subnet");
+  }
+}
+
 }  // namespace
 
 Check FirewallCheck(const std::vector<PortRange>& ports,
@@ -237,122 +355,39 @@ Check FirewallCheck(const std::vector<PortRange>& ports,
   } else {
     ReadLinuxTools(ports, facts, &c, &t);
   }
-  const FirewallRuleset& rules = t.rules;
-  const std::vector<std::string>& unreadable = t.unreadable;
-  const std::vector<std::string>& present = t.present;
-  const bool firewalld_running = t.firewalld_running;
-  const bool ufw_active = t.ufw_active;
-  const std::vector<PortRange>& firewalld_open = t.firewalld_open;
-  const nlohmann::json& tools = t.tools;
-  std::string tool;  // what the fix commands use
-  c.data["tools"] = tools;
-  if (firewalld_running) {
-    tool = "firewalld";
-  } else if (ufw_active) {
-    tool = "ufw";
-  } else if (!rules.nft_input_chain.empty()) {
-    tool = "nft";
-  } else if (std::find(present.begin(), present.end(), "iptables") !=
-             present.end()) {
-    tool = "iptables";
-  }
+  c.data["tools"] = t.tools;
+  const bool os_windows = os == "windows";
+  const std::string tool = os_windows ? "" : FixTool(t);
 
-  // Decide each port.
-  std::vector<PortRange> blocked;
-  std::vector<std::string> maybe;
-  std::map<std::string, std::vector<PortRange>> blocked_by;
-  nlohmann::json decisions = nlohmann::json::array();
-  int total = 0;
-  for (const PortRange& r : ports) {
-    for (int p = r.first; p <= r.last && total < kMaxPortsChecked;
-         ++p, ++total) {
-      PortDecision d = DecidePort(rules, p);
-      if (firewalld_running && d.kind == PortDecision::kAllowed) {
-        bool open = false;
-        for (const PortRange& o : firewalld_open) open = open || o.Contains(p);
-        if (!open) {
-          d.kind = PortDecision::kMaybe;
-          d.by =
-              "firewalld's default zone does not list the port (a service it "
-              "lists may cover it)";
-        }
-      }
-      if (d.kind == PortDecision::kAllowed) continue;
-      decisions.push_back(
-          {{"port", p},
-           {"decision", d.kind == PortDecision::kBlocked ? "blocked" : "maybe"},
-           {"by", d.by}});
-      if (d.kind == PortDecision::kBlocked) {
-        if (blocked.empty() || blocked.back().last != p - 1) {
-          blocked.push_back({p, p});
-        } else {
-          blocked.back().last = p;
-        }
-        auto& v = blocked_by[d.by];
-        if (v.empty() || v.back().last != p - 1) {
-          v.push_back({p, p});
-        } else {
-          v.back().last = p;
-        }
-      } else if (std::find(maybe.begin(), maybe.end(), d.by) == maybe.end()) {
-        maybe.push_back(d.by);
-      }
-    }
-  }
-  c.data["decisions"] = decisions;
-  for (const auto& [by, rs] : blocked_by) {
+  const PortVerdicts v = DecidePorts(ports, t);
+  c.data["decisions"] = v.decisions;
+  for (const auto& [by, rs] : v.blocked_by) {
     c.evidence.push_back(
         absl::StrCat("blocks TCP ", PortRangesText(rs), ": ", by));
   }
-  for (const std::string& m : maybe) {
+  for (const std::string& m : v.maybe) {
     c.evidence.push_back(absl::StrCat("may block: ", m));
   }
-  // Gloo and NCCL listen on ephemeral ports.
-  const std::vector<PortRange> eph = {facts.ephemeral};
-  const int mid = (eph[0].first + eph[0].last) / 2;
-  PortDecision de = DecidePort(rules, mid);
-  bool eph_blocked = de.kind == PortDecision::kBlocked;
-  if (eph_blocked) {
-    c.evidence.push_back(absl::StrCat(
-        "Gloo and NCCL connect ranks on ephemeral ports (", PortRangesText(eph),
-        facts.windows ? ", the dynamic port range), and "
-                      : ", net.ipv4.ip_local_port_range), and ",
-        de.by, " blocks them: collectives across nodes would hang"));
-  }
-  const bool os_windows = os == "windows";
-  std::string where = os_windows
-                          ? "on each Windows node, in an elevated prompt:"
-                          : "as root on this host:";
-  if (!blocked.empty()) {
+  const bool eph_blocked = EphemeralBlocked(facts, t, &c);
+  const std::string where = os_windows
+                                ? "on each Windows node, in an elevated prompt:"
+                                : "as root on this host:";
+  const std::string& chain = t.rules.nft_input_chain;
+  if (!v.blocked.empty()) {
     c.status = Status::kFail;
     c.summary = absl::StrCat("this host's firewall blocks inbound TCP ",
-                             PortRangesText(blocked));
+                             PortRangesText(v.blocked));
     c.fix.push_back(absl::StrCat("Allow the ports in, ", where));
-    c.commands = OpenPortCommands(os, os_windows ? "" : tool, blocked,
-                                  rules.nft_input_chain);
-  } else if (!maybe.empty() || eph_blocked || !unreadable.empty()) {
+    c.commands = OpenPortCommands(os, tool, v.blocked, chain);
+  } else if (!v.maybe.empty() || eph_blocked || !t.unreadable.empty()) {
     c.status = Status::kWarn;
-    if (!unreadable.empty() && facts.windows) {
-      c.summary =
-          absl::StrCat("could not read the firewall: ", unreadable.front());
-    } else if (!unreadable.empty()) {
-      c.summary = absl::StrCat("could not read the rules of ",
-                               absl::StrJoin(unreadable, ", "),
-                               facts.root ? "" : " (run as root)");
-    } else if (!maybe.empty()) {
-      c.summary = absl::StrCat("rules may block some peers: ", maybe.front());
-    } else {
-      c.summary = absl::StrCat(
-          "the ports are open but ephemeral ports (Gloo/NCCL data) are "
-          "blocked");
-    }
+    c.summary = WarningSummary(facts, t, v);
     c.fix.push_back(absl::StrCat("To allow the ports explicitly, ", where));
-    c.commands = OpenPortCommands(os, os_windows ? "" : tool, ports,
-                                  rules.nft_input_chain);
+    c.commands = OpenPortCommands(os, tool, ports, chain);
   } else {
     c.status = Status::kPass;
     c.summary =
-        present.empty() && !firewalld_running && !ufw_active
+        t.present.empty() && !t.firewalld_running && !t.ufw_active
             ? "no firewall tool found here; nothing local filters the ports"
             : absl::StrCat("no local rule blocks inbound TCP ",
                            PortRangesText(ports));
@@ -361,24 +396,9 @@ Check FirewallCheck(const std::vector<PortRange>& ports,
         "peer's own firewall, a cloud security group). To allow them "
         "explicitly, ",
         where));
-    c.commands = OpenPortCommands(os, os_windows ? "" : tool, ports,
-                                  rules.nft_input_chain);
+    c.commands = OpenPortCommands(os, tool, ports, chain);
   }
-  if (eph_blocked) {
-    c.fix.push_back(
-        "Allow all TCP between the nodes (e.g. from their subnet), not only "
-        "the muster ports:");
-    if (os_windows) {
-      c.commands.push_back(
-          "New-NetFirewallRule -DisplayName \"muster cluster\" -Direction "
-          "Inbound -Protocol TCP -RemoteAddress 10.0.0.0/24 -Action Allow   # "
-          "your nodes' subnet");
-    } else {
-      c.commands.push_back(
-          "iptables -I INPUT -p tcp -s 10.0.0.0/24 -j ACCEPT   # your nodes' "
-          "subnet");
-    }
-  }
+  if (eph_blocked) AllowClusterFix(os_windows, &c);
   if (multi_node && c.status == Status::kWarn && eph_blocked) {
     c.status = Status::kFail;
   }

@@ -24,19 +24,21 @@ std::string RouteFrom(const std::map<std::string, std::string>& routes,
   return it == routes.end() ? "" : it->second;
 }
 
-}  // namespace
+// "eth0 10.0.0.1/24, ..." for a choice, "none" without one.
+std::string Words(const InterfaceChoice& ch) {
+  return ch.chosen.empty() ? std::string("none")
+                           : internal::DescribeAll(ch.chosen);
+}
 
-Check InterfacesCheck(const std::vector<InterfaceAddress>& ifs,
-                      const HostnameFacts& facts,
-                      const std::map<std::string, std::string>& env,
-                      const std::string& advertised_address,
-                      const std::vector<std::string>& peer_addresses,
-                      const std::map<std::string, std::string>& routes,
-                      bool multi_node, const std::string& os) {
-  Check c;
-  c.id = "interfaces";
-  c.title = "interfaces (Gloo, NCCL)";
-  // One line per interface.
+// The three libraries' choices of interface, which the rules below judge.
+struct Choices {
+  InterfaceChoice nccl;
+  InterfaceChoice gloo;
+  InterfaceChoice comm;
+};
+
+// Evidence and data: one line per interface.
+void ListInterfaces(const std::vector<InterfaceAddress>& ifs, Check* c) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const InterfaceAddress*>> by_name;
   for (const InterfaceAddress& a : ifs) {
@@ -54,7 +56,7 @@ Check InterfacesCheck(const std::vector<InterfaceAddress>& ifs,
     }
     const InterfaceAddress& f = *v.front();
     std::string state = !f.up ? "DOWN" : f.running ? "UP" : "UP, NO-CARRIER";
-    c.evidence.push_back(
+    c->evidence.push_back(
         absl::StrCat(name, " ", state, ": ", absl::StrJoin(addrs, " ")));
     list.push_back({{"name", name},
                     {"up", f.up},
@@ -62,31 +64,30 @@ Check InterfacesCheck(const std::vector<InterfaceAddress>& ifs,
                     {"loopback", f.loopback},
                     {"addresses", ja}});
   }
-  c.data["interfaces"] = list;
-  const InterfaceChoice nccl = NcclSocketInterfaces(ifs, env);
-  const InterfaceChoice gloo =
-      PytorchGlooDevice(ifs, env, facts.hostname, facts.addresses);
-  const InterfaceChoice comm = MusterCommDevice(ifs, env, advertised_address);
-  c.data["nccl"] = internal::ChoiceJson(nccl);
-  c.data["gloo"] = internal::ChoiceJson(gloo);
-  c.data["muster_comm"] = internal::ChoiceJson(comm);
-  auto words = [](const InterfaceChoice& ch) {
-    return ch.chosen.empty() ? std::string("none")
-                             : internal::DescribeAll(ch.chosen);
-  };
-  c.evidence.push_back(absl::StrCat(
+  c->data["interfaces"] = list;
+}
+
+// Rules over the choices alone: a variable naming no interface fails; NCCL on
+// an interface other nodes cannot reach, or a chosen interface that is down,
+// warns.
+void ChoiceRules(const Choices& ch, bool multi_node, Check* c,
+                 std::vector<std::string>* fails,
+                 std::vector<std::string>* warns) {
+  const InterfaceChoice& nccl = ch.nccl;
+  c->data["nccl"] = internal::ChoiceJson(nccl);
+  c->data["gloo"] = internal::ChoiceJson(ch.gloo);
+  c->data["muster_comm"] = internal::ChoiceJson(ch.comm);
+  c->evidence.push_back(absl::StrCat(
       "NCCL: bootstrap ",
       nccl.chosen.empty() ? "none" : internal::Describe(nccl.chosen.front()),
-      nccl.chosen.size() > 1 ? absl::StrCat("; sockets ", words(nccl)) : "",
+      nccl.chosen.size() > 1 ? absl::StrCat("; sockets ", Words(nccl)) : "",
       " (", nccl.rule, ")"));
-  c.evidence.push_back(
-      absl::StrCat("PyTorch Gloo: ", words(gloo), " (", gloo.rule, ")"));
-  c.evidence.push_back(
-      absl::StrCat("libmuster_comm: ", words(comm), " (", comm.rule, ")"));
-  std::vector<std::string> fails;
-  std::vector<std::string> warns;
-  for (const InterfaceChoice* ch : {&nccl, &gloo, &comm}) {
-    if (!ch->error.empty()) fails.push_back(ch->error);
+  c->evidence.push_back(
+      absl::StrCat("PyTorch Gloo: ", Words(ch.gloo), " (", ch.gloo.rule, ")"));
+  c->evidence.push_back(absl::StrCat("libmuster_comm: ", Words(ch.comm), " (",
+                                     ch.comm.rule, ")"));
+  for (const InterfaceChoice* one : {&ch.nccl, &ch.gloo, &ch.comm}) {
+    if (!one->error.empty()) fails->push_back(one->error);
   }
   if (!nccl.chosen.empty() && nccl.error.empty()) {
     const InterfaceAddress& b = nccl.chosen.front();
@@ -94,17 +95,24 @@ Check InterfacesCheck(const std::vector<InterfaceAddress>& ifs,
         absl::StartsWith(b.name, "virbr")) {
       std::string w = absl::StrCat("NCCL would use ", internal::Describe(b),
                                    ", which other nodes cannot reach");
-      (multi_node ? warns : c.evidence).push_back(w);
+      (multi_node ? *warns : c->evidence).push_back(w);
     }
   }
-  for (const InterfaceChoice* ch : {&gloo, &comm}) {
-    for (const InterfaceAddress& a : ch->chosen) {
+  for (const InterfaceChoice* one : {&ch.gloo, &ch.comm}) {
+    for (const InterfaceAddress& a : one->chosen) {
       if (!a.up && !a.loopback && a.name != "?") {
-        warns.push_back(absl::StrCat(internal::Describe(a), " is down"));
+        warns->push_back(absl::StrCat(internal::Describe(a), " is down"));
       }
     }
   }
-  // Whether the chosen addresses are the ones this host uses to reach peers.
+}
+
+// The rule over the routes: the chosen addresses are the ones this host uses
+// to reach its peers, else the peers may not reach them back.
+void RouteRules(const std::vector<InterfaceAddress>& ifs,
+                const std::vector<std::string>& peer_addresses,
+                const std::map<std::string, std::string>& routes,
+                const Choices& ch, Check* c, std::vector<std::string>* warns) {
   nlohmann::json route_list = nlohmann::json::array();
   for (const std::string& peer : peer_addresses) {
     if (platform::IsLoopbackAddress(peer)) continue;
@@ -115,33 +123,70 @@ Check InterfacesCheck(const std::vector<InterfaceAddress>& ifs,
     }
     route_list.push_back({{"peer", peer}, {"source", src}, {"interface", via}});
     if (src.empty()) {
-      warns.push_back(absl::StrCat("no route from this host to ", peer));
+      warns->push_back(absl::StrCat("no route from this host to ", peer));
       continue;
     }
-    c.evidence.push_back(
+    c->evidence.push_back(
         absl::StrCat("route to ", peer, ": from ", via, " ", src));
     struct Named {
       const char* name;
       const InterfaceChoice* ch;
       const char* var;
     };
-    for (const Named& n : {Named{"NCCL", &nccl, "NCCL_SOCKET_IFNAME"},
-                           Named{"Gloo", &gloo, "GLOO_SOCKET_IFNAME"}}) {
+    for (const Named& n : {Named{"NCCL", &ch.nccl, "NCCL_SOCKET_IFNAME"},
+                           Named{"Gloo", &ch.gloo, "GLOO_SOCKET_IFNAME"}}) {
       if (n.ch->chosen.empty()) continue;
       const InterfaceAddress& a = n.ch->chosen.front();
       if (a.family != (peer.find(':') != std::string::npos ? IpFamily::kIpv6
                                                            : IpFamily::kIpv4))
         continue;
       if (a.address != src) {
-        warns.push_back(absl::StrCat(n.name, " binds ", internal::Describe(a),
-                                     " but this host reaches ", peer, " from ",
-                                     via, " ", src, ": ", peer,
-                                     " must be able to reach ", a.address,
-                                     " (else set ", n.var, "=", via, ")"));
+        warns->push_back(absl::StrCat(n.name, " binds ", internal::Describe(a),
+                                      " but this host reaches ", peer, " from ",
+                                      via, " ", src, ": ", peer,
+                                      " must be able to reach ", a.address,
+                                      " (else set ", n.var, "=", via, ")"));
       }
     }
   }
-  c.data["routes"] = route_list;
+  c->data["routes"] = route_list;
+}
+
+// The interface to pin both libraries to: the one this host reaches its peers
+// from, else the first that is not loopback.
+std::string InterfaceToPin(const std::vector<InterfaceAddress>& ifs,
+                           const std::vector<std::string>& peer_addresses,
+                           const std::map<std::string, std::string>& routes) {
+  std::string good = internal::FirstNonLoopbackInterface(ifs);
+  for (const std::string& peer : peer_addresses) {
+    const std::string src = RouteFrom(routes, peer);
+    for (const InterfaceAddress& a : ifs) {
+      if (!src.empty() && a.address == src && !a.loopback) good = a.name;
+    }
+  }
+  return good;
+}
+
+}  // namespace
+
+Check InterfacesCheck(const std::vector<InterfaceAddress>& ifs,
+                      const HostnameFacts& facts,
+                      const std::map<std::string, std::string>& env,
+                      const std::string& advertised_address,
+                      const std::vector<std::string>& peer_addresses,
+                      const std::map<std::string, std::string>& routes,
+                      bool multi_node, const std::string& os) {
+  Check c;
+  c.id = "interfaces";
+  c.title = "interfaces (Gloo, NCCL)";
+  ListInterfaces(ifs, &c);
+  const Choices ch{NcclSocketInterfaces(ifs, env),
+                   PytorchGlooDevice(ifs, env, facts.hostname, facts.addresses),
+                   MusterCommDevice(ifs, env, advertised_address)};
+  std::vector<std::string> fails;
+  std::vector<std::string> warns;
+  ChoiceRules(ch, multi_node, &c, &fails, &warns);
+  RouteRules(ifs, peer_addresses, routes, ch, &c, &warns);
   for (const std::string& f : fails) c.evidence.push_back(f);
   for (const std::string& w : warns) c.evidence.push_back(w);
   if (!fails.empty()) {
@@ -160,13 +205,7 @@ Check InterfacesCheck(const std::vector<InterfaceAddress>& ifs,
   if (!warns.empty()) {
     c.status = Status::kWarn;
     c.summary = warns.front();
-    std::string good = internal::FirstNonLoopbackInterface(ifs);
-    for (const std::string& peer : peer_addresses) {
-      const std::string src = RouteFrom(routes, peer);
-      for (const InterfaceAddress& a : ifs) {
-        if (!src.empty() && a.address == src && !a.loopback) good = a.name;
-      }
-    }
+    const std::string good = InterfaceToPin(ifs, peer_addresses, routes);
     c.fix.push_back(
         "Pin Gloo and NCCL to the interface the nodes reach each other on, "
         "the same on every node:");
@@ -177,10 +216,11 @@ Check InterfacesCheck(const std::vector<InterfaceAddress>& ifs,
     return c;
   }
   c.status = Status::kPass;
-  c.summary = absl::StrCat(
-      "NCCL ",
-      nccl.chosen.empty() ? "none" : internal::Describe(nccl.chosen.front()),
-      "; Gloo ", words(gloo));
+  c.summary = absl::StrCat("NCCL ",
+                           ch.nccl.chosen.empty()
+                               ? "none"
+                               : internal::Describe(ch.nccl.chosen.front()),
+                           "; Gloo ", Words(ch.gloo));
   return c;
 }
 

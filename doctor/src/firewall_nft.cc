@@ -39,74 +39,134 @@ std::vector<std::string> NftValue(const std::vector<std::string>& tok,
   return out;
 }
 
+// Words that do not limit which packets a rule matches.
+// clang-format off
+const std::set<std::string>& NeutralWords() {
+  static const auto* const kNeutral = new std::set<std::string>{
+      "counter", "packets", "bytes", "meta", "nfproto", "ipv4", "ipv6", "inet", "ip", "ip6",
+      "log", "prefix", "level", "flags", "comment", "l4proto", "protocol", "nexthdr", "ct",
+      "tcp", "th", "notrack", "continue", "queue", "with", "icmp", "icmpx", "icmpv6", "type",
+      "admin-prohibited", "port-unreachable", "host-unreachable", "net-unreachable",
+      "host-prohibited", "net-prohibited", "reset", "prot-unreachable", "no-route",
+      "addr-unreachable"};
+  return *kNeutral;
+}
+// clang-format on
+
+// Skips a "!=" at tok[*i]; whether there was one.
+bool SkipNegation(const std::vector<std::string>& tok, size_t* i) {
+  if (*i < tok.size() && tok[*i] == "!=") {
+    ++*i;
+    return true;
+  }
+  return false;
+}
+
+// "tcp dport [!=] VALUE" from tok[*i] = "tcp".
+void ParseDport(const std::vector<std::string>& tok, size_t* i,
+                FirewallRule* r) {
+  *i += 2;
+  const bool negated = SkipNegation(tok, i);
+  for (const std::string& v : NftValue(tok, i)) {
+    PortRange pr;
+    if (absl::StartsWith(v, "@")) {
+      r->dports_unknown = true;  // until the set is looked up
+      r->dports_set = v;
+    } else if (!ParseOnePortRange(v, &pr)) {
+      r->dports_unknown = true;
+    } else {
+      r->dports.push_back(pr);
+    }
+  }
+  r->dports_negated = negated;
+}
+
+// "l4proto|ip protocol|nexthdr [!=] VALUE": a rule for protocols other than
+// TCP does not apply.
+void ParseProtocol(const std::vector<std::string>& tok, size_t* i,
+                   FirewallRule* r) {
+  ++*i;
+  const bool negated = SkipNegation(tok, i);
+  bool tcp = false;
+  for (const std::string& v : NftValue(tok, i)) {
+    if (v == "tcp" || v == "6") tcp = true;
+  }
+  if (negated) tcp = !tcp;
+  if (!tcp) r->applies_to_tcp = false;
+}
+
+// "ct state|status [!=] VALUE": a rule only for established connections is
+// not for a peer's new one.
+void ParseConntrack(const std::vector<std::string>& tok, size_t* i,
+                    FirewallRule* r) {
+  const bool is_state = tok[*i + 1] == "state";
+  *i += 2;
+  const bool negated = SkipNegation(tok, i);
+  std::vector<std::string> states;
+  for (const std::string& v : NftValue(tok, i)) {
+    for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+      states.emplace_back(s);
+    }
+  }
+  if (!is_state) {
+    r->conditional = true;
+    return;
+  }
+  bool new_conn = false;
+  for (const auto& s : states) new_conn = new_conn || s == "new";
+  if (negated) new_conn = !new_conn;
+  if (!new_conn) r->not_for_peers = true;
+}
+
+// "iif|iifname [!=] VALUE" (skip = 1) or "ip|ip6 saddr|daddr [!=] VALUE"
+// (skip = 2): loopback only is never a peer; anything else limits the match.
+void ParseOrigin(const std::vector<std::string>& tok, size_t* i, size_t skip,
+                 FirewallRule* r) {
+  const bool address = skip == 2;
+  const bool saddr = address && tok[*i + 1] == "saddr";
+  *i += skip;
+  const bool negated = SkipNegation(tok, i);
+  std::vector<std::string> v = NftValue(tok, i);
+  const bool loopback = !negated && v.size() == 1 &&
+                        (address ? saddr && IsLoopbackNet(v[0]) : v[0] == "lo");
+  if (loopback) {
+    r->not_for_peers = true;
+  } else {
+    r->conditional = true;
+  }
+}
+
+// Whether tok[i] is a verdict; sets it (and a jump's target) when it is.
+bool ParseVerdict(const std::vector<std::string>& tok, size_t i,
+                  FirewallRule* r) {
+  const std::string& t = tok[i];
+  if (t == "accept" || t == "drop" || t == "reject" || t == "return") {
+    r->verdict = t == "accept"   ? RuleVerdict::kAccept
+                 : t == "drop"   ? RuleVerdict::kDrop
+                 : t == "reject" ? RuleVerdict::kReject
+                                 : RuleVerdict::kReturn;
+    return true;
+  }
+  if (t == "jump" || t == "goto") {
+    r->verdict = t == "jump" ? RuleVerdict::kJump : RuleVerdict::kGoto;
+    r->target_chain = i + 1 < tok.size() ? tok[i + 1] : "";
+    return true;
+  }
+  return false;
+}
+
 void ParseNftRule(const std::vector<std::string>& tok, FirewallRule* r) {
-  static const std::set<std::string> kNeutral = {"counter",
-                                                 "packets",
-                                                 "bytes",
-                                                 "meta",
-                                                 "nfproto",
-                                                 "ipv4",
-                                                 "ipv6",
-                                                 "inet",
-                                                 "ip",
-                                                 "ip6",
-                                                 "log",
-                                                 "prefix",
-                                                 "level",
-                                                 "flags",
-                                                 "comment",
-                                                 "l4proto",
-                                                 "protocol",
-                                                 "nexthdr",
-                                                 "ct",
-                                                 "tcp",
-                                                 "th",
-                                                 "notrack",
-                                                 "continue",
-                                                 "queue",
-                                                 "with",
-                                                 "icmp",
-                                                 "icmpx",
-                                                 "icmpv6",
-                                                 "type",
-                                                 "admin-prohibited",
-                                                 "port-unreachable",
-                                                 "host-unreachable",
-                                                 "net-unreachable",
-                                                 "host-prohibited",
-                                                 "net-prohibited",
-                                                 "reset",
-                                                 "prot-unreachable",
-                                                 "no-route",
-                                                 "addr-unreachable"};
   for (size_t i = 0; i < tok.size(); ++i) {
     const std::string& t = tok[i];
     auto next = [&](size_t k) -> std::string {
       return i + k < tok.size() ? tok[i + k] : "";
     };
     if ((t == "tcp" || t == "th") && next(1) == "dport") {
-      i += 2;
-      bool negated = false;
-      if (i < tok.size() && tok[i] == "!=") {
-        negated = true;
-        ++i;
-      }
-      for (const std::string& v : NftValue(tok, &i)) {
-        PortRange pr;
-        if (absl::StartsWith(v, "@")) {
-          r->dports_unknown = true;  // until the set is looked up
-          r->dports_set = v;
-        } else if (!ParseOnePortRange(v, &pr)) {
-          r->dports_unknown = true;
-        } else {
-          r->dports.push_back(pr);
-        }
-      }
-      r->dports_negated = negated;
+      ParseDport(tok, &i, r);
     } else if ((t == "tcp" || t == "th") && next(1) == "sport") {
       r->conditional = true;
       i += 2;
-      if (i < tok.size() && tok[i] == "!=") ++i;
+      SkipNegation(tok, &i);
       NftValue(tok, &i);
     } else if (t == "tcp" && next(1) == "flags") {
       r->conditional = true;
@@ -119,82 +179,20 @@ void ParseNftRule(const std::vector<std::string>& tok, FirewallRule* r) {
     } else if (t == "l4proto" ||
                (t == "protocol" && i > 0 && tok[i - 1] == "ip") ||
                t == "nexthdr") {
-      ++i;
-      bool negated = false;
-      if (i < tok.size() && tok[i] == "!=") {
-        negated = true;
-        ++i;
-      }
-      bool tcp = false;
-      for (const std::string& v : NftValue(tok, &i)) {
-        if (v == "tcp" || v == "6") tcp = true;
-      }
-      if (negated) tcp = !tcp;
-      if (!tcp) r->applies_to_tcp = false;
+      ParseProtocol(tok, &i, r);
     } else if (t == "ct" && (next(1) == "state" || next(1) == "status")) {
-      const bool is_state = next(1) == "state";
-      i += 2;
-      bool negated = false;
-      if (i < tok.size() && tok[i] == "!=") {
-        negated = true;
-        ++i;
-      }
-      std::vector<std::string> states;
-      for (const std::string& v : NftValue(tok, &i)) {
-        for (absl::string_view s : absl::StrSplit(v, ',', absl::SkipEmpty())) {
-          states.emplace_back(s);
-        }
-      }
-      if (is_state) {
-        bool new_conn = false;
-        for (const auto& s : states) new_conn = new_conn || s == "new";
-        if (negated) new_conn = !new_conn;
-        if (!new_conn) r->not_for_peers = true;
-      } else {
-        r->conditional = true;
-      }
+      ParseConntrack(tok, &i, r);
     } else if (t == "iif" || t == "iifname") {
-      ++i;
-      bool negated = false;
-      if (i < tok.size() && tok[i] == "!=") {
-        negated = true;
-        ++i;
-      }
-      std::vector<std::string> v = NftValue(tok, &i);
-      if (!negated && v.size() == 1 && v[0] == "lo") {
-        r->not_for_peers = true;  // loopback only: never a peer
-      } else {
-        r->conditional = true;
-      }
+      ParseOrigin(tok, &i, 1, r);
     } else if ((t == "ip" || t == "ip6") &&
                (next(1) == "saddr" || next(1) == "daddr")) {
-      const bool saddr = next(1) == "saddr";
-      i += 2;
-      bool negated = false;
-      if (i < tok.size() && tok[i] == "!=") {
-        negated = true;
-        ++i;
-      }
-      std::vector<std::string> v = NftValue(tok, &i);
-      if (saddr && !negated && v.size() == 1 && IsLoopbackNet(v[0])) {
-        r->not_for_peers = true;
-      } else {
-        r->conditional = true;
-      }
-    } else if (t == "accept" || t == "drop" || t == "reject" || t == "return") {
-      r->verdict = t == "accept"   ? RuleVerdict::kAccept
-                   : t == "drop"   ? RuleVerdict::kDrop
-                   : t == "reject" ? RuleVerdict::kReject
-                                   : RuleVerdict::kReturn;
+      ParseOrigin(tok, &i, 2, r);
+    } else if (ParseVerdict(tok, i, r)) {
       return;  // the verdict ends the rule ("reject with icmp type ...")
-    } else if (t == "jump" || t == "goto") {
-      r->verdict = t == "jump" ? RuleVerdict::kJump : RuleVerdict::kGoto;
-      r->target_chain = next(1);
-      return;
     } else if (t == "comment" || t == "prefix") {
       ++i;  // its quoted value
     } else if (absl::ascii_isdigit(static_cast<unsigned char>(t[0])) ||
-               kNeutral.count(t) > 0) {
+               NeutralWords().count(t) > 0) {
       // Values (counter numbers) and words that do not limit the match.
     } else {
       // Anything else (oif, meta mark, limit, fib, sets, vmaps ...) may limit

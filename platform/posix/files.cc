@@ -58,8 +58,11 @@ absl::Status WriteFileAtomically(const std::string& path,
     }
     done += static_cast<size_t>(n);
   }
+  // Durable: the bytes reach the disk before the rename makes them the file
+  // (as FlushFileBuffers does on Windows).
+  if (done == contents.size() && fsync(fd) != 0) saved = errno;
   close(fd);
-  if (done < contents.size()) {
+  if (done < contents.size() || saved != 0) {
     std::remove(tmp.c_str());
     return absl::InternalError(
         absl::StrCat("cannot write ", tmp, ": ", std::strerror(saved)));
@@ -74,6 +77,14 @@ absl::Status WriteFileAtomically(const std::string& path,
     std::remove(tmp.c_str());
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path,
                                             ": ", std::strerror(err)));
+  }
+  // And the rename itself (MOVEFILE_WRITE_THROUGH on Windows).
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dfd =
+      open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
   }
   return absl::OkStatus();
 }

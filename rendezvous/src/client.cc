@@ -153,15 +153,20 @@ class GrpcRendezvousClient final : public SessionClient {
     return leader_;
   }
 
+  // Marks the session closing (the heartbeat stops); false when it already
+  // was. *open: whether the stream was open then.
+  bool StartClosing(bool* open) {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return false;
+    closing_ = true;
+    stop_heartbeat_ = true;
+    *open = state_ == State::kOpen;
+    return true;
+  }
+
   void Abandon() override {
     bool open = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (closing_) return;
-      closing_ = true;
-      stop_heartbeat_ = true;
-      open = state_ == State::kOpen;
-    }
+    if (!StartClosing(&open)) return;
     // A cancel ends a write or read stuck on a silent server too.
     if (open) context_.TryCancel();
     if (reader_.joinable()) reader_.join();
@@ -174,13 +179,7 @@ class GrpcRendezvousClient final : public SessionClient {
 
   void Close(absl::string_view leave_reason) override {
     bool open = false;
-    {
-      absl::MutexLock lock(&mu_);
-      if (closing_) return;
-      closing_ = true;
-      stop_heartbeat_ = true;
-      open = state_ == State::kOpen;
-    }
+    if (!StartClosing(&open)) return;
     if (open) {
       const absl::Time deadline = absl::Now() + kCloseWait;
       bool may_write = false;

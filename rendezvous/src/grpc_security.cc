@@ -25,7 +25,7 @@
 #include "muster/common/logging.h"
 #include "muster/platform/env.h"
 #include "muster/platform/files.h"
-#include "rendezvous/src/tcp_connect.h"
+#include "muster/platform/socket.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -214,18 +214,18 @@ absl::Status ValidateServerTls(const ServerTls& tls) {
 
 TlsProbe ProbeTls(const std::string& host, int port, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  int fd = ConnectTcp(host, port, deadline);
-  if (fd < 0) return TlsProbe::kUnknown;
+  // Closed when it goes out of scope, after SSL_free.
+  absl::StatusOr<platform::Socket> socket =
+      platform::ConnectTcpBlocking(host, port, deadline, "TLS probe");
+  if (!socket.ok()) return TlsProbe::kUnknown;
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  if (ctx == nullptr) {
-    CloseSocket(fd);
-    return TlsProbe::kUnknown;
-  }
+  if (ctx == nullptr) return TlsProbe::kUnknown;
   SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
   SSL* ssl = SSL_new(ctx);
   static const unsigned char kAlpn[] = {2, 'h', '2'};
   SSL_set_alpn_protos(ssl, kAlpn, sizeof(kAlpn));
-  SSL_set_fd(ssl, fd);
+  // A SOCKET fits an int on Windows, as OpenSSL takes it there.
+  SSL_set_fd(ssl, static_cast<int>(socket->handle()));
   const int r = SSL_connect(ssl);
   TlsProbe out = TlsProbe::kPlaintext;
   if (r == 1) {
@@ -242,7 +242,6 @@ TlsProbe ProbeTls(const std::string& host, int port, absl::Duration timeout) {
   ERR_clear_error();
   SSL_free(ssl);
   SSL_CTX_free(ctx);
-  CloseSocket(fd);
   return out;
 }
 

@@ -1,11 +1,11 @@
 // The gRPC server of the in-process rendezvous's Store service (the workers of
 // a --standalone job bootstrap through it), on 127.0.0.1 at an ephemeral
 // port. How it listens is the OS's part:
-//   Linux   (posix/local_store_server.cc): a LoopbackListener whose
+//   Linux   (local_store_server_fd.cc): a LoopbackListener whose
 //           connections are handed to gRPC (AddInsecureChannelFromFd); the
 //           gRPC server is built only when the first worker connects, so a
 //           job whose workers never use the Store does not pay for it.
-//   Windows (windows/local_store_server_windows.cc): gRPC takes no
+//   Windows (local_store_server_port.cc): gRPC takes no
 //           descriptors there, so the gRPC server listens on 127.0.0.1:0
 //           itself, from the start.
 #ifndef MUSTER_RENDEZVOUS_SRC_LOCAL_STORE_SERVER_H_

@@ -1,6 +1,7 @@
 // The server's messages for one agent session, queued until Next takes them,
-// and how the session ended: what both RendezvousClient implementations (over
-// gRPC, and in process) hand to Next.
+// and how the session ended: what the RendezvousClient implementations (over
+// gRPC: SessionClient and the replicas' FollowingClient; in process:
+// LocalRendezvous's client) hand to Next.
 #ifndef MUSTER_RENDEZVOUS_SRC_SESSION_INBOX_H_
 #define MUSTER_RENDEZVOUS_SRC_SESSION_INBOX_H_
 

@@ -6,8 +6,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "muster/common/logging.h"
+#include "muster/platform/state_file.h"
 #include "nlohmann/json.hpp"
-#include "rendezvous/src/state_file.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -20,9 +20,9 @@ constexpr absl::Duration kMinInterval = absl::Milliseconds(200);
 absl::StatusOr<std::unique_ptr<StateJournal>> StateJournal::Open(
     const std::string& dir, KvStore* store, Coordinator* coordinator,
     absl::Duration adoption_grace, absl::Time now) {
-  if (absl::Status s = PrepareStateDir(dir); !s.ok()) return s;
+  if (absl::Status s = platform::PrepareStateDir(dir); !s.ok()) return s;
   std::unique_ptr<StateJournal> j(new StateJournal(dir, store, coordinator));
-  absl::StatusOr<std::string> text = ReadStateFile(dir, kFileName);
+  absl::StatusOr<std::string> text = platform::ReadStateFile(dir, kFileName);
   if (!text.ok() && !absl::IsNotFound(text.status())) {
     return absl::InvalidArgumentError(
         absl::StrCat("--state-dir: ", text.status().message()));
@@ -135,7 +135,7 @@ void StateJournal::MaybeWrite(absl::Time now) {
   std::string jobs = JobsJson();
   if (version == written_version_ && jobs == written_jobs_) return;
   last_write_ = now;
-  absl::Status s = WriteStateFile(dir_, kFileName, Serialize(jobs));
+  absl::Status s = platform::WriteStateFile(dir_, kFileName, Serialize(jobs));
   if (!s.ok()) {
     MUSTER_LOG(ERROR) << "--state-dir: cannot write the state: " << s.message();
     return;
@@ -147,7 +147,7 @@ void StateJournal::MaybeWrite(absl::Time now) {
 
 absl::Status StateJournal::WriteNow() {
   std::string jobs = JobsJson();
-  absl::Status s = WriteStateFile(dir_, kFileName, Serialize(jobs));
+  absl::Status s = platform::WriteStateFile(dir_, kFileName, Serialize(jobs));
   if (s.ok()) {
     ++writes_;
     written_version_ = store_->Version();

@@ -1,8 +1,8 @@
 // musterd --state-dir (issue 11 item 4): a journal of the jobs, their rounds
 // and every Store key, so that a restarted musterd resumes them. One file,
-// DIR/state.json, replaced atomically (posix/state_file.h) at most every
-// 200 ms and only when something changed; its size is bounded by the Store's
-// quotas (KvStoreLimits) and the Coordinator's retention of ended jobs.
+// DIR/state.json, replaced atomically (muster/platform/state_file.h) at most
+// every 200 ms and only when something changed; its size is bounded by the
+// Store's quotas (KvStoreLimits) and the Coordinator's retention of ended jobs.
 //
 // On start the Store keys are restored at once; the jobs come back through
 // their agents, which re-announce the round they run (Join.claim) and which

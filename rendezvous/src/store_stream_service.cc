@@ -22,6 +22,14 @@ using internal::ToVector;
 
 namespace {
 
+// Whether the op changes the store (its answer comes from the write's
+// callback).
+bool IsWrite(v1::StoreRequest::OpCase op) {
+  return op == v1::StoreRequest::kSet || op == v1::StoreRequest::kAdd ||
+         op == v1::StoreRequest::kCompareSet ||
+         op == v1::StoreRequest::kMultiSet || op == v1::StoreRequest::kDelete;
+}
+
 // The op's name as the unary method's ("Set", "Get", ...), for metrics.
 const char* OpName(const v1::StoreRequest& r) {
   switch (r.op_case()) {
@@ -283,20 +291,21 @@ auto StoreService::StreamCore::WriteDone(uint64_t id, Fill fill) {
   };
 }
 
-void StoreService::StreamCore::Handle(v1::StoreRequest& request) {
+bool StoreService::StreamCore::Admit(const v1::StoreRequest& request,
+                                     std::string* prefix) {
   const uint64_t id = request.id();
   // A standby serves nothing: the stream ends naming the leader, and the
   // client takes its ops there.
   if (s_->gate_ != nullptr && !s_->gate_->serving()) {
     if (absl::Status gate = s_->gate_->Check(); !gate.ok()) {
       End(gate, s_->gate_->leader());
-      return;
+      return false;
     }
   }
   bool over_limit = false;
   {
     absl::MutexLock lock(&mu_);
-    if (ending_) return;
+    if (ending_) return false;
     over_limit = in_flight_ >= limits_.max_in_flight;
     if (!over_limit) ++in_flight_;
   }
@@ -307,148 +316,172 @@ void StoreService::StreamCore::Handle(v1::StoreRequest& request) {
                                  "(StoreStreamLimits.max_in_flight): wait for "
                                  "answers before sending more"))),
            /*counted=*/false);
-    return;
+    return false;
   }
-  const std::string prefix =
-      request.prefix().empty() ? OpPrefix(request) : request.prefix();
-  absl::Status check = s_->CheckNamespace(credential_, prefix);
-  if (!check.ok()) {
+  *prefix = request.prefix().empty() ? OpPrefix(request) : request.prefix();
+  if (absl::Status check = s_->CheckNamespace(credential_, *prefix);
+      !check.ok()) {
     Answer(ErrorResponse(id, check));
-    return;
+    return false;
   }
-  KvStore* store = s_->store_;
+  return true;
+}
+
+void StoreService::StreamCore::Handle(v1::StoreRequest& request) {
+  std::string prefix;
+  if (!Admit(request, &prefix)) return;
   if (s_->metrics_ != nullptr) s_->metrics_->CountStoreOp(OpName(request));
+  const absl::Status check = IsWrite(request.op_case())
+                                 ? DispatchWrite(prefix, request)
+                                 : DispatchRead(prefix, request);
+  if (!check.ok()) Answer(ErrorResponse(request.id(), check));
+}
+
+// Set, Add, CompareSet, MultiSet and Delete: the write goes to the store, its
+// answer comes from the callback. An error is the op's answer.
+absl::Status StoreService::StreamCore::DispatchWrite(
+    const std::string& prefix, v1::StoreRequest& request) {
+  const uint64_t id = request.id();
+  KvStore* store = s_->store_;
   switch (request.op_case()) {
     case v1::StoreRequest::kSet: {
       const v1::SetRequest& r = request.set();
-      if (check = CheckKey(r.key()); !check.ok()) break;
+      if (absl::Status check = CheckKey(r.key()); !check.ok()) return check;
       store->SetAsync(prefix, r.key(), r.value(),
                       WriteDone(id, [](absl::Status, v1::StoreResponse& out) {
                         out.mutable_set();
                       }));
-      return;
+      return absl::OkStatus();
     }
     case v1::StoreRequest::kAdd: {
       const v1::AddRequest& r = request.add();
-      if (check = CheckKey(r.key()); !check.ok()) break;
+      if (absl::Status check = CheckKey(r.key()); !check.ok()) return check;
       store->AddAsync(
           prefix, r.key(), r.delta(),
           WriteDone(id, [](absl::StatusOr<int64_t> v, v1::StoreResponse& out) {
             out.mutable_add()->set_value(*v);
           }));
-      return;
+      return absl::OkStatus();
     }
     case v1::StoreRequest::kCompareSet: {
       const v1::CompareSetRequest& r = request.compare_set();
-      if (check = CheckKey(r.key()); !check.ok()) break;
+      if (absl::Status check = CheckKey(r.key()); !check.ok()) return check;
       store->CompareSetAsync(
           prefix, r.key(), r.expected(), r.desired(),
           WriteDone(id,
                     [](absl::StatusOr<std::string> v, v1::StoreResponse& out) {
                       out.mutable_compare_set()->set_value(*std::move(v));
                     }));
-      return;
+      return absl::OkStatus();
     }
     case v1::StoreRequest::kMultiSet: {
       const v1::MultiSetRequest& r = request.multi_set();
-      if (check = CheckKeys(r.keys()); !check.ok()) break;
+      if (absl::Status check = CheckKeys(r.keys()); !check.ok()) return check;
       store->MultiSetAsync(
           prefix, ToVector(r.keys()), ToVector(r.values()),
           WriteDone(id, [](absl::Status, v1::StoreResponse& out) {
             out.mutable_multi_set();
           }));
-      return;
+      return absl::OkStatus();
     }
     case v1::StoreRequest::kDelete: {
       const v1::DeleteRequest& r = request.delete_();
-      if (check = CheckKey(r.key()); !check.ok()) break;
+      if (absl::Status check = CheckKey(r.key()); !check.ok()) return check;
       store->DeleteAsync(
           prefix, r.key(),
           WriteDone(id, [](absl::StatusOr<bool> v, v1::StoreResponse& out) {
             out.mutable_delete_()->set_deleted(*v);
           }));
-      return;
+      return absl::OkStatus();
     }
+    default:
+      return absl::InternalError("not a write");
+  }
+}
+
+// NumKeys, Get, Wait and MultiGet: answered now, or parked as a wait when
+// they have a timeout. An error is the op's answer.
+absl::Status StoreService::StreamCore::DispatchRead(const std::string& prefix,
+                                                    v1::StoreRequest& request) {
+  const uint64_t id = request.id();
+  KvStore* store = s_->store_;
+  switch (request.op_case()) {
     case v1::StoreRequest::kNumKeys: {
       v1::StoreResponse out;
       out.set_id(id);
       out.mutable_num_keys()->set_count(store->NumKeys(prefix));
       Answer(std::move(out));
-      return;
+      return absl::OkStatus();
     }
     case v1::StoreRequest::kGet: {
       const v1::GetRequest& r = request.get();
-      check = FirstError({CheckKey(r.key()), CheckTimeout(r.timeout_ms())});
-      if (!check.ok()) break;
+      absl::Status check =
+          FirstError({CheckKey(r.key()), CheckTimeout(r.timeout_ms())});
+      if (!check.ok()) return check;
       if (r.timeout_ms() > 0) {
         StartWait(id, prefix, {r.key()}, r.timeout_ms(), request.op_case(),
                   "Get");
-        return;
+        return absl::OkStatus();
       }
       absl::StatusOr<std::string> value = store->Get(prefix, r.key());
-      if (!value.ok()) {
-        check = value.status();
-        break;
-      }
+      if (!value.ok()) return value.status();
       v1::StoreResponse out;
       out.set_id(id);
       out.mutable_get()->set_value(*std::move(value));
       Answer(std::move(out));
-      return;
+      return absl::OkStatus();
     }
     case v1::StoreRequest::kWait: {
       const v1::WaitRequest& r = request.wait();
-      check = FirstError({CheckKeys(r.keys()), CheckTimeout(r.timeout_ms())});
-      if (!check.ok()) break;
+      absl::Status check =
+          FirstError({CheckKeys(r.keys()), CheckTimeout(r.timeout_ms())});
+      if (!check.ok()) return check;
       if (r.timeout_ms() > 0) {
         StartWait(id, prefix, ToVector(r.keys()), r.timeout_ms(),
                   request.op_case(), "Wait");
-        return;
+        return absl::OkStatus();
       }
       const std::vector<std::string> missing =
           s_->GetNow(prefix, r.keys(), /*values=*/nullptr);
       if (!missing.empty()) {
-        check = absl::DeadlineExceededError(absl::StrCat(
+        return absl::DeadlineExceededError(absl::StrCat(
             "Wait in store namespace '", prefix,
             "' with no timeout (keys not set: ", absl::StrJoin(missing, ", "),
             ")"));
-        break;
       }
       v1::StoreResponse out;
       out.set_id(id);
       out.mutable_wait();
       Answer(std::move(out));
-      return;
+      return absl::OkStatus();
     }
     case v1::StoreRequest::kMultiGet: {
       const v1::MultiGetRequest& r = request.multi_get();
-      check = FirstError({CheckKeys(r.keys()), CheckTimeout(r.timeout_ms())});
-      if (!check.ok()) break;
+      absl::Status check =
+          FirstError({CheckKeys(r.keys()), CheckTimeout(r.timeout_ms())});
+      if (!check.ok()) return check;
       if (r.timeout_ms() > 0) {
         StartWait(id, prefix, ToVector(r.keys()), r.timeout_ms(),
                   request.op_case(), "MultiGet");
-        return;
+        return absl::OkStatus();
       }
       v1::StoreResponse out;
       out.set_id(id);
       const std::vector<std::string> missing = s_->GetNow(
           prefix, r.keys(), out.mutable_multi_get()->mutable_values());
       if (!missing.empty()) {
-        check = absl::NotFoundError(
+        return absl::NotFoundError(
             absl::StrCat("keys not set in store namespace '", prefix,
                          "': ", absl::StrJoin(missing, ", ")));
-        break;
       }
       Answer(std::move(out));
-      return;
+      return absl::OkStatus();
     }
-    case v1::StoreRequest::OP_NOT_SET:
-      check = absl::InvalidArgumentError(
+    default:
+      return absl::InvalidArgumentError(
           "the Store stream request carries no op (set, get, add, ...): a "
           "client newer than this musterd?");
-      break;
   }
-  Answer(ErrorResponse(id, check));
 }
 
 void StoreService::StreamCore::StartWait(uint64_t id, const std::string& ns,

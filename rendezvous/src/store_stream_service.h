@@ -87,6 +87,15 @@ class StoreService::StreamCore final
   };
 
   void Handle(v1::StoreRequest& request);
+  // Admits an op: false (answered, or the stream ends) when this replica does
+  // not serve, too many ops are in flight, or the credential may not use its
+  // namespace; else counts it in flight and sets *prefix to its namespace.
+  bool Admit(const v1::StoreRequest& request, std::string* prefix);
+  // The op, dispatched (answered now or later); an error is its answer.
+  absl::Status DispatchWrite(const std::string& prefix,
+                             v1::StoreRequest& request);
+  absl::Status DispatchRead(const std::string& prefix,
+                            v1::StoreRequest& request);
   // A wait for `keys` (Get, Wait, MultiGet with a timeout).
   void StartWait(uint64_t id, const std::string& ns,
                  std::vector<std::string> keys, int64_t timeout_ms,

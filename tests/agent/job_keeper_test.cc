@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,18 @@ pid_t StartSleeper(const std::string& tag, bool own_group) {
   return pid;
 }
 
+// Whether `pid` runs /bin/sleep (has exec'd) within `timeout`.
+bool Execed(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::string argv0;
+    if (std::getline(in, argv0, '\0') && argv0 == "sleep") return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
 // Reaps pid, waiting up to `timeout`; returns whether it ended by SIGKILL.
 bool KilledWithin(pid_t pid, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -56,8 +69,10 @@ TEST(JobKeeperTest, KillsRegisteredGroupsAndTaggedProcessesAtEof) {
   const pid_t escaped = StartSleeper(tag, false);
   const pid_t other_job = StartSleeper(tag + "-other", false);
   const pid_t forgotten = StartSleeper("untagged", true);
-  // Give the children time to exec (their environ is the exec'd one).
-  absl::SleepFor(absl::Milliseconds(200));
+  // Wait until each child has exec'd (the keeper reads the exec'd environ).
+  for (pid_t pid : {grouped, escaped, other_job, forgotten}) {
+    ASSERT_TRUE(Execed(pid, absl::Seconds(10))) << "pid " << pid;
+  }
 
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);

@@ -72,7 +72,12 @@ TEST(InMemoryStoreTest, GetBlocksUntilAnotherThreadSets) {
   auto kv = std::make_shared<KvStore>();
   InMemoryStore a(kv, "ns"), b(kv, "ns");
   std::thread setter([&] {
-    absl::SleepFor(absl::Milliseconds(50));
+    // Once the Get waits, so that the Set is what wakes it.
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (kv->PendingWaiters() == 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    EXPECT_EQ(kv->PendingWaiters(), 1);
     ASSERT_TRUE(b.Set("k", "v").ok());
   });
   auto v = a.Get("k", absl::Seconds(10));

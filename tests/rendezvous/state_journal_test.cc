@@ -15,8 +15,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "muster/platform/state_file.h"
 #include "muster/rendezvous/server.h"
-#include "rendezvous/src/state_file.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster::rendezvous {
@@ -74,7 +74,8 @@ TEST(StateJournalTest, BadDirectoriesAndFilesAreRefusedNamingThePath) {
   s = RendezvousServer::Start(Options(base + "/fifo"));
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("not a regular file"));
-  EXPECT_FALSE(WriteStateFile(base + "/fifo", "state.json", "{}").ok());
+  EXPECT_FALSE(
+      platform::WriteStateFile(base + "/fifo", "state.json", "{}").ok());
   EXPECT_TRUE(std::filesystem::is_fifo(base + "/fifo/state.json"));
 
   // Not musterd's JSON.
@@ -86,7 +87,7 @@ TEST(StateJournalTest, BadDirectoriesAndFilesAreRefusedNamingThePath) {
 
   // A symbolic link as the directory.
   std::filesystem::create_directory_symlink(base + "/junk", base + "/link");
-  EXPECT_FALSE(PrepareStateDir(base + "/link").ok());
+  EXPECT_FALSE(platform::PrepareStateDir(base + "/link").ok());
 }
 
 }  // namespace

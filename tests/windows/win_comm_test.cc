@@ -29,7 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "comm/src/file.h"
+#include "comm/src/os.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/platform/env.h"

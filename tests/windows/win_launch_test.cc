@@ -1,4 +1,4 @@
-// The launcher's Windows answers (cli/windows/launch_os.cc) and the launch
+// The launcher's Windows answers (platform/windows/launch_os_windows.cc) and the launch
 // command line's Windows cases (paths with '\' and drives, .exe found without
 // its extension, .py through python, the signals Windows has), under wine.
 #include <windows.h>
@@ -9,13 +9,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/launch_flags.h"
-#include "cli/launch_os.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "muster/platform/launch_os.h"
 #include "platform/windows/win_util.h"
 #include "tests/windows/win_test_util.h"
 
 namespace muster::cli {
+
+namespace os = platform::os;
 namespace {
 
 using ::testing::ElementsAre;

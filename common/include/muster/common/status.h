@@ -2,12 +2,13 @@
 // muster.
 //
 // Codes carry retry meaning (as in XLA's coordination service):
-//   UNAVAILABLE          the peer or server is not reachable now; retrying may
-//   help. ABORTED              the round ended under the caller (a peer was
-//   lost); rejoin. FAILED_PRECONDITION  the configuration cannot work
-//   (mismatched job sizes, no GPU); do not retry. DEADLINE_EXCEEDED    a wait
-//   ran past its deadline. INVALID_ARGUMENT     bad input; the message names
-//   the field and the fix.
+// clang-format off
+//   UNAVAILABLE          the peer or server is not reachable now; retrying may help.
+//   ABORTED              the round ended under the caller (a peer was lost); rejoin.
+//   FAILED_PRECONDITION  the configuration cannot work (mismatched job sizes, no GPU); do not retry.
+//   DEADLINE_EXCEEDED    a wait ran past its deadline.
+//   INVALID_ARGUMENT     bad input; the message names the field and the fix.
+// clang-format on
 #ifndef MUSTER_COMMON_STATUS_H_
 #define MUSTER_COMMON_STATUS_H_
 

@@ -25,6 +25,11 @@ namespace muster::platform {
 // while nobody sets variables.
 std::optional<std::string> GetEnv(const std::string& name);
 
+// The value of `name` as the C runtime holds it, or nullptr when unset or
+// empty: for a caller that keeps a char pointer (valid until the variable is
+// set again). Prefer GetEnv.
+const char* NonEmptyEnv(const char* name);
+
 // The whole environment of this process (entries without '=' skipped; the
 // first of duplicate names, as getenv sees it).
 std::map<std::string, std::string> CurrentEnvironment();

@@ -24,7 +24,9 @@ std::string DescribeNonRegularFile(const std::string& path);
 
 // Replaces `path` with a file holding `contents` so that a reader sees the old
 // file or the whole new one, never a part: a temporary file beside it (created
-// exclusively, never through a link) is written and renamed over `path`. Only
+// exclusively, never through a link) is written, flushed to the disk and
+// renamed over `path` (the rename flushed too), so that after a crash the file
+// is the old one or the whole new one: the one atomic write of muster. Only
 // where `path` is absent or a regular file: as root, replacing /dev/full or a
 // FIFO someone reads from destroys it. `mode` is the new file's permission
 // bits. Errors: FAILED_PRECONDITION "<path> is a FIFO; ..." (the fix: a path

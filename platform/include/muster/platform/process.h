@@ -3,7 +3,7 @@
 // grace period, then kill the whole tree); and read how each ended as data (an
 // exit code or a signal). ProcessLauncher::Default() is the operating system's
 // (platform/posix/: fork/exec into a process group each; platform/windows/: a
-// job object each, to come); FakeProcessLauncher (platform/fake/) runs nothing.
+// job object each); FakeProcessLauncher (platform/fake/) runs nothing.
 //
 // Output: each process's stdout and stderr are read through pipes on one
 // reader thread and cut into whole lines (never torn, never interleaved

@@ -1,10 +1,16 @@
 // The Store seam: a key-value store shared by the ranks of one round, through
 // which workers and the comm library bootstrap (Gloo addresses, NCCL unique
-// ids). Two implementations:
-//   InMemoryStore  — in one process (N ranks as threads in tests).
-//   GrpcStore      — musterd's Store service, namespaced by the round's store
-//   prefix
-//                    (rendezvous/include/muster/rendezvous/grpc_store.h).
+// ids). Its implementations:
+// clang-format off
+//   InMemoryStore  in one process (N ranks as threads in tests).
+//   GrpcStore      musterd's Store service, namespaced by the round's store prefix
+//                  (muster/rendezvous/grpc_store.h).
+//   FileStore      a file shared by the ranks of one host (comm's file:// init method,
+//                  comm/store/file_store.h).
+//   ServedStore    rank 0 of comm's tcp:// (and env:// without the launcher): a Store
+//                  that owns the server it talks to
+//                  (comm/store/grpc_store_factory.cc).
+// clang-format on
 #ifndef MUSTER_RENDEZVOUS_STORE_H_
 #define MUSTER_RENDEZVOUS_STORE_H_
 

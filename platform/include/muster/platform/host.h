@@ -1,0 +1,48 @@
+// What libmuster_comm asks the operating system about this host and its
+// processes, behind a small portable interface: the network interfaces and
+// name resolution (for choosing where to bind), this process's id, and
+// whether another process of this host still runs (for a store file left by a
+// crashed run). posix/host.cc implements it with getifaddrs, getaddrinfo and
+// /proc; windows/host_windows.cc with GetAdaptersAddresses and
+// OpenProcess/GetProcessTimes.
+#ifndef MUSTER_PLATFORM_HOST_H_
+#define MUSTER_PLATFORM_HOST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace muster::platform {
+
+struct NetworkInterface {
+  std::string name;  // "eth0"
+  std::string ip;    // Numeric, without an IPv6 scope.
+  bool loopback = false;
+};
+
+// Interfaces that are up and have an IP address, in the OS's order, each with
+// its first IPv4 address (else its first IPv6 one). Errors: UNAVAILABLE
+// naming the OS error.
+absl::StatusOr<std::vector<NetworkInterface>> ListNetworkInterfaces();
+
+// The numeric address `hostname` resolves to first. Errors:
+// FAILED_PRECONDITION naming the host and the resolver's error, with the fix.
+absl::StatusOr<std::string> ResolveHost(const std::string& hostname);
+
+// This process's id.
+int64_t CurrentProcessId();
+
+// What tells process `pid` of this host from a later process given the same
+// id: its start time as the OS records it (an opaque token). Empty when no
+// such process exists.
+std::string ProcessStartToken(int64_t pid);
+
+// Whether process `pid` of this host runs and is the one whose
+// ProcessStartToken was `start_token` (false when the id was reused).
+bool ProcessRuns(int64_t pid, const std::string& start_token);
+
+}  // namespace muster::platform
+
+#endif  // MUSTER_PLATFORM_HOST_H_
