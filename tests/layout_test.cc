@@ -35,11 +35,6 @@ constexpr int kMaxLines = 800;
 const char* const kModules[] = {"agent",  "cli",      "comm",      "common",
                                 "doctor", "platform", "rendezvous"};
 
-// Files over kMaxLines that others are splitting now (issue 29); the lead
-// removes each entry once its split has landed.
-const char* const kLongFilesBeingSplit[] = {"comm/gloo/gloo_communicator.cc",
-                                            "comm/shm/shm_backend.cc"};
-
 // Headers of the operating system (POSIX, Linux, Windows); the C and C++
 // standard headers (<csignal>, <cerrno>, <thread>) are not among them.
 // clang-format off
@@ -214,11 +209,6 @@ TEST(LayoutTest, NoSourceFileOver800LinesInAProductModule) {
     const std::vector<std::string> files = SourceFiles(module);
     EXPECT_FALSE(files.empty()) << module << "/ has no source files";
     for (const std::string& rel : files) {
-      if (std::find(std::begin(kLongFilesBeingSplit),
-                    std::end(kLongFilesBeingSplit),
-                    rel) != std::end(kLongFilesBeingSplit)) {
-        continue;
-      }
       std::ifstream in(fs::path(SourceDir()) / rel);
       std::string line;
       int lines = 0;
