@@ -52,6 +52,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -186,23 +187,135 @@ double BusFactor(const std::string& op, int n) {
   return 1.0;
 }
 
+// Leaves out the implementations this platform's Gloo cannot run; false
+// (after saying why) when the user named one.
+bool DropUnsupportedImpls(Flags* flags) {
+  if (muster::comm::RawGloo::HasBoundBuffers()) return true;
+  for (const std::string& impl : flags->impls) {
+    if (flags->impls_given && NeedsBoundBuffers(impl)) {
+      std::cerr << "muster-bench: " << impl << " needs Gloo's bound buffers, "
+                << "which its " << muster::comm::RawGloo::TransportName()
+                << " transport (this platform's) lacks; use gloo:opt_ring "
+                   "or gloo:opt_bcube\n";
+      return false;
+    }
+  }
+  std::erase_if(flags->impls, NeedsBoundBuffers);
+  return true;
+}
+
+// Raw Gloo's own context, over the launcher's store.
+absl::StatusOr<std::unique_ptr<muster::comm::RawGloo>> ConnectRawGloo(int rank,
+                                                                      int n) {
+  muster::rendezvous::GrpcStoreOptions so;
+  so.endpoint = muster::platform::GetEnv("MUSTER_STORE_ENDPOINT").value_or("");
+  so.prefix = muster::platform::GetEnv("MUSTER_STORE_PREFIX").value_or("");
+  auto store = muster::rendezvous::NewGrpcStore(so);
+  if (!store.ok()) return store.status();
+  const char* lws = muster::platform::NonEmptyEnv("LOCAL_WORLD_SIZE");
+  const bool local = lws != nullptr && std::atoi(lws) == n;
+  return muster::comm::RawGloo::Connect(
+      std::shared_ptr<muster::rendezvous::Store>(std::move(*store)), rank, n,
+      local ? std::string("127.0.0.1") : muster::DefaultAdvertisedAddress());
+}
+
+// Communicators with forced algorithms (the muster:<algorithm>
+// implementations), created in the same order on every rank; false (after
+// saying why) on failure.
+bool CreateForced(
+    const Flags& flags, Communicator& comm,
+    std::map<std::string, std::unique_ptr<Communicator>>* forced) {
+  const int n = comm.world_size();
+  for (const std::string& impl : flags.impls) {
+    if (!absl::StartsWith(impl, "muster:")) continue;
+    auto algo = impl.substr(7);
+    CommOptions options;
+    bool found = false;
+    for (int a = 1; a <= 7; ++a) {
+      if (muster::comm::AllReduceAlgorithmName(
+              static_cast<AllReduceAlgorithm>(a)) == algo) {
+        options.allreduce_algorithm = static_cast<AllReduceAlgorithm>(a);
+        found = true;
+      }
+    }
+    if (!found) {
+      std::cerr << "muster-bench: unknown algorithm in " << impl << "\n";
+      return false;
+    }
+    std::vector<int> all(n);
+    for (int r = 0; r < n; ++r) all[r] = r;
+    auto group = comm.NewGroup(all, options);
+    if (!group.ok()) {
+      std::cerr << "muster-bench: " << group.status() << "\n";
+      return false;
+    }
+    (*forced)[impl] = std::move(*group);
+  }
+  return true;
+}
+
+// The call `impl` times for --op on `count` elements at `data`; false (after
+// saying why) when it cannot be made.
+bool MakeRunner(const std::string& impl, const Flags& flags, Communicator* c,
+                muster::comm::RawGloo* raw, char* data, size_t count, int rank,
+                Runner* runner) {
+  const size_t esize = muster::comm::DataTypeSize(flags.dtype);
+  if (absl::StartsWith(impl, "gloo:")) {
+    auto made = raw->AllReduceSum(impl.substr(5),
+                                  reinterpret_cast<float*>(data), count);
+    if (!made.ok()) {
+      std::cerr << "muster-bench: " << made.status() << "\n";
+      return false;
+    }
+    runner->run = *std::move(made);
+  } else if (flags.op == "allreduce") {
+    runner->run = [c, data, count, &flags] {
+      return c->AllReduce(data, count, flags.dtype, ReduceOp::kSum);
+    };
+  } else if (flags.op == "allgather") {
+    runner->run = [c, data, count, &flags, rank, esize] {
+      return c->AllGather(data + rank * count * esize, data, count,
+                          flags.dtype);
+    };
+  } else if (flags.op == "reduce_scatter") {
+    runner->run = [c, data, count, &flags, rank, esize] {
+      return c->ReduceScatter(data, data + rank * count * esize, count,
+                              flags.dtype, ReduceOp::kSum);
+    };
+  } else if (flags.op == "broadcast") {
+    runner->run = [c, data, count, &flags] {
+      return c->Broadcast(data, count, flags.dtype, 0);
+    };
+  } else {
+    std::cerr << "muster-bench: unknown --op " << flags.op << "\n";
+    return false;
+  }
+  return true;
+}
+
+// Rank 0's table: one block per implementation, one line per size.
+void PrintResults(
+    const Flags& flags, int n,
+    const std::map<std::string, std::vector<std::string>>& results) {
+  for (const std::string& impl : flags.impls) {
+    std::cout << absl::StrFormat(
+        "# muster-bench %s %s, %d ranks (best of %d batches)\n"
+        "#%12s %12s %8s %6s %12s %10s %10s\n",
+        impl, flags.op, n, flags.batches, "size(B)", "count", "type", "redop",
+        "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+    auto it = results.find(impl);
+    if (it == results.end()) continue;
+    for (const std::string& line : it->second) std::cout << line << "\n";
+  }
+  std::cout << std::flush;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Flags flags;
   if (int rc = Parse(argc, argv, &flags); rc >= 0) return rc;
-  if (!muster::comm::RawGloo::HasBoundBuffers()) {
-    for (const std::string& impl : flags.impls) {
-      if (flags.impls_given && NeedsBoundBuffers(impl)) {
-        std::cerr << "muster-bench: " << impl << " needs Gloo's bound buffers, "
-                  << "which its " << muster::comm::RawGloo::TransportName()
-                  << " transport (this platform's) lacks; use gloo:opt_ring "
-                     "or gloo:opt_bcube\n";
-        return 2;
-      }
-    }
-    std::erase_if(flags.impls, NeedsBoundBuffers);
-  }
+  if (!DropUnsupportedImpls(&flags)) return 2;
   auto created = Communicator::FromEnvironment();
   if (!created.ok()) {
     std::cerr << "muster-bench: " << created.status() << "\n";
@@ -225,20 +338,7 @@ int main(int argc, char** argv) {
                    "float32 only\n";
       return 2;
     }
-    muster::rendezvous::GrpcStoreOptions so;
-    so.endpoint =
-        muster::platform::GetEnv("MUSTER_STORE_ENDPOINT").value_or("");
-    so.prefix = muster::platform::GetEnv("MUSTER_STORE_PREFIX").value_or("");
-    auto store = muster::rendezvous::NewGrpcStore(so);
-    if (!store.ok()) {
-      std::cerr << "muster-bench: " << store.status() << "\n";
-      return 2;
-    }
-    const char* lws = muster::platform::NonEmptyEnv("LOCAL_WORLD_SIZE");
-    const bool local = lws != nullptr && std::atoi(lws) == n;
-    auto connected = muster::comm::RawGloo::Connect(
-        std::shared_ptr<muster::rendezvous::Store>(std::move(*store)), rank, n,
-        local ? std::string("127.0.0.1") : muster::DefaultAdvertisedAddress());
+    auto connected = ConnectRawGloo(rank, n);
     if (!connected.ok()) {
       std::cerr << "muster-bench: " << connected.status() << "\n";
       return 2;
@@ -249,31 +349,7 @@ int main(int argc, char** argv) {
   // Communicators with forced algorithms, created in the same order on every
   // rank.
   std::map<std::string, std::unique_ptr<Communicator>> forced;
-  for (const std::string& impl : flags.impls) {
-    if (!absl::StartsWith(impl, "muster:")) continue;
-    auto algo = impl.substr(7);
-    CommOptions options;
-    bool found = false;
-    for (int a = 1; a <= 7; ++a) {
-      if (muster::comm::AllReduceAlgorithmName(
-              static_cast<AllReduceAlgorithm>(a)) == algo) {
-        options.allreduce_algorithm = static_cast<AllReduceAlgorithm>(a);
-        found = true;
-      }
-    }
-    if (!found) {
-      std::cerr << "muster-bench: unknown algorithm in " << impl << "\n";
-      return 2;
-    }
-    std::vector<int> all(n);
-    for (int r = 0; r < n; ++r) all[r] = r;
-    auto group = comm->NewGroup(all, options);
-    if (!group.ok()) {
-      std::cerr << "muster-bench: " << group.status() << "\n";
-      return 2;
-    }
-    forced[impl] = std::move(*group);
-  }
+  if (!CreateForced(flags, *comm, &forced)) return 2;
 
   std::ofstream csv;
   if (rank == 0 && !flags.csv.empty()) csv.open(flags.csv, std::ios::app);
@@ -298,34 +374,7 @@ int main(int argc, char** argv) {
       Runner runner;
       Communicator* c = comm.get();
       if (auto it = forced.find(impl); it != forced.end()) c = it->second.get();
-      if (absl::StartsWith(impl, "gloo:")) {
-        auto made = raw->AllReduceSum(impl.substr(5),
-                                      reinterpret_cast<float*>(data), count);
-        if (!made.ok()) {
-          std::cerr << "muster-bench: " << made.status() << "\n";
-          return 2;
-        }
-        runner.run = *std::move(made);
-      } else if (flags.op == "allreduce") {
-        runner.run = [c, data, count, &flags] {
-          return c->AllReduce(data, count, flags.dtype, ReduceOp::kSum);
-        };
-      } else if (flags.op == "allgather") {
-        runner.run = [c, data, count, &flags, rank, esize] {
-          return c->AllGather(data + rank * count * esize, data, count,
-                              flags.dtype);
-        };
-      } else if (flags.op == "reduce_scatter") {
-        runner.run = [c, data, count, &flags, rank, esize] {
-          return c->ReduceScatter(data, data + rank * count * esize, count,
-                                  flags.dtype, ReduceOp::kSum);
-        };
-      } else if (flags.op == "broadcast") {
-        runner.run = [c, data, count, &flags] {
-          return c->Broadcast(data, count, flags.dtype, 0);
-        };
-      } else {
-        std::cerr << "muster-bench: unknown --op " << flags.op << "\n";
+      if (!MakeRunner(impl, flags, c, raw.get(), data, count, rank, &runner)) {
         return 2;
       }
       // Warm up once, then time one more run; the slowest rank decides the
@@ -396,17 +445,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (rank == 0) {
-    for (const std::string& impl : flags.impls) {
-      std::cout << absl::StrFormat(
-          "# muster-bench %s %s, %d ranks (best of %d batches)\n"
-          "#%12s %12s %8s %6s %12s %10s %10s\n",
-          impl, flags.op, n, flags.batches, "size(B)", "count", "type", "redop",
-          "time(us)", "algbw(GB/s)", "busbw(GB/s)");
-      for (const std::string& line : results[impl]) std::cout << line << "\n";
-    }
-    std::cout << std::flush;
-  }
+  if (rank == 0) PrintResults(flags, n, results);
   forced.clear();
   comm->Shutdown();
   return 0;

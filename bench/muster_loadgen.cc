@@ -393,12 +393,9 @@ bool WaitFor(Progress& progress, absl::Duration timeout, Pred done) {
                                       timeout);
 }
 
-int Run(const std::string& endpoint, int agents, int jobs, int nproc,
-        double seconds, int musterd_pid, const HeartbeatPolicy& policy,
-        absl::Duration heartbeat_timeout) {
-  const absl::Duration heartbeat_interval = policy.interval;
-  const int per_job = agents / jobs;
-  const std::string run = absl::StrCat("loadgen-", getpid());
+// One channel (its own connection) per stub.
+std::vector<std::unique_ptr<v1::Rendezvous::Stub>> MakeStubs(
+    const std::string& endpoint) {
   std::vector<std::unique_ptr<v1::Rendezvous::Stub>> stubs;
   for (int i = 0; i < kChannels; ++i) {
     grpc::ChannelArguments args;
@@ -408,6 +405,153 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     stubs.push_back(v1::Rendezvous::NewStub(grpc::CreateCustomChannel(
         endpoint, grpc::InsecureChannelCredentials(), args)));
   }
+  return stubs;
+}
+
+// Heartbeats only, for `seconds`: their rate against the schedule, and
+// musterd's CPU and memory meanwhile.
+void MeasureHeartbeats(const std::vector<std::unique_ptr<SimAgent>>& sims,
+                       int total, double seconds, int musterd_pid,
+                       const std::atomic<int64_t>& heartbeats_sent) {
+  const double c0 = musterd_pid > 0 ? ProcessCpuSeconds(musterd_pid) : 0.0;
+  const int64_t b0 = heartbeats_sent.load();
+  const absl::Time h0 = absl::Now();
+  absl::SleepFor(absl::Seconds(seconds));
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - h0);
+  const double beats = static_cast<double>(heartbeats_sent.load() - b0);
+  // The schedule: each agent's interval (the server's, when following).
+  double full_rate = 0;
+  std::vector<double> interval_ms;
+  for (int i = 0; i < total; ++i) {
+    interval_ms.push_back(absl::ToDoubleMilliseconds(sims[i]->interval()));
+    full_rate += 1000.0 / interval_ms.back();
+  }
+  std::printf(
+      "heartbeat_interval_ms_min=%.0f\nheartbeat_interval_ms_max=%.0f\n",
+      *std::min_element(interval_ms.begin(), interval_ms.end()),
+      *std::max_element(interval_ms.begin(), interval_ms.end()));
+  std::printf("heartbeats_per_s=%.0f\nheartbeats_per_s_scheduled=%.0f\n",
+              beats / elapsed, full_rate);
+  if (musterd_pid > 0) {
+    const double used = ProcessCpuSeconds(musterd_pid) - c0;
+    std::printf("heartbeat_s=%.1f\nserver_cpu_s=%.2f\n", elapsed, used);
+    std::printf("server_cpu_per_s=%.3f\n", used / elapsed);
+    if (beats > 0) {
+      // musterd's CPU per heartbeat, and what the full schedule would cost
+      // at that rate.
+      const double us = used / beats * 1e6;
+      std::printf("server_cpu_us_per_heartbeat=%.1f\n", us);
+      std::printf("server_cpu_per_s_full_rate=%.3f\n", us * full_rate / 1e6);
+    }
+    std::printf("musterd_rss_mib=%.1f\nmusterd_peak_rss_mib=%.1f\n",
+                ProcessMemoryMib(musterd_pid, "VmRSS:"),
+                ProcessMemoryMib(musterd_pid, "VmHWM:"));
+  }
+  std::fflush(stdout);
+}
+
+// Kills agent `victim` of job 0 and starts a replacement (agent `total`,
+// joining with `join`); whether job 0 formed its next round within
+// form_timeout.
+bool LoseNode(Progress& progress, std::vector<std::unique_ptr<SimAgent>>& sims,
+              int victim, v1::Join join, grpc::CompletionQueue* queue,
+              v1::Rendezvous::Stub* stub, std::atomic<int>& started,
+              const HeartbeatPolicy* policy, absl::Duration form_timeout) {
+  const int total = static_cast<int>(sims.size());
+  int64_t restarts_before;
+  {
+    absl::MutexLock lock(&progress.mu);
+    restarts_before = progress.restarts;
+  }
+  const std::string job0 = sims[0]->job_id();
+  int job0_survivors = 0;
+  for (int i = 0; i < total; ++i)
+    job0_survivors += (i != victim && sims[i]->job_id() == job0);
+  sims.push_back(std::make_unique<SimAgent>(total, std::move(join), &progress,
+                                            queue, policy));
+  const absl::Time k0 = absl::Now();
+  sims[victim]->Kill();
+  sims[total]->Start(stub);
+  started.store(total + 1);
+  const bool reformed = WaitFor(progress, form_timeout, [&] {
+    return (progress.ready[2] >= job0_survivors &&
+            progress.ready[1] >= total + 1) ||
+           progress.verdicts > 0;
+  });
+  absl::Time last_restart = k0, last_ready2 = k0;
+  for (int i = 0; i < total; ++i) {
+    if (i == victim || sims[i]->job_id() != job0) continue;
+    last_restart = std::max(last_restart, sims[i]->restart_at());
+    last_ready2 = std::max(last_ready2, sims[i]->ready_at(2));
+  }
+  last_ready2 = std::max(last_ready2, sims[total]->ready_at(1));
+  {
+    absl::MutexLock lock(&progress.mu);
+    std::printf("node_loss_restarts=%lld/%d\n",
+                static_cast<long long>(progress.restarts - restarts_before),
+                job0_survivors);
+  }
+  std::printf("node_loss_restart_s=%.3f\n",
+              absl::ToDoubleSeconds(last_restart - k0));
+  std::printf("node_loss_ready_s=%.3f%s\n",
+              reformed ? absl::ToDoubleSeconds(last_ready2 - k0)
+                       : absl::ToDoubleSeconds(form_timeout),
+              reformed ? "" : " (not re-formed)");
+  return reformed;
+}
+
+// The first round: how many agents were ready, how fast, and musterd's CPU
+// meanwhile.
+void ReportFormation(Progress& progress,
+                     const std::vector<std::unique_ptr<SimAgent>>& sims,
+                     absl::Time t0, bool formed, absl::Duration form_timeout,
+                     double cpu_start, int musterd_pid, int jobs, int nproc,
+                     const HeartbeatPolicy& policy) {
+  const int total = static_cast<int>(sims.size());
+  const absl::Duration heartbeat_interval = policy.interval;
+  absl::Time last_ready = t0;
+  std::vector<double> latency_ms;
+  latency_ms.reserve(total);
+  for (auto& s : sims) {
+    const absl::Time r = s->ready_at(1);
+    if (r == absl::Time()) continue;
+    last_ready = std::max(last_ready, r);
+    latency_ms.push_back(absl::ToDoubleMilliseconds(r - s->join_sent()));
+  }
+  const double cpu_formed =
+      musterd_pid > 0 ? ProcessCpuSeconds(musterd_pid) : 0.0;
+  std::printf(
+      "agents=%d jobs=%d nproc=%d channels=%d queues=%d heartbeat_ms=%lld "
+      "follow_server_interval=%d\n",
+      total, jobs, nproc, kChannels, kQueues,
+      static_cast<long long>(absl::ToInt64Milliseconds(heartbeat_interval)),
+      policy.follow ? 1 : 0);
+  int64_t ready1;
+  {
+    absl::MutexLock lock(&progress.mu);
+    ready1 = progress.ready[1];
+  }
+  std::printf("rounds_ready=%lld/%d\n", static_cast<long long>(ready1), total);
+  std::printf("round_formed_s=%.3f%s\n",
+              formed ? absl::ToDoubleSeconds(last_ready - t0)
+                     : absl::ToDoubleSeconds(form_timeout),
+              formed ? "" : " (not formed: timed out or failed)");
+  std::printf("ready_p50_ms=%.1f\nready_p99_ms=%.1f\n",
+              Percentile(latency_ms, 0.50), Percentile(latency_ms, 0.99));
+  if (musterd_pid > 0) {
+    std::printf("server_cpu_form_s=%.2f\n", cpu_formed - cpu_start);
+  }
+  std::fflush(stdout);
+}
+
+int Run(const std::string& endpoint, int agents, int jobs, int nproc,
+        double seconds, int musterd_pid, const HeartbeatPolicy& policy,
+        absl::Duration heartbeat_timeout) {
+  const absl::Duration heartbeat_interval = policy.interval;
+  const int per_job = agents / jobs;
+  const std::string run = absl::StrCat("loadgen-", getpid());
+  std::vector<std::unique_ptr<v1::Rendezvous::Stub>> stubs =
+      MakeStubs(endpoint);
 
   std::vector<std::unique_ptr<grpc::CompletionQueue>> queues;
   std::vector<std::thread> queue_threads;
@@ -500,123 +644,20 @@ int Run(const std::string& endpoint, int agents, int jobs, int nproc,
     absl::MutexLock lock(&progress.mu);
     formed = progress.ready[1] >= total;  // not a lost agent's early end
   }
-  absl::Time last_ready = t0;
-  std::vector<double> latency_ms;
-  latency_ms.reserve(total);
-  for (auto& s : sims) {
-    const absl::Time r = s->ready_at(1);
-    if (r == absl::Time()) continue;
-    last_ready = std::max(last_ready, r);
-    latency_ms.push_back(absl::ToDoubleMilliseconds(r - s->join_sent()));
-  }
-  const double cpu_formed =
-      musterd_pid > 0 ? ProcessCpuSeconds(musterd_pid) : 0.0;
-  std::printf(
-      "agents=%d jobs=%d nproc=%d channels=%d queues=%d heartbeat_ms=%lld "
-      "follow_server_interval=%d\n",
-      total, jobs, nproc, kChannels, kQueues,
-      static_cast<long long>(absl::ToInt64Milliseconds(heartbeat_interval)),
-      policy.follow ? 1 : 0);
-  int64_t ready1;
-  {
-    absl::MutexLock lock(&progress.mu);
-    ready1 = progress.ready[1];
-  }
-  std::printf("rounds_ready=%lld/%d\n", static_cast<long long>(ready1), total);
-  std::printf("round_formed_s=%.3f%s\n",
-              formed ? absl::ToDoubleSeconds(last_ready - t0)
-                     : absl::ToDoubleSeconds(form_timeout),
-              formed ? "" : " (not formed: timed out or failed)");
-  std::printf("ready_p50_ms=%.1f\nready_p99_ms=%.1f\n",
-              Percentile(latency_ms, 0.50), Percentile(latency_ms, 0.99));
-  if (musterd_pid > 0) {
-    std::printf("server_cpu_form_s=%.2f\n", cpu_formed - cpu_start);
-  }
-  std::fflush(stdout);
+  ReportFormation(progress, sims, t0, formed, form_timeout, cpu_start,
+                  musterd_pid, jobs, nproc, policy);
   bool ok = formed;
 
   if (formed) {
-    // Heartbeats only, for `seconds`.
-    const double c0 = musterd_pid > 0 ? ProcessCpuSeconds(musterd_pid) : 0.0;
-    const int64_t b0 = heartbeats_sent.load();
-    const absl::Time h0 = absl::Now();
-    absl::SleepFor(absl::Seconds(seconds));
-    const double elapsed = absl::ToDoubleSeconds(absl::Now() - h0);
-    const double beats = static_cast<double>(heartbeats_sent.load() - b0);
-    // The schedule: each agent's interval (the server's, when following).
-    double full_rate = 0;
-    std::vector<double> interval_ms;
-    for (int i = 0; i < total; ++i) {
-      interval_ms.push_back(absl::ToDoubleMilliseconds(sims[i]->interval()));
-      full_rate += 1000.0 / interval_ms.back();
-    }
-    std::printf(
-        "heartbeat_interval_ms_min=%.0f\nheartbeat_interval_ms_max=%.0f\n",
-        *std::min_element(interval_ms.begin(), interval_ms.end()),
-        *std::max_element(interval_ms.begin(), interval_ms.end()));
-    std::printf("heartbeats_per_s=%.0f\nheartbeats_per_s_scheduled=%.0f\n",
-                beats / elapsed, full_rate);
-    if (musterd_pid > 0) {
-      const double used = ProcessCpuSeconds(musterd_pid) - c0;
-      std::printf("heartbeat_s=%.1f\nserver_cpu_s=%.2f\n", elapsed, used);
-      std::printf("server_cpu_per_s=%.3f\n", used / elapsed);
-      if (beats > 0) {
-        // musterd's CPU per heartbeat, and what the full schedule would cost
-        // at that rate.
-        const double us = used / beats * 1e6;
-        std::printf("server_cpu_us_per_heartbeat=%.1f\n", us);
-        std::printf("server_cpu_per_s_full_rate=%.3f\n", us * full_rate / 1e6);
-      }
-      std::printf("musterd_rss_mib=%.1f\nmusterd_peak_rss_mib=%.1f\n",
-                  ProcessMemoryMib(musterd_pid, "VmRSS:"),
-                  ProcessMemoryMib(musterd_pid, "VmHWM:"));
-    }
-    std::fflush(stdout);
+    MeasureHeartbeats(sims, total, seconds, musterd_pid, heartbeats_sent);
 
     // Node loss: agent 1 of job 0 (not its first joiner) dies; a replacement
     // with a new node id joins at once.
-    int64_t restarts_before;
-    {
-      absl::MutexLock lock(&progress.mu);
-      restarts_before = progress.restarts;
-    }
     const int victim = std::min(jobs, total - 1);  // job 0's second agent
-    const std::string job0 = sims[0]->job_id();
-    int job0_survivors = 0;
-    for (int i = 0; i < total; ++i)
-      job0_survivors += (i != victim && sims[i]->job_id() == job0);
-    sims.push_back(std::make_unique<SimAgent>(
-        total, make_join(0, absl::StrCat("n", victim, "-replacement")),
-        &progress, queues[total % kQueues].get(), &policy));
-    const absl::Time k0 = absl::Now();
-    sims[victim]->Kill();
-    sims[total]->Start(stubs[0].get());
-    started.store(total + 1);
-    const bool reformed = WaitFor(progress, form_timeout, [&] {
-      return (progress.ready[2] >= job0_survivors &&
-              progress.ready[1] >= total + 1) ||
-             progress.verdicts > 0;
-    });
-    absl::Time last_restart = k0, last_ready2 = k0;
-    for (int i = 0; i < total; ++i) {
-      if (i == victim || sims[i]->job_id() != job0) continue;
-      last_restart = std::max(last_restart, sims[i]->restart_at());
-      last_ready2 = std::max(last_ready2, sims[i]->ready_at(2));
-    }
-    last_ready2 = std::max(last_ready2, sims[total]->ready_at(1));
-    {
-      absl::MutexLock lock(&progress.mu);
-      std::printf("node_loss_restarts=%lld/%d\n",
-                  static_cast<long long>(progress.restarts - restarts_before),
-                  job0_survivors);
-    }
-    std::printf("node_loss_restart_s=%.3f\n",
-                absl::ToDoubleSeconds(last_restart - k0));
-    std::printf("node_loss_ready_s=%.3f%s\n",
-                reformed ? absl::ToDoubleSeconds(last_ready2 - k0)
-                         : absl::ToDoubleSeconds(form_timeout),
-                reformed ? "" : " (not re-formed)");
-    ok = ok && reformed;
+    ok = ok && LoseNode(progress, sims, victim,
+                        make_join(0, absl::StrCat("n", victim, "-replacement")),
+                        queues[total % kQueues].get(), stubs[0].get(), started,
+                        &policy, form_timeout);
   }
 
   // End: every agent reports success (the server closes each stream with the

@@ -561,6 +561,107 @@ class ShmBackend final : public Backend {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// A mapped segment, or why this rank has none (reported in step 3 below).
+struct Segment {
+  std::unique_ptr<SharedRegion> region;
+  std::string problem;
+};
+
+// Local rank k's control line, just after the header.
+Control* ControlOf(SharedRegion& region, int k) {
+  return reinterpret_cast<Control*>(static_cast<char*>(region.data()) + kLine +
+                                    k * kLine);
+}
+
+// The local leader creates the segment and publishes "name token chunk" under
+// segment_key (empty when it could not: the others then give up too).
+absl::StatusOr<Segment> CreateSegment(rendezvous::Store& store,
+                                      const std::string& segment_key,
+                                      int local_size, size_t chunk,
+                                      const std::string& who) {
+  Segment segment;
+  std::random_device random;
+  const uint64_t token = (static_cast<uint64_t>(random()) << 32) ^ random();
+  const std::string name = shm::UniqueRegionName();
+  absl::StatusOr<std::unique_ptr<SharedRegion>> created =
+      SharedRegion::Create(name, SegmentBytes(local_size, chunk));
+  std::string published;  // Empty: none (the others fall back).
+  if (created.ok()) {
+    segment.region = std::move(*created);
+    auto* header = static_cast<Header*>(segment.region->data());
+    header->ranks = local_size;
+    header->chunk_bytes = chunk;
+    header->token = token;
+    header->magic = kMagic;
+    published = absl::StrCat(name, " ", token, " ", chunk);
+  } else {
+    segment.problem = std::string(created.status().message());
+  }
+  MUSTER_RETURN_IF_ERROR(Annotate(store.Set(segment_key, published),
+                                  absl::StrCat(who, ": publishing")));
+  return segment;
+}
+
+// A non-leader waits for the leader's segment, maps it, and checks that its
+// header is the one the leader wrote.
+absl::StatusOr<Segment> OpenSegment(rendezvous::Store& store,
+                                    const std::string& segment_key,
+                                    const Topology& topology, size_t chunk,
+                                    const std::string& who,
+                                    absl::Duration timeout) {
+  const int local_size = static_cast<int>(topology.local.size());
+  absl::StatusOr<std::string> published = store.Get(segment_key, timeout);
+  if (!published.ok()) {
+    return Annotate(published.status(),
+                    absl::StrCat(who, ": waiting for rank ", topology.local[0],
+                                 "'s shared-memory segment"));
+  }
+  Segment segment;
+  std::vector<std::string> parts = absl::StrSplit(*published, ' ');
+  uint64_t token = 0;
+  uint64_t their_chunk = 0;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &token) ||
+      !absl::SimpleAtoi(parts[2], &their_chunk)) {
+    segment.problem =
+        absl::StrCat("rank ", topology.local[0], " could not create a segment");
+    return segment;
+  }
+  absl::StatusOr<std::unique_ptr<SharedRegion>> opened =
+      SharedRegion::Open(parts[0], SegmentBytes(local_size, their_chunk));
+  if (!opened.ok()) {
+    // E.g. another IPC namespace (a container) with the same host name
+    // and boot id: its /dev/shm is not ours.
+    segment.problem = std::string(opened.status().message());
+    return segment;
+  }
+  const auto* header = static_cast<const Header*>((*opened)->data());
+  if (header->magic != kMagic || header->token != token ||
+      header->ranks != static_cast<uint64_t>(local_size) ||
+      header->chunk_bytes != their_chunk) {
+    segment.problem =
+        absl::StrCat("shared memory ", parts[0], " is not the one rank ",
+                     topology.local[0], " created (another /dev/shm?)");
+    return segment;
+  }
+  segment.region = std::move(*opened);
+  // Every rank must use the leader's chunk size.
+  if (their_chunk != chunk) {
+    MUSTER_LOG(DEBUG) << who << ": using rank " << topology.local[0]
+                      << "'s chunk size " << their_chunk;
+  }
+  return segment;
+}
+
+// A local peer whose pid this rank cannot see (another pid namespace) would
+// look dead: liveness checks only where every local pid is visible.
+bool AllLocalPidsVisible(SharedRegion& region, int local_size) {
+  for (int k = 0; k < local_size; ++k) {
+    const Control* control = ControlOf(region, k);
+    if (control->pid <= 0 || !shm::ProcessExists(control->pid)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
@@ -617,78 +718,19 @@ absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
   const size_t chunk = ChunkBytes(local_size);
   std::unique_ptr<SharedRegion> region;
   std::string problem;
-  const std::string segment_key =
-      absl::StrCat(root, "segment/", topology.host_index);
   if (local_size > 1) {
-    if (topology.local_rank == 0) {
-      std::random_device random;
-      const uint64_t token = (static_cast<uint64_t>(random()) << 32) ^ random();
-      const std::string name = shm::UniqueRegionName();
-      absl::StatusOr<std::unique_ptr<SharedRegion>> created =
-          SharedRegion::Create(name, SegmentBytes(local_size, chunk));
-      std::string published;  // Empty: none (the others fall back).
-      if (created.ok()) {
-        region = std::move(*created);
-        auto* header = static_cast<Header*>(region->data());
-        header->ranks = local_size;
-        header->chunk_bytes = chunk;
-        header->token = token;
-        header->magic = kMagic;
-        published = absl::StrCat(name, " ", token, " ", chunk);
-      } else {
-        problem = std::string(created.status().message());
-      }
-      MUSTER_RETURN_IF_ERROR(Annotate(store.Set(segment_key, published),
-                                      absl::StrCat(who, ": publishing")));
-    } else {
-      absl::StatusOr<std::string> published =
-          store.Get(segment_key, remaining());
-      if (!published.ok()) {
-        return Annotate(
-            published.status(),
-            absl::StrCat(who, ": waiting for rank ", topology.local[0],
-                         "'s shared-memory segment"));
-      }
-      std::vector<std::string> parts = absl::StrSplit(*published, ' ');
-      uint64_t token = 0;
-      uint64_t their_chunk = 0;
-      if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &token) ||
-          !absl::SimpleAtoi(parts[2], &their_chunk)) {
-        problem = absl::StrCat("rank ", topology.local[0],
-                               " could not create a segment");
-      } else {
-        absl::StatusOr<std::unique_ptr<SharedRegion>> opened =
-            SharedRegion::Open(parts[0], SegmentBytes(local_size, their_chunk));
-        if (!opened.ok()) {
-          // E.g. another IPC namespace (a container) with the same host name
-          // and boot id: its /dev/shm is not ours.
-          problem = std::string(opened.status().message());
-        } else {
-          const auto* header = static_cast<const Header*>((*opened)->data());
-          if (header->magic != kMagic || header->token != token ||
-              header->ranks != static_cast<uint64_t>(local_size) ||
-              header->chunk_bytes != their_chunk) {
-            problem = absl::StrCat("shared memory ", parts[0],
-                                   " is not the one rank ", topology.local[0],
-                                   " created (another /dev/shm?)");
-          } else {
-            region = std::move(*opened);
-          }
-        }
-        if (region != nullptr) {
-          // Every rank must use the leader's chunk size.
-          if (their_chunk != chunk) {
-            MUSTER_LOG(DEBUG) << who << ": using rank " << topology.local[0]
-                              << "'s chunk size " << their_chunk;
-          }
-        }
-      }
-    }
+    const std::string segment_key =
+        absl::StrCat(root, "segment/", topology.host_index);
+    absl::StatusOr<Segment> segment =
+        topology.local_rank == 0
+            ? CreateSegment(store, segment_key, local_size, chunk, who)
+            : OpenSegment(store, segment_key, topology, chunk, who,
+                          remaining());
+    if (!segment.ok()) return segment.status();
+    region = std::move(segment->region);
+    problem = std::move(segment->problem);
     if (region != nullptr) {
-      auto* control =
-          reinterpret_cast<Control*>(static_cast<char*>(region->data()) +
-                                     kLine + topology.local_rank * kLine);
-      control->pid = shm::CurrentProcessId();
+      ControlOf(*region, topology.local_rank)->pid = shm::CurrentProcessId();
     }
   }
 
@@ -725,19 +767,9 @@ absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
   if (region != nullptr) {
     used_chunk = static_cast<const Header*>(region->data())->chunk_bytes;
   }
-  // A local peer whose pid this rank cannot see (another pid namespace) would
-  // look dead: liveness checks only where every local pid is visible. The
-  // peer monitor covers a lost peer either way.
-  bool check_pids = region != nullptr;
-  if (region != nullptr) {
-    for (int k = 0; k < local_size; ++k) {
-      const auto* control = reinterpret_cast<const Control*>(
-          static_cast<const char*>(region->data()) + kLine + k * kLine);
-      if (control->pid <= 0 || !shm::ProcessExists(control->pid)) {
-        check_pids = false;
-      }
-    }
-  }
+  // The peer monitor covers a lost peer where pids are not checked.
+  const bool check_pids =
+      region != nullptr && AllLocalPidsVisible(*region, local_size);
 
   // 4. Across hosts: one Gloo mesh between the hosts' leaders.
   std::unique_ptr<Backend> leaders;
