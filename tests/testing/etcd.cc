@@ -5,8 +5,11 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tests/testing/wait.h"
 
 namespace muster::testing {
@@ -107,6 +110,44 @@ std::string EtcdCluster::ClientUrl(int i) const {
 
 void EtcdCluster::Kill(int i) {
   if (members_[i].proc != nullptr) members_[i].proc->Kill();
+}
+
+std::optional<std::pair<std::string, bool>> EtcdCluster::MemberStatus(
+    int i) const {
+  Subprocess status(
+      Wrapped({"/usr/bin/etcdctl", "--endpoints", ClientUrl(i),
+               "--command-timeout=2s", "endpoint", "status", "-w", "simple"}),
+      {{"ETCDCTL_API", "3"}});
+  if (status.WaitOrKill(absl::Seconds(5)) != 0) return std::nullopt;
+  // "URL, ID, VERSION, DB SIZE, IS LEADER, IS LEARNER, ..." (other lines are
+  // etcdctl's warnings).
+  for (absl::string_view line : absl::StrSplit(status.Output(), '\n')) {
+    if (!absl::StartsWith(line, "http")) continue;
+    std::vector<std::string> fields = absl::StrSplit(line, ", ");
+    if (fields.size() < 5) return std::nullopt;
+    return std::make_pair(fields[1],
+                          absl::StripAsciiWhitespace(fields[4]) == "true");
+  }
+  return std::nullopt;
+}
+
+bool EtcdCluster::MoveLeaderAwayFrom(int i, absl::Duration timeout) {
+  return WaitUntil(
+      [&] {
+        std::optional<std::pair<std::string, bool>> self = MemberStatus(i);
+        if (!self.has_value()) return false;
+        if (!self->second) return true;  // a follower already
+        std::optional<std::pair<std::string, bool>> next =
+            MemberStatus((i + 1) % size());
+        if (!next.has_value()) return false;
+        Subprocess move(
+            Wrapped({"/usr/bin/etcdctl", "--endpoints", ClientUrl(i),
+                     "--command-timeout=2s", "move-leader", next->first}),
+            {{"ETCDCTL_API", "3"}});
+        move.WaitOrKill(absl::Seconds(5));
+        return false;  // asked again on the next poll
+      },
+      timeout, absl::Milliseconds(200));
 }
 
 bool EtcdCluster::Restart(int i, absl::Duration timeout) {

@@ -6,7 +6,9 @@
 #define MUSTER_TESTS_TESTING_ETCD_H_
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -41,6 +43,11 @@ class EtcdCluster {
 
   // SIGKILL member i (and reap it).
   void Kill(int i);
+  // Hands etcd's own leadership to another member when member i holds it
+  // (`etcdctl move-leader`), and waits until i is a follower: killing a
+  // follower then costs the cluster no election. False when i still leads at
+  // `timeout`.
+  bool MoveLeaderAwayFrom(int i, absl::Duration timeout = absl::Seconds(10));
   // Starts member i again with its data (after Kill); waits until its client
   // port answers.
   bool Restart(int i, absl::Duration timeout = absl::Seconds(30));
@@ -52,6 +59,10 @@ class EtcdCluster {
   std::string Get(const std::string& prefix) const;
 
  private:
+  // Member i's id (hex, as etcdctl prints it) and whether it leads; nullopt
+  // when it does not answer.
+  std::optional<std::pair<std::string, bool>> MemberStatus(int i) const;
+
   struct Member {
     std::string name;
     int client_port = 0;
