@@ -251,6 +251,13 @@ class FollowingClient final : public RendezvousClient {
       case v1::ServerMessage::kJobFailed:
         armed_.store(false);
         break;
+      case v1::ServerMessage::kRoundReady:
+        // Its lease_seq renews the lease (Join.lease_from_round_ready): from
+        // here the leader owes renewals, so its silence counts. Left unarmed,
+        // a leader frozen before its first renewal went unnoticed until the
+        // lease fence (7 s of a 10 s lease) instead of the silence bound.
+        if (msg->round_ready().lease_seq() != 0) armed_.store(true);
+        break;
       default:
         break;
     }
