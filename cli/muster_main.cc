@@ -14,7 +14,6 @@
 
 #include "cli/doctor.h"
 #include "cli/launch_flags.h"
-#include "muster/platform/launch_os.h"
 #include "cli/python_interpreter.h"
 #include "cli/stacks.h"
 #include "cli/status.h"
@@ -24,6 +23,7 @@
 #include "muster/common/logging.h"
 #include "muster/platform/env.h"
 #include "muster/platform/job_keeper.h"
+#include "muster/platform/launch_os.h"
 #include "muster/platform/stop_requests.h"
 
 namespace {

@@ -6,8 +6,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "muster/platform/launch_os.h"
 #include "muster/platform/env.h"
+#include "muster/platform/launch_os.h"
 #include "muster/platform/process.h"
 
 namespace muster::cli {

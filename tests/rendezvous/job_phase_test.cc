@@ -19,11 +19,11 @@ static_assert(sizeof(kAll) / sizeof(kAll[0]) == kJobPhaseCount);
 TEST(JobPhaseTest, TheTableHasExactlyTheDiagramsEdges) {
   using P = JobPhase;
   const std::set<std::pair<P, P>> allowed = {
-      {P::kOpen, P::kOpen},          {P::kOpen, P::kAdopting},
-      {P::kAdopting, P::kRunning},   {P::kAdopting, P::kOpen},
-      {P::kOpen, P::kRunning},       {P::kOpen, P::kFailed},
-      {P::kRunning, P::kOpen},       {P::kRunning, P::kSucceeded},
-      {P::kRunning, P::kFailed},     {P::kSucceeded, P::kOpen},
+      {P::kOpen, P::kOpen},        {P::kOpen, P::kAdopting},
+      {P::kAdopting, P::kRunning}, {P::kAdopting, P::kOpen},
+      {P::kOpen, P::kRunning},     {P::kOpen, P::kFailed},
+      {P::kRunning, P::kOpen},     {P::kRunning, P::kSucceeded},
+      {P::kRunning, P::kFailed},   {P::kSucceeded, P::kOpen},
       {P::kFailed, P::kOpen},
   };
   int rejected = 0;

@@ -1,6 +1,7 @@
-// The launcher's Windows answers (platform/windows/launch_os_windows.cc) and the launch
-// command line's Windows cases (paths with '\' and drives, .exe found without
-// its extension, .py through python, the signals Windows has), under wine.
+// The launcher's Windows answers (platform/windows/launch_os_windows.cc) and
+// the launch command line's Windows cases (paths with '\' and drives, .exe
+// found without its extension, .py through python, the signals Windows has),
+// under wine.
 #include <windows.h>
 
 #include <filesystem>
