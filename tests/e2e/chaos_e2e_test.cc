@@ -374,7 +374,11 @@ class Chaos {
     }
     musterds_[i] = std::make_unique<Subprocess>(
         argv, std::map<std::string, std::string>{{kMarkName, mark_value()}});
-    return musterds_[i]->WaitForOutput("listening", absl::Seconds(30));
+    if (musterds_[i]->WaitForOutput("listening", absl::Seconds(30)))
+      return true;
+    ADD_FAILURE() << "musterd " << i << " did not listen in 30 s:\n"
+                  << Tail(musterds_[i]->Output(), 3000);
+    return false;
   }
 
   // The replica that leads (by the key in etcd), or 0 for a single musterd.

@@ -9,16 +9,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "muster/common/net.h"
+#include "muster/platform/net.h"
 #include "tests/testing/ports.h"
 
 extern char** environ;
@@ -62,7 +66,34 @@ std::map<std::string, std::string> EnvWithoutLauncher() {
   return env;
 }
 
+namespace {
+
+// The first port of the kernel's ephemeral range (32768 by default).
+int EphemeralLow() {
+  std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  if (f >> low && low > 2048) return low;
+  return 32768;
+}
+
+}  // namespace
+
 int FreePort() {
+  // Random tries in the 12,000 ports below the ephemeral range, away from the
+  // defaults that tests run on unchanged (musterd 29400, torch 29500).
+  static std::mt19937 random(static_cast<uint32_t>(
+      std::random_device{}() ^ static_cast<uint32_t>(getpid())));
+  const int high = EphemeralLow();
+  const int low = std::max(1024, high - 12000);
+  std::uniform_int_distribution<int> pick(low, high - 1);
+  platform::Net& net = platform::SystemNet();
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = pick(random);
+    if (std::abs(port - 29400) < 16 || std::abs(port - 29500) < 16) continue;
+    if (net.TryBind("127.0.0.1", port, /*reuse_address=*/false) == 0 &&
+        net.TryBind("0.0.0.0", port, /*reuse_address=*/false) == 0)
+      return port;
+  }
   auto port = PickFreePort("127.0.0.1");
   return port.ok() ? *port : 0;
 }

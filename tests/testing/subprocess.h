@@ -27,7 +27,10 @@ std::string SourceDir();
 // A fresh temporary directory, removed by nobody (under /tmp; tests may inspect
 // it after).
 std::string MakeTempDir(const std::string& tag);
-// A free TCP port on 127.0.0.1.
+// A free TCP port on 127.0.0.1, below the kernel's ephemeral range: a server
+// that a test kills and starts again on it cannot find the port taken by some
+// process's outgoing connection (or by a client's connect to itself) while it
+// was down, which a port from the ephemeral range allows.
 int FreePort();
 // Environment overrides (each set to "", i.e. removed) for a process that
 // must not inherit a launcher's or a user's job variables when ctest itself
