@@ -25,6 +25,10 @@ class GrpcStore::Conn final
  public:
   Conn(GrpcStore* owner, int endpoint, v1::Store::Stub* stub)
       : link_(owner->link_), endpoint_(endpoint) {
+    {
+      absl::MutexLock lock(&link_->conns_mu);
+      ++link_->conns;
+    }
     stub->async()->Stream(&context_, this);
     StartRead(&read_);
     StartCall();
@@ -57,7 +61,13 @@ class GrpcStore::Conn final
     if (auto owner = Owner()) {
       owner->StreamDone(this, status, LeaderFromTrailers(context_));
     }
+    // The store's destructor waits for this count, not only for StreamDone:
+    // the call's own teardown (~ClientContext) must be over before the store
+    // releases the channel and gRPC may shut down.
+    const std::shared_ptr<Link> link = link_;
     delete this;
+    absl::MutexLock lock(&link->conns_mu);
+    --link->conns;
   }
 
  private:
@@ -100,8 +110,16 @@ GrpcStore::~GrpcStore() {
     }
   }
   // Waits for reactions still inside this store (the tail of a StreamDone).
-  absl::MutexLock unlink(&link_->mu);
-  link_->owner = nullptr;
+  {
+    absl::MutexLock unlink(&link_->mu);
+    link_->owner = nullptr;
+  }
+  absl::MutexLock lock(&link_->conns_mu);
+  auto deleted = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(link_->conns_mu) {
+    return link_->conns == 0;
+  };
+  link_->conns_mu.AwaitWithTimeout(absl::Condition(&deleted),
+                                   absl::Seconds(10));
 }
 
 void GrpcStore::Supervise() {

@@ -186,6 +186,10 @@ class GrpcStore final : public Store {
   struct Link {
     absl::Mutex mu;
     GrpcStore* owner ABSL_GUARDED_BY(mu) = nullptr;
+    // Streams not yet deleted (their ClientContext included). A leaf lock:
+    // nothing else is taken while it is held.
+    absl::Mutex conns_mu;
+    int conns ABSL_GUARDED_BY(conns_mu) = 0;
   };
 
   // One op from a caller, pending until answered or failed.
