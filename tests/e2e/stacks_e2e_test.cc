@@ -1,7 +1,8 @@
 // Issue 28 end to end: `muster stacks` on a running two-agent job (C++ and
-// Python workers), the watchdog's hang report in the failure summary, and
-// --health-check keeping a node out of a three-node elastic job (and a check
-// that hangs, killed at its timeout). Real musterd, agents and workers on
+// Python workers), the watchdog's hang report in the failure summary,
+// musterd's progress watch (no rank progresses: every node reports), and
+// --health-check keeping a node out of a three-node elastic job, at its first
+// join or at a rejoin (and a check that hangs, killed at its timeout). Real musterd, agents and workers on
 // loopback.
 #include <signal.h>
 #include <sys/stat.h>
