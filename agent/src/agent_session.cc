@@ -25,6 +25,9 @@ rendezvous::GrpcClientOptions ElasticAgent::Impl::ClientOptions(
   LeaseFence* fence = fence_.get();
   options.lease_seq = [fence] { return fence->NextSeq(); };
   options.on_lease_renewed = [fence](int64_t seq) { fence->OnRenewed(seq); };
+  options.fill_heartbeat = [progress = progress_](v1::Heartbeat* heartbeat) {
+    progress->Fill(heartbeat);
+  };
   options.on_capture_stacks = [stacks = stacks_](const v1::CaptureStacks& r) {
     return stacks->Capture(r.timeout_ms() > 0
                                ? absl::Milliseconds(r.timeout_ms())

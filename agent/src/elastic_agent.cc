@@ -20,7 +20,6 @@
 #include "agent/src/elastic_agent_impl.h"
 #include "agent/src/embedded_rendezvous.h"
 #include "agent/src/failure_summary.h"
-#include "agent/src/hang_report.h"
 #include "agent/src/lease_fence.h"
 #include "agent/src/numa_binding.h"
 #include "agent/src/preflight.h"
@@ -248,6 +247,12 @@ int ElasticAgent::Impl::ComposeJoin() {
   // RoundReady's lease_seq renews the lease (the client applies it), so
   // musterd need not renew it while this agent waits without workers.
   join_.set_lease_from_round_ready(true);
+  // musterd's progress watch (docs/architecture.md, "Hang detection"); a
+  // standalone node's own watchdog sees every rank already.
+  if (local_ == nullptr) {
+    join_.set_worker_timeout_ms(
+        absl::ToInt64Milliseconds(config_.worker_timeout));
+  }
   return -1;
 }
 
@@ -297,6 +302,8 @@ void ElasticAgent::Impl::ReleaseGroup() {
   if (group_ == nullptr) return;
   for (int pid : group_->pids()) platform::KeeperForgetGroup(pid);
   stacks_->Clear();
+  progress_->Stop();
+  watchdog_.reset();
   group_.reset();
   controls_.clear();
   worker_params_.clear();
@@ -390,11 +397,7 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
       CaptureTargets(group_->pids(), ready.rank_offset(), round.stacks_files),
       join_.hostname(), join_.node_id());
   Transition(AgentState::kRunning, "RoundReady: workers started");
-  watchdog_.reset();
-  if (config_.worker_timeout > absl::ZeroDuration()) {
-    watchdog_ = std::make_unique<Watchdog>(
-        config_.worker_timeout, std::move(round.progress_files), clock_->Now());
-  }
+  WatchProgress(std::move(round.progress_files));
   return -1;
 }
 
@@ -423,26 +426,7 @@ void ElasticAgent::Impl::CheckWorkers() {
     return;
   }
   if (state_ != AgentState::kRunning || group_ == nullptr) return;
-  if (watchdog_ != nullptr && clock_->Now() >= next_watchdog_check_) {
-    // A few stat() calls per check; no need to make them at the loop's pace.
-    next_watchdog_check_ = clock_->Now() + std::min(config_.monitor_interval,
-                                                    watchdog_->timeout() / 10);
-    const std::vector<int> hung = watchdog_->Check(clock_->Now());
-    if (!hung.empty()) {  // the hang report: stacks before the kill
-      std::vector<int> ranks;
-      for (int local : hung) ranks.push_back(round_.rank_offset() + local);
-      hang_report_ =
-          WriteHangReport(*stacks_, config_.run_id, run_dir_, attempt_, ranks);
-    }
-    for (int local : hung) {
-      std::string reason = absl::StrCat(
-          "hung: no progress for ", absl::FormatDuration(watchdog_->timeout()),
-          " (--worker-timeout); killed by the watchdog");
-      MUSTER_LOG(ERROR) << "worker local rank " << local << " (rank "
-                        << round_.rank_offset() + local << ") " << reason;
-      group_->Kill(local, reason);
-    }
-  }
+  CheckWatchdog();
   GroupStatus status = group_->Wait(absl::Milliseconds(10));
   if (status.state == GroupState::kRunning) return;
   v1::AgentMessage msg;
@@ -597,6 +581,9 @@ int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
       StopWorkers(kSignalTerminate);
       PrintFailureSummary(msg.job_failed());
       return kExitJobFailed;
+    case v1::ServerMessage::kCaptureHang:
+      OnCaptureHang(msg.capture_hang());
+      return -1;
     case v1::ServerMessage::kCaptureStacks:  // taken by the client's reader
     case v1::ServerMessage::kLeaseRenewed:   // taken by the client's reader
     case v1::ServerMessage::KIND_NOT_SET:

@@ -187,11 +187,26 @@ class ElasticAgent::Impl {
   std::unique_ptr<WorkerGroup> group_;
   // --worker-timeout: watches the current group's progress files.
   std::unique_ptr<Watchdog> watchdog_;
+  // ... and tells musterd, in the heartbeats (shared with the session's
+  // heartbeat thread).
+  const std::shared_ptr<NodeProgress> progress_ =
+      std::make_shared<NodeProgress>(clock_);
+  // progress_watch.cc: with --worker-timeout, watches the workers of round_
+  // (their progress files by local rank) from now on: the watchdog (a grace
+  // longer when musterd watches too) and the heartbeats' progress_age_ms.
+  void WatchProgress(std::vector<std::string> files);
+  // The watchdog's check, at most every min(monitor interval, timeout/10):
+  // hung workers get the hang report, then are killed.
+  void CheckWatchdog();
+  // musterd saw no progress from any rank: the hang report, then every local
+  // worker is killed as hung (the round ends through WorkersFailed).
+  void OnCaptureHang(const v1::CaptureHang& hang);
   // `muster stacks` and the hang report: the running workers' stacks. Shared
   // with the session's capture thread.
   const std::shared_ptr<StackCapturer> stacks_ =
       std::make_shared<StackCapturer>();
-  std::string hang_report_;  // the watchdog's, for the failure summary
+  // The hang report (the watchdog's or musterd's), for the failure summary.
+  std::string hang_report_;
   // --health-check before a join (health_check.cc): -1 when it passed (or
   // there is none), else the exit status (kExitHealthCheckFailed), after
   // printing the check's output. `when`: "before joining", ...

@@ -12,23 +12,35 @@ namespace muster::agent {
 
 std::string WriteHangReport(StackCapturer& capturer, const std::string& job,
                             const std::string& run_dir, int attempt,
-                            const std::vector<int>& hung_ranks) {
+                            const std::vector<int>& hung_ranks,
+                            const HangTrigger& trigger) {
   const v1::StacksReport report = capturer.Capture(kHangCaptureTimeout);
   const std::vector<v1::RankStacks> ranks(report.ranks().begin(),
                                           report.ranks().end());
   std::vector<std::string> missing;
   if (!report.error().empty()) missing.push_back(report.error());
-  std::string text = absl::StrCat(
-      "hang report: rank", hung_ranks.size() == 1 ? " " : "s ",
-      RankRanges(hung_ranks),
-      " made no progress for --worker-timeout; the stacks of this node's "
-      "workers just before the watchdog killed them:\n",
-      FormatStackGroups(job, ranks, missing));
+  const bool musterd = !trigger.musterd_reason.empty();
+  const std::string reason =
+      musterd ? absl::StrCat(trigger.musterd_reason,
+                             "; the stacks of this "
+                             "node's workers (rank",
+                             hung_ranks.size() == 1 ? " " : "s ",
+                             RankRanges(hung_ranks),
+                             ") just before they were stopped")
+              : absl::StrCat("rank", hung_ranks.size() == 1 ? " " : "s ",
+                             RankRanges(hung_ranks),
+                             " made no progress for --worker-timeout; the "
+                             "stacks of this node's workers just before the "
+                             "watchdog killed them");
+  std::string text = absl::StrCat("hang report: ", reason, ":\n",
+                                  FormatStackGroups(job, ranks, missing));
   if (run_dir.empty()) return text;
   const std::string base =
       absl::StrCat(run_dir, "/hang_report_attempt_", attempt);
   nlohmann::json json = StackGroupsJson(job, ranks, missing);
   json["hung_ranks"] = hung_ranks;
+  json["trigger"] = musterd ? "musterd" : "watchdog";
+  json["reason"] = reason;
   std::ofstream(base + ".txt") << text;
   std::ofstream(base + ".json") << json.dump(2) << "\n";
   MUSTER_LOG(INFO) << "hang report written to " << base << ".txt (and .json)";

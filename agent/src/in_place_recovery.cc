@@ -126,14 +126,11 @@ bool ElasticAgent::Impl::ResumeKeptWorkers(const v1::RoundReady& ready) {
                    << ready.restart_count() << "/" << ready.max_restarts()
                    << "; the kept workers carry on (no process started)";
   Transition(AgentState::kRunning, "RoundReady: kept workers told");
-  if (watchdog_ != nullptr) {
-    // The wait for the round was no worker's fault: progress counts from now.
-    std::vector<std::string> files;
-    for (const WorkerEnvParams& p : worker_params_)
-      files.push_back(p.progress_file);
-    watchdog_ = std::make_unique<Watchdog>(config_.worker_timeout,
-                                           std::move(files), clock_->Now());
-  }
+  // The wait for the round was no worker's fault: progress counts from now.
+  std::vector<std::string> files;
+  for (const WorkerEnvParams& p : worker_params_)
+    files.push_back(p.progress_file);
+  WatchProgress(std::move(files));
   return true;
 }
 

@@ -32,8 +32,9 @@ std::optional<absl::Time> LastProgress(const std::string& path) {
 }
 
 Watchdog::Watchdog(absl::Duration timeout, std::vector<std::string> files,
-                   absl::Time start)
+                   absl::Time start, absl::Duration grace)
     : timeout_(timeout),
+      grace_(grace),
       files_(std::move(files)),
       start_(start),
       reported_(files_.size()) {}
@@ -48,12 +49,50 @@ std::vector<int> Watchdog::Check(absl::Time now) {
   std::vector<int> hung;
   for (size_t i = 0; i < files_.size(); ++i) {
     if (reported_[i]) continue;
-    if (Silence(static_cast<int>(i), now) > timeout_) {
+    if (Silence(static_cast<int>(i), now) > timeout_ + grace_) {
       reported_[i] = true;
       hung.push_back(static_cast<int>(i));
     }
   }
   return hung;
+}
+
+absl::Duration ServerWatchGrace(absl::Duration lease) {
+  return std::max(absl::Seconds(2), lease / 2);
+}
+
+void NodeProgress::Watch(int64_t round, std::vector<std::string> files,
+                         absl::Time start) {
+  absl::MutexLock lock(&mu_);
+  round_ = round;
+  files_ = std::move(files);
+  start_ = start;
+  watching_ = true;
+}
+
+void NodeProgress::Stop() {
+  absl::MutexLock lock(&mu_);
+  watching_ = false;
+  files_.clear();
+}
+
+std::optional<std::pair<int64_t, absl::Duration>> NodeProgress::Silence(
+    absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  if (!watching_) return std::nullopt;
+  // The newest sign of life of any worker: the node progresses while one
+  // does. A few stat() calls and small reads, once a heartbeat.
+  absl::Time newest = start_;
+  for (const std::string& file : files_) {
+    newest = std::max(newest, LastProgress(file).value_or(start_));
+  }
+  return std::make_pair(round_, std::max(absl::ZeroDuration(), now - newest));
+}
+
+void NodeProgress::Fill(v1::Heartbeat* heartbeat) const {
+  const auto silence = Silence(clock_->Now());
+  if (!silence.has_value() || silence->first != heartbeat->round()) return;
+  heartbeat->set_progress_age_ms(absl::ToInt64Milliseconds(silence->second));
 }
 
 }  // namespace muster::agent

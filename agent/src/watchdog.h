@@ -10,7 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "muster/platform/clock.h"
+#include "muster/v1/rendezvous.pb.h"
 
 namespace muster::agent {
 
@@ -23,9 +27,11 @@ class Watchdog {
  public:
   // files[i] is local rank i's progress file. A worker that has not written its
   // file yet is measured from `start` (so a worker that never reports is caught
-  // too).
+  // too). A rank is caught once silent for longer than timeout + grace: the
+  // grace is musterd's turn when it watches the job's progress (RoundReady's
+  // progress_watched, docs/architecture.md "Hang detection").
   Watchdog(absl::Duration timeout, std::vector<std::string> files,
-           absl::Time start);
+           absl::Time start, absl::Duration grace = absl::ZeroDuration());
 
   // The local ranks silent for longer than the timeout at `now`; each is
   // returned once.
@@ -38,9 +44,45 @@ class Watchdog {
 
  private:
   const absl::Duration timeout_;
+  const absl::Duration grace_;
   const std::vector<std::string> files_;
   const absl::Time start_;
   std::vector<bool> reported_;
+};
+
+// How much longer the agent's own watchdog waits when musterd watches the
+// job's progress: musterd hears a node's silence with its next heartbeat (the
+// interval the server's budget suggests is at most lease/4) and reads it every
+// 250 ms; the rest covers ranks that stopped a moment apart.
+absl::Duration ServerWatchGrace(absl::Duration lease);
+
+// What the heartbeats tell musterd of this node's workers
+// (Heartbeat.progress_age_ms): how long none of them has progressed.
+// Thread-safe: the agent's loop sets it when workers start and stop, the
+// session's heartbeat thread reads it.
+class NodeProgress {
+ public:
+  // clock must outlive it.
+  explicit NodeProgress(Clock* clock) : clock_(clock) {}
+
+  // Workers of `round` run, with these progress files, since `start`.
+  void Watch(int64_t round, std::vector<std::string> files, absl::Time start);
+  // None run (or none are watched).
+  void Stop();
+  // The silence of the least silent watched worker at `now`, and its round;
+  // nullopt when none is watched.
+  std::optional<std::pair<int64_t, absl::Duration>> Silence(
+      absl::Time now) const;
+  // Sets heartbeat's progress_age_ms when workers of its round are watched.
+  void Fill(v1::Heartbeat* heartbeat) const;
+
+ private:
+  Clock* const clock_;
+  mutable absl::Mutex mu_;
+  int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> files_ ABSL_GUARDED_BY(mu_);
+  absl::Time start_ ABSL_GUARDED_BY(mu_);
+  bool watching_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace muster::agent

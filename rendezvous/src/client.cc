@@ -390,6 +390,8 @@ class GrpcRendezvousClient final : public SessionClient {
       mu_.Unlock();
       if (options_.lease_seq)
         msg.mutable_heartbeat()->set_seq(options_.lease_seq());
+      if (options_.fill_heartbeat)
+        options_.fill_heartbeat(msg.mutable_heartbeat());
       absl::Status sent = Write(msg);
       mu_.Lock();
       if (!sent.ok()) break;  // the stream is over; the reader reports how

@@ -84,6 +84,7 @@ void Coordinator::Impl::EraseConnection(
     absl::flat_hash_map<ConnectionId, Connection>::iterator it) {
   liveness_.Erase(it->first);
   leases_.Erase(it->first);
+  progress_.Erase(it->first);
   job_suggestion_.Erase(it->first);
   conns_.erase(it);
   UpdateHeartbeatSuggestion();
@@ -160,7 +161,7 @@ bool Coordinator::OnHeartbeat(ConnectionId conn,
   // The round it names is informational: any message proves liveness. A
   // heartbeat queues nothing (the adapter writes LeaseRenewed itself), so
   // there is nothing to flush.
-  return impl_->OnHeartbeat(conn, heartbeat.seq());
+  return impl_->OnHeartbeat(conn, heartbeat);
 }
 void Coordinator::OnPreflightFailed(ConnectionId conn,
                                     const v1::PreflightFailed& failed) {

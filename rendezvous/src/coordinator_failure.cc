@@ -440,8 +440,19 @@ void Coordinator::Impl::AbandonAdoption(Job& job, const std::string& why) {
 
 // No lock of ours: a heartbeat moves its time in liveness_ (and its lease),
 // so it never waits for a round forming or a Tick (liveness_table.h).
-bool Coordinator::Impl::OnHeartbeat(ConnectionId conn, int64_t seq) {
+bool Coordinator::Impl::OnHeartbeat(ConnectionId conn,
+                                    const v1::Heartbeat& heartbeat) {
   Touch(conn);
+  // The progress watch: only for a stream still registered (an entry for one
+  // already erased would stay behind).
+  if (heartbeat.has_progress_age_ms() && liveness_.Get(conn).has_value()) {
+    progress_.Set(conn, ProgressMark{
+                            .round = heartbeat.round(),
+                            .silence = absl::Milliseconds(std::max<int64_t>(
+                                0, heartbeat.progress_age_ms())),
+                        });
+  }
+  const int64_t seq = heartbeat.seq();
   // An agent that sent no seq (an older one, a load generator) gets no
   // LeaseRenewed: it would not read it, and each one is a write.
   if (seq == 0) return false;

@@ -13,6 +13,8 @@
 //   coordinator_jobs.cc     job lifecycle: success, verdicts, retention and
 //                           forgetting, Tick's timers
 //   coordinator_status.cc   the status view and counters
+//   coordinator_progress.cc the progress watch (--worker-timeout): no rank of
+//                           a running round progressed -> CaptureHang
 // Each state change happens in exactly one transition function; the event
 // handlers decide which one applies (the diagram is in job_phase.h).
 #ifndef MUSTER_RENDEZVOUS_SRC_COORDINATOR_INTERNAL_H_
@@ -147,6 +149,12 @@ struct Job {
   int32_t max_restarts = 0;
   absl::Duration join_timeout;
   absl::Duration last_call_timeout;
+  // --worker-timeout (Join.worker_timeout_ms); zero: progress not watched.
+  absl::Duration worker_timeout;
+  // The progress watch (coordinator_progress.cc): the round CaptureHang was
+  // sent for (once per round), and when the members' progress is next read.
+  int64_t hang_round = 0;
+  absl::Time next_progress_check = absl::InfinitePast();
 
   // The current round: the one being formed while OPEN, the one running while
   // RUNNING, the last one once ended. 0 before the first round opens.
@@ -248,6 +256,18 @@ struct Connection {
   bool closed = false;
 };
 
+// A node's latest word on its workers' progress (Heartbeat.progress_age_ms):
+// for which round, and how long none of them had progressed when it was sent.
+struct ProgressMark {
+  int64_t round = 0;
+  absl::Duration silence;
+};
+
+// How often the progress watch reads a watched job's members (a job-wide
+// scan, so not on every tick).
+inline constexpr absl::Duration kProgressCheckInterval =
+    absl::Milliseconds(250);
+
 // ---------- Impl
 
 class Coordinator::Impl {
@@ -258,7 +278,8 @@ class Coordinator::Impl {
   absl::Status OnJoin(ConnectionId conn, const v1::Join& join,
                       std::shared_ptr<AgentChannel> channel)
       ABSL_LOCKS_EXCLUDED(mu_);
-  bool OnHeartbeat(ConnectionId conn, int64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
+  bool OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The heartbeat budget's current suggestion, in ms (0: none), for the
   // agents connected (kept in step with conns_ by UpdateHeartbeatSuggestion),
   // read without the lock.
@@ -461,6 +482,13 @@ class Coordinator::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Loses every node whose heartbeat_timeout has passed at now (Tick).
   void ExpireHeartbeats(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --- the progress watch (coordinator_progress.cc)
+  // RUNNING with a worker timeout: when every member that has not succeeded
+  // reported (for this round) no progress for at least the timeout, sends
+  // each of them CaptureHang, once per round. Reads at most every
+  // kProgressCheckInterval; returns when it is next due.
+  absl::Time CheckProgress(Job& job, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OPEN, join_timeout passed with fewer than min_nodes: the root cause.
   std::string JoinTimeoutCause(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -483,6 +511,9 @@ class Coordinator::Impl {
   // lease without mu_): each connection's StreamLease (lease.h). A stream the
   // server has ended is not in leases_: it renews nothing.
   ShardedTable<ConnectionId, StreamLease> leases_;
+  // The progress watch: each connection's latest Heartbeat.progress_age_ms
+  // with its round (written by heartbeats without mu_, like liveness_).
+  ShardedTable<ConnectionId, ProgressMark> progress_;
   // The heartbeat budget (heartbeat_budget.h) for conns_.size() agents;
   // updated under mu_ when conns_ grows or shrinks.
   std::atomic<int64_t> suggested_heartbeat_ms_{0};

@@ -94,6 +94,7 @@ absl::Time Coordinator::Impl::Tick() {
 
   // Round timers and retention.
   std::vector<std::string> forget;
+  absl::Time progress_due = absl::InfiniteFuture();
   for (auto& [id, job] : jobs_) {
     if (job.adopting && job.adopt_deadline <= now) {
       AbandonAdoption(job,
@@ -119,6 +120,8 @@ absl::Time Coordinator::Impl::Tick() {
           job.forget_at <= now) {
         forget.push_back(id);
       }
+    } else if (job.state == JobState::kRunning) {
+      progress_due = std::min(progress_due, CheckProgress(job, now));
     } else if (job.ended() && job.forget_at <= now) {
       forget.push_back(id);
     }
@@ -157,7 +160,7 @@ absl::Time Coordinator::Impl::Tick() {
       next = std::min(next, job.forget_at);
     }
   }
-  return next;
+  return std::min(next, progress_due);
 }
 
 void Coordinator::Impl::ResumeJob(const std::string& job_id, int64_t round,

@@ -218,6 +218,7 @@ void Coordinator::Impl::StartJobAfresh(Job& job, const v1::Join& join,
       MillisOr(join.join_timeout_ms(), options_.default_join_timeout);
   job.last_call_timeout =
       MillisOr(join.last_call_timeout_ms(), options_.default_last_call_timeout);
+  job.worker_timeout = MillisOr(join.worker_timeout_ms(), absl::ZeroDuration());
   MUSTER_LOG_AT(options_.event_log_level)
       << "job " << job.id << ": " << (rerun ? "rerun" : "new") << " ("
       << NNodesFlag(job.min_nodes, job.max_nodes)

@@ -101,6 +101,7 @@ v1::ServerMessage Coordinator::Impl::RoundReadyFor(const Job& job,
   r->set_restart_count(job.restart_count);
   r->set_max_restarts(job.max_restarts);
   r->set_heartbeat_interval_ms(SuggestedHeartbeatMs(job.max_nodes));
+  r->set_progress_watched(job.worker_timeout > absl::ZeroDuration());
   return msg;
 }
 

@@ -439,6 +439,46 @@ TEST_F(ElasticAgentTest, WatchdogKillsASilentWorkerAndReportsItHung) {
   EXPECT_EQ(WaitForExit(), kExitJobFailed);
 }
 
+// musterd's progress watch (issue 28): when musterd watches the round, the
+// agent's own watchdog waits a grace longer (musterd's turn); musterd's
+// CaptureHang stops every local worker as hung with musterd's reason.
+TEST_F(ElasticAgentTest, CaptureHangStopsEveryWorkerWithMusterdsReason) {
+  config_.worker_timeout = absl::Seconds(5);
+  StartAgent();
+  v1::ServerMessage ready = RoundReady(1, config_.nproc_per_node);
+  ready.mutable_round_ready()->set_progress_watched(true);
+  server_.Push(ready);
+  auto workers = launcher_.WaitForGroup(1, kDeadline);
+  ASSERT_NE(workers, nullptr);
+  // 6 s of silence: past the timeout, inside the grace (max(2 s, lease/2)).
+  for (int i = 0; i < 6; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    EXPECT_FALSE(
+        server_
+            .WaitFor(v1::AgentMessage::kWorkersFailed, absl::Milliseconds(50))
+            .has_value())
+        << "the watchdog fired " << i + 1 << " s in, within musterd's grace";
+  }
+  const std::string why =
+      "musterd saw no progress from any rank of job j for 5s "
+      "(--worker-timeout)";
+  v1::ServerMessage hang;
+  hang.mutable_capture_hang()->set_round(1);
+  hang.mutable_capture_hang()->set_reason(why);
+  server_.Push(hang);
+  std::optional<v1::AgentMessage> report =
+      server_.WaitFor(v1::AgentMessage::kWorkersFailed, kDeadline);
+  ASSERT_TRUE(report.has_value());
+  ASSERT_EQ(report->workers_failed().failures_size(), 2);
+  for (const v1::WorkerFailure& f : report->workers_failed().failures()) {
+    EXPECT_EQ(f.signal(), platform::kSignalKill);
+    EXPECT_EQ(f.error_message(), "hung: " + why);
+  }
+  EXPECT_EQ(workers->kills().size(), 2u);
+  server_.Push(JobFailed("hung"));
+  EXPECT_EQ(WaitForExit(), kExitJobFailed);
+}
+
 TEST_F(ElasticAgentTest, ProgramThatCannotStartIsAConfigError) {
   StartAgent();
   launcher_.FailNextStart(

@@ -1,7 +1,8 @@
 // Issue 28 end to end: `muster stacks` on a running two-agent job (C++ and
-// Python workers), the watchdog's hang report in the failure summary, and
-// --health-check keeping a node out of a three-node elastic job (and a check
-// that hangs, killed at its timeout). Real musterd, agents and workers on
+// Python workers), the watchdog's hang report in the failure summary,
+// musterd's progress watch (no rank progresses: every node reports), and
+// --health-check keeping a node out of a three-node elastic job, at its first
+// join or at a rejoin (and a check that hangs, killed at its timeout). Real musterd, agents and workers on
 // loopback.
 #include <signal.h>
 #include <sys/stat.h>
@@ -9,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +38,7 @@ using ::muster::testing::WaitUntil;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr absl::Duration kStartDeadline = absl::Seconds(45);
 constexpr absl::Duration kExitDeadline = absl::Seconds(45);
@@ -181,6 +184,98 @@ TEST(StacksE2eTest, WatchdogSummaryShowsTheStacks) {
   }
   EXPECT_THAT(reports, Contains(".json"));
   EXPECT_THAT(reports, Contains(".txt"));
+}
+
+// The hang report (text and JSON) written into `logs`, or empty.
+std::string ReadHangReport(const std::string& logs, const std::string& ext) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(logs)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("hang_report_attempt_", 0) == 0 &&
+        e.path().extension() == ext) {
+      std::ifstream in(e.path());
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    }
+  }
+  return "";
+}
+
+// musterd's progress watch: on two nodes every rank stops progressing at once
+// (none ever reports). The agents' own watchdogs wait a grace longer when
+// musterd watches, so musterd's word comes first: both nodes write the hang
+// report with musterd's reason, each naming its workers' function, and
+// musterd logs its decision.
+TEST(StacksE2eTest, MusterdSeesNoProgressAndEveryNodeReports) {
+  MusterdProcess server;
+  ASSERT_TRUE(server.ready());
+  const std::string logs_a = MakeTempDir("hang-musterd-a");
+  const std::string logs_b = MakeTempDir("hang-musterd-b");
+  auto a = StartAgent(server, "nowhere", "2", 2,
+                      {"--worker-timeout=3", "--log-dir=" + logs_a,
+                       "--no-python", BinPath("stuck_ranks")});
+  auto b = StartAgent(server, "nowhere", "2", 2,
+                      {"--worker-timeout=3", "--log-dir=" + logs_b,
+                       "--no-python", BinPath("stuck_ranks")});
+  EXPECT_EQ(a->WaitOrKill(kExitDeadline), 1) << a->Output();
+  EXPECT_EQ(b->WaitOrKill(kExitDeadline), 1) << b->Output();
+  EXPECT_THAT(server.proc().Output(),
+              HasSubstr("job nowhere: round 1: no progress from any rank for "
+                        "3s (--worker-timeout"));
+  const std::string why =
+      "musterd saw no progress from any rank of job nowhere for 3s";
+  for (auto* agent : {a.get(), b.get()}) {
+    EXPECT_THAT(agent->Output(), HasSubstr("hang report: " + why));
+    EXPECT_THAT(agent->Output(), Not(HasSubstr("killed by the watchdog")));
+  }
+  // One node runs ranks 0-1 (waiting in allreduce), the other ranks 2-3
+  // (rank 3 stuck in the data loader).
+  const std::string text_a = ReadHangReport(logs_a, ".txt");
+  const std::string text_b = ReadHangReport(logs_b, ".txt");
+  for (const std::string* text : {&text_a, &text_b}) {
+    EXPECT_THAT(*text, HasSubstr(why)) << *text;
+    EXPECT_THAT(*text, HasSubstr("wait_in_allreduce"));
+  }
+  EXPECT_THAT(text_a + text_b, HasSubstr("stuck_in_data_loader"));
+  for (const std::string& logs : {logs_a, logs_b}) {
+    const nlohmann::json j = nlohmann::json::parse(
+        ReadHangReport(logs, ".json"), nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << logs;
+    EXPECT_EQ(j.value("trigger", ""), "musterd");
+  }
+}
+
+// A node whose check starts failing between rounds stays out of the next
+// one: round 1 runs on three nodes until rank 0 fails (it marks the third
+// node sick first); at the rejoin the third node's check fails, that agent
+// exits 4 with the check's output, and the other two form round 2.
+TEST(StacksE2eTest, HealthCheckFailingAtRejoinKeepsTheNodeOut) {
+  MusterdProcess server;
+  ASSERT_TRUE(server.ready());
+  const std::string dir = MakeTempDir("health-rejoin");
+  const std::string sick = dir + "/sick";
+  // Round 1 with all three nodes (a round of two, formed before the third
+  // node came, is restarted for it without costing a restart): rank 0 marks
+  // the third node sick and fails. Round 2 (restart count 1): success.
+  const std::string script = absl::StrCat(
+      "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then "
+      "if [ \"$WORLD_SIZE\" = 3 ] && [ \"$RANK\" = 0 ]; then touch ",
+      sick, "; exit 1; fi; sleep 60; fi; exit 0");
+  const std::vector<std::string> program = {"--max-restarts=1", "--no-python",
+                                            "/bin/sh", "-c", script};
+  auto a = StartAgent(server, "rejoin", "2:3", 1, program);
+  auto b = StartAgent(server, "rejoin", "2:3", 1, program);
+  std::vector<std::string> checked = {
+      absl::StrCat("--health-check=if [ -e ", sick,
+                   " ]; then echo 'GPU 0 fell off the bus'; exit 5; fi")};
+  checked.insert(checked.end(), program.begin(), program.end());
+  auto c = StartAgent(server, "rejoin", "2:3", 1, checked);
+  EXPECT_EQ(c->WaitOrKill(kExitDeadline), 4) << c->Output();
+  EXPECT_THAT(c->Output(), HasSubstr("health check failed"));
+  EXPECT_THAT(c->Output(), HasSubstr("exited with code 5"));
+  EXPECT_THAT(c->Output(),
+              HasSubstr("its output:\n    GPU 0 fell off the bus\n"));
+  EXPECT_EQ(a->WaitOrKill(kExitDeadline), 0) << a->Output();
+  EXPECT_EQ(b->WaitOrKill(kExitDeadline), 0) << b->Output();
+  EXPECT_THAT(a->Output(), HasSubstr(" of 2, master"));
 }
 
 // A three-node elastic job (2:3) whose third node's health check fails: that

@@ -129,6 +129,10 @@ struct GrpcClientOptions {
   // at a time, and may block up to the request's timeout_ms; the session
   // sends what it returns. Null: the agent answers that it cannot.
   std::function<v1::StacksReport(const v1::CaptureStacks&)> on_capture_stacks;
+  // The progress watch (--worker-timeout): adds this node's workers' progress
+  // to each heartbeat (Heartbeat.progress_age_ms) just before it is written,
+  // on the heartbeat thread. Must not block for long. Null: none.
+  std::function<void(v1::Heartbeat*)> fill_heartbeat;
   // Kept across the sessions of one agent (see ReplicaMemory); null: each
   // session starts afresh.
   std::shared_ptr<ReplicaMemory> replicas;
