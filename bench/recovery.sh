@@ -263,6 +263,9 @@ summary() {  # file -> "median | p99 | n ok of m"
     printf "%.3f s | %.3f s | %d of %d\n", med, v[i], n, m }'
 }
 
+# The machine's load (1, 5, 15 min), printed with the results: figures from a shared machine mean
+# little without it.
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 launchers() {  # case
   if [[ $1 == train_node_lost ]]; then echo muster-in-place muster-restart; else echo muster torchrun; fi
 }
@@ -289,6 +292,8 @@ if [[ " $cases " == *" train_node_lost "* ]]; then
     [[ -f $work/muster-in-place-train_node_lost.self ]] &&
       echo "| --recovery=in-place, the workers' own \`recovered: ... in N ms\` (slowest of 4) | $(summary "$work/muster-in-place-train_node_lost.self") |"
     echo "| --recovery=restart: kill -9 -> 4 new processes' first collective | $(summary "$work/muster-restart-train_node_lost.txt") |"
+    echo
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $runs runs per mode; load average (1, 5, 15 min) at the start $load_start, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
   } >bench/results/recovery_inplace.md
   cat bench/results/recovery_inplace.md
   [[ $cases == train_node_lost ]] && exit 0

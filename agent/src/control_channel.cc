@@ -52,8 +52,12 @@ absl::Status ControlChannel::Write(ControlState state,
   const int64_t seq = seq_ + 1;
   std::string text = FormatControlRound(seq, state, params, reason);
   text.push_back('\n');
-  absl::Status s =
-      platform::WriteFileAtomically(dir_ + "/round", text, /*mode=*/0600);
+  // Not flushed to the disk: the file means nothing once the agent and its
+  // workers are gone, and two flushes per write (10-25 ms each on a busy
+  // disk, one file per worker) were most of the agent's part of an in-place
+  // recovery.
+  absl::Status s = platform::WriteFileAtomically(
+      dir_ + "/round", text, /*mode=*/0600, platform::Durability::kVolatile);
   if (!s.ok()) {
     // The platform's message names the path and the OS's reason, never the
     // contents (the Store credential).

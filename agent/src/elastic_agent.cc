@@ -409,10 +409,10 @@ GroupStatus ElasticAgent::Impl::StopWorkers(int sig) {
 }
 
 void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
+  if (KeepWorkers(restart.reason())) return;  // --recovery=in-place
   MUSTER_LOG(WARNING) << "round " << restart.round()
                       << " ended: " << restart.reason()
                       << "; stopping workers and rejoining";
-  if (KeepWorkers(restart.reason())) return;  // --recovery=in-place
   StopWorkers(kSignalTerminate);
   if ((health_exit_ = CheckNodeHealth("before rejoining")) >= 0) return;
   if (absl::Status s = Rejoin(); !s.ok()) {

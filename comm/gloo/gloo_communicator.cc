@@ -185,6 +185,7 @@ class GlooBackend final : public Backend {
         peer_addresses_(std::move(mesh.peer_names)),
         context_(std::move(mesh.context)),
         transport_(std::move(mesh.transport)),
+        sizer_(std::move(mesh.sizer)),
         direct_(std::move(direct)),
         direct_max_bytes_(direct_ != nullptr ? direct_max_bytes : 0) {}
 
@@ -246,6 +247,7 @@ class GlooBackend final : public Backend {
     retired_.clear();
     cached_bytes_ = 0;
     direct_.reset();
+    sizer_.reset();
     context_.reset();  // Pairs close their sockets.
     transport_.reset();
   }
@@ -465,6 +467,9 @@ class GlooBackend final : public Backend {
           "Gloo's ", AllReduceAlgorithmName(algorithm),
           " takes at most 2^31-1 elements; use ring_unbound for more"));
     }
+    // The algorithm classes send from bound buffers, which set the pairs'
+    // send buffer sizes: at the maximum first (gloo_mesh.cc).
+    if (sizer_ != nullptr) sizer_->SizeOnce(*context_);
     const size_t bytes = count * DataTypeSize(dtype);
     const std::shared_ptr<PeerContext>& context = context_;
     if (bytes <= kCacheMaxBytes && ranges_ > kCacheEntries + kRetired &&
@@ -720,7 +725,10 @@ class GlooBackend final : public Backend {
   const std::vector<std::string> peer_addresses_;
   std::shared_ptr<PeerContext> context_;
   std::shared_ptr<AbortableTransport> transport_;  // context_'s.
-  std::unique_ptr<DirectAllreduce> direct_;        // May be null.
+  // Sizes the send buffers before the first algorithm class runs; null
+  // where Gloo has no bound buffers.
+  std::unique_ptr<SendBufferSizer> sizer_;
+  std::unique_ptr<DirectAllreduce> direct_;  // May be null.
   const size_t direct_max_bytes_;
   std::vector<char> scratch_;
   uint32_t tag_ = 0;

@@ -42,12 +42,16 @@ std::chrono::milliseconds Remaining(absl::Time deadline) {
 //    the kernel's (which counts its own overhead), and waits for an ACK:
 //    raw Gloo's ring takes milliseconds instead of ~100 us at some sizes
 //    between 4 and 64 KB (docs/performance.md).
-// So right after connecting, every rank sends each peer one bound message as
-// large as the kernel lets a send buffer be (net.core.wmem_max, at most
-// 4 MB): Gloo then sizes every pair's buffer to the maximum once, and never
-// again makes it smaller. Gloo's tcp::Pair, which holds the size, cannot be
-// reached from Debian's headers (they include gloo/common/memory.h, which
-// the package does not ship); this goes through Gloo's public Buffer API.
+// So every rank sends each peer one bound message as large as the kernel
+// lets a send buffer be (net.core.wmem_max, at most 4 MB): Gloo then sizes
+// every pair's buffer to the maximum once, and never again makes it smaller.
+// It does so right before its first bound send (SendBufferSizer), not at
+// connect: those messages (4 MB to each peer) took 0.3-0.4 s of a 4-rank
+// connect on a loaded 2-core machine, most of an in-place recovery, and only
+// Gloo's algorithm classes need them. Gloo's tcp::Pair, which holds the size,
+// cannot be reached from Debian's headers (they include
+// gloo/common/memory.h, which the package does not ship); this goes through
+// Gloo's public Buffer API.
 size_t SendBufferPinBytes() {
   size_t wmem_max = 212992;  // Linux's default.
   if (std::FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
@@ -58,28 +62,39 @@ size_t SendBufferPinBytes() {
   return std::min<size_t>(wmem_max, 4 << 20);
 }
 
-namespace {
-
-// Throws what Gloo throws (a peer that dies meanwhile: IoException).
-void PinSendBuffers(PeerContext& context, size_t bytes) {
-  if (context.size < 2) return;
-  const int slot = context.nextSlot();  // The same on every rank.
-  std::vector<char> out(bytes);
-  // One region for every peer's message: Gloo's single event-loop thread
-  // writes them one at a time, and nobody reads them.
-  std::vector<char> in(bytes);
-  std::vector<std::unique_ptr<::gloo::transport::Buffer>> sends;
-  std::vector<std::unique_ptr<::gloo::transport::Buffer>> recvs;
+SendBufferSizer::SendBufferSizer(PeerContext& context, size_t bytes)
+    : bytes_(bytes),
+      slot_(context.nextSlot()),
+      in_(context.size > 1 ? new char[bytes] : nullptr) {
   for (int r = 0; r < context.size; ++r) {
     if (r == context.rank) continue;
-    auto& pair = context.getPair(r);
-    recvs.push_back(pair->createRecvBuffer(slot, in.data(), bytes));
-    sends.push_back(pair->createSendBuffer(slot, out.data(), bytes));
+    recvs_.push_back(
+        context.getPair(r)->createRecvBuffer(slot_, in_.get(), bytes_));
   }
-  for (auto& send : sends) send->send();
-  for (auto& send : sends) send->waitSend();
-  for (auto& recv : recvs) recv->waitRecv();
 }
+
+SendBufferSizer::~SendBufferSizer() {
+  sends_.clear();
+  recvs_.clear();
+}
+
+void SendBufferSizer::SizeOnce(PeerContext& context) {
+  if (sized_ || context.size < 2) return;
+  if (sends_.empty()) {
+    out_ = std::make_unique<char[]>(bytes_);  // Zeros: nobody reads them.
+    for (int r = 0; r < context.size; ++r) {
+      if (r == context.rank) continue;
+      sends_.push_back(
+          context.getPair(r)->createSendBuffer(slot_, out_.get(), bytes_));
+    }
+  }
+  for (auto& send : sends_) send->send();
+  for (auto& send : sends_) send->waitSend();
+  sized_ = true;
+  out_.reset();  // Written: the send buffers never send again.
+}
+
+namespace {
 
 // Each peer's listening address for its pair with this rank, as Gloo prints
 // it ("[10.0.0.2]:41234"), indexed by rank (empty where unknown): what error
@@ -110,8 +125,8 @@ std::vector<std::string> ReadPeerNames(rendezvous::Store& store,
 }  // namespace
 
 // Joins the full mesh published under `key_prefix`, makes it abortable
-// (AbortableTransport) and sizes its send buffers (PinSendBuffers with
-// `pin_bytes`).
+// (AbortableTransport) and readies the sizing of its send buffers
+// (SendBufferSizer).
 absl::StatusOr<GlooMesh> ConnectMesh(
     const CoreConfig& config,
     std::shared_ptr<::gloo::transport::Device>& device,
@@ -141,8 +156,12 @@ absl::StatusOr<GlooMesh> ConnectMesh(
   mesh.context->set_transport(mesh.transport);
   if (!GlooHasBoundBuffers()) return mesh;  // Nothing to size (gloo_device.h).
   MUSTER_RETURN_IF_ERROR(CallGloo(
-      GlooStage::kConnect, absl::StrCat(who, ": sizing its send buffers"),
-      mesh.peer_names, [&] { PinSendBuffers(*mesh.context, pin_bytes); }));
+      GlooStage::kConnect,
+      absl::StrCat(who, ": readying the sizing of its send buffers"),
+      mesh.peer_names, [&] {
+        mesh.sizer =
+            std::make_unique<SendBufferSizer>(*mesh.context, pin_bytes);
+      }));
   return mesh;
 }
 

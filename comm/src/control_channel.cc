@@ -143,8 +143,9 @@ absl::StatusOr<std::shared_ptr<ControlChannel>> ControlChannel::Open(
           {"pid", platform::ProcessId()},
           {"library",
            "libmuster_comm"}}.dump();
-      absl::Status written =
-          platform::WriteFileAtomically(dir + "/hello", hello, 0600);
+      // Not flushed to the disk: it means nothing once this process is gone.
+      absl::Status written = platform::WriteFileAtomically(
+          dir + "/hello", hello, 0600, platform::Durability::kVolatile);
       if (!written.ok()) {
         return absl::FailedPreconditionError(
             absl::StrCat("opening the control channel in ", dir,

@@ -37,6 +37,23 @@ std::string Describe(int r, const std::vector<std::string>& fields) {
                             : absl::StrCat("rank ", r);
 }
 
+// How often a rank waiting for its lower peers checks that their round goes
+// on.
+constexpr absl::Duration kRoundEndedCheckPeriod = absl::Milliseconds(100);
+
+// OK while `own_key` (this rank's published address) is in the store.
+absl::Status RoundEnded(rendezvous::Store& store, const std::string& own_key) {
+  absl::StatusOr<std::string> mine = store.Get(own_key, absl::ZeroDuration());
+  if (mine.ok()) return absl::OkStatus();
+  if (absl::IsNotFound(mine.status())) {
+    return absl::AbortedError(
+        "the round ended while the peers connected (this rank's address "
+        "is gone from the store: the launcher dropped the round's "
+        "namespace; a peer was lost)");
+  }
+  return mine.status();
+}
+
 }  // namespace
 
 bool TransferAll(const Socket& socket, void* buf, size_t n, bool write,
@@ -116,13 +133,27 @@ absl::StatusOr<std::vector<TcpMeshPeer>> ConnectTcpMesh(
 
   int missing = rank;
   PollSet poll;
+  const std::string own_key = absl::StrCat(options.key_root, rank);
   while (missing > 0) {
-    const int ms = PollMs(options.deadline);
+    const int ms = std::min(
+        PollMs(options.deadline),
+        static_cast<int>(absl::ToInt64Milliseconds(kRoundEndedCheckPeriod)));
     if (ms == 0) break;
     poll.Clear();
     poll.Add(listener.handle(), PollSet::kRead);
     absl::StatusOr<int> ready = poll.Wait(ms);
-    if (!ready.ok() || *ready <= 0) continue;
+    if (!ready.ok() || *ready <= 0) {
+      // A lower rank that died before connecting never will: the round it
+      // belonged to has ended, and the launcher dropped its Store namespace
+      // (this rank's own address with it). Found here within the period,
+      // instead of at the deadline (a Recover's: minutes).
+      if (absl::Status ended = RoundEnded(*options.store, own_key);
+          !ended.ok()) {
+        return Annotate(ended, absl::StrCat(who, ": ", what, ": waiting for ",
+                                            missing, " lower rank(s)"));
+      }
+      continue;
+    }
     Socket socket = Accept(listener);
     if (!socket.valid()) continue;
     Hello hello{};

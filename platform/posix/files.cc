@@ -31,7 +31,9 @@ std::string DescribeNonRegularFile(const std::string& path) {
 }
 
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents, int mode) {
+                                 absl::string_view contents, int mode,
+                                 Durability durability) {
+  const bool durable = durability == Durability::kDurable;
   if (std::string what = DescribeNonRegularFile(path); !what.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is ", what,
@@ -60,7 +62,7 @@ absl::Status WriteFileAtomically(const std::string& path,
   }
   // Durable: the bytes reach the disk before the rename makes them the file
   // (as FlushFileBuffers does on Windows).
-  if (done == contents.size() && fsync(fd) != 0) saved = errno;
+  if (durable && done == contents.size() && fsync(fd) != 0) saved = errno;
   close(fd);
   if (done < contents.size() || saved != 0) {
     std::remove(tmp.c_str());
@@ -78,6 +80,7 @@ absl::Status WriteFileAtomically(const std::string& path,
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path,
                                             ": ", std::strerror(err)));
   }
+  if (!durable) return absl::OkStatus();
   // And the rename itself (MOVEFILE_WRITE_THROUGH on Windows).
   const std::string dir = std::filesystem::path(path).parent_path().string();
   const int dfd =

@@ -119,7 +119,9 @@ std::string DescribeNonRegularFile(const std::string& path) {
 }
 
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents, int /*mode*/) {
+                                 absl::string_view contents, int /*mode*/,
+                                 Durability durability) {
+  const bool durable = durability == Durability::kDurable;
   if (std::string what = DescribeNonRegularFile(path); !what.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is ", what,
@@ -151,7 +153,9 @@ absl::Status WriteFileAtomically(const std::string& path,
   }
   // On the disk before the rename makes it visible: a crash leaves the old
   // file or the whole new one.
-  if (error == 0 && !FlushFileBuffers(h.get())) error = GetLastError();
+  if (durable && error == 0 && !FlushFileBuffers(h.get())) {
+    error = GetLastError();
+  }
   h.reset();
   const std::wstring wtmp = Widen(tmp);
   if (error != 0) {
@@ -167,8 +171,9 @@ absl::Status WriteFileAtomically(const std::string& path,
   // A reader that opened the old file without FILE_SHARE_DELETE blocks the
   // rename for as long as it reads: retry for about a second.
   const absl::Time deadline = absl::Now() + absl::Seconds(1);
-  while (!MoveFileExW(wtmp.c_str(), Widen(path).c_str(),
-                      MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) {
+  const DWORD move_flags =
+      MOVEFILE_REPLACE_EXISTING | (durable ? MOVEFILE_WRITE_THROUGH : 0);
+  while (!MoveFileExW(wtmp.c_str(), Widen(path).c_str(), move_flags)) {
     error = GetLastError();
     if (!IsSharingError(error) || absl::Now() >= deadline) {
       DeleteFileW(wtmp.c_str());

@@ -13,12 +13,18 @@
 #include <thread>
 #include <vector>
 
+#ifdef __linux__
+#include <sys/socket.h>
+#endif
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "comm/gloo/gloo_communicator.h"
+#include "comm/gloo/gloo_mesh.h"
 #include "comm/src/init.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -99,6 +105,80 @@ TEST_P(AlgorithmTest, AllReduceMatchesTheReference) {
       },
       options);
 }
+
+#ifdef __linux__
+// Sockets of this process whose send buffer is at least `bytes` (as Linux
+// reports it: twice what was set).
+int SocketsWithSendBufferOf(int bytes) {
+  int n = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &fd)) continue;
+    int value = 0;
+    socklen_t len = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, &len) == 0 &&
+        value >= bytes) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+// Gloo's bound buffers size a pair's send buffer to each message, and the
+// first small one would pin it near the minimum (gloo_mesh.cc): each rank
+// sizes its pairs' send buffers to the maximum right before its first
+// algorithm class runs, and not at connect (4 MB to every peer, most of an
+// in-place recovery), nor for the option-based collectives.
+TEST(SendBufferTest, SizedAtTheFirstAlgorithmClassNotAtConnect) {
+  constexpr int kN = 2;
+  const int pinned = 2 * static_cast<int>(internal::SendBufferPinBytes());
+  const int before = SocketsWithSendBufferOf(pinned);
+  CommOptions options = TestOptions();
+  options.allreduce_algorithm = AllReduceAlgorithm::kRing;
+  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  absl::Barrier* connected = new absl::Barrier(kN + 1);
+  absl::Barrier* broadcast = new absl::Barrier(kN + 1);
+  absl::Barrier* counted = new absl::Barrier(kN + 1);
+  absl::Barrier* reduced = new absl::Barrier(kN + 1);
+  absl::Barrier* done = new absl::Barrier(kN + 1);
+  auto block = [](absl::Barrier* b) {
+    if (b->Block()) delete b;
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kN; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = Communicator::Create(store, r, kN, options);
+      EXPECT_TRUE(comm.ok()) << comm.status();
+      block(connected);
+      std::vector<float> data(16, static_cast<float>(r + 1));
+      if (comm.ok()) {
+        EXPECT_TRUE((*comm)->Broadcast(absl::MakeSpan(data), 0).ok());
+      }
+      block(broadcast);
+      block(counted);
+      if (comm.ok()) {
+        EXPECT_TRUE(
+            (*comm)->AllReduce(absl::MakeSpan(data), ReduceOp::kSum).ok());
+        EXPECT_EQ(data[0], 2.0f);  // Rank 0's 1, broadcast, from both.
+      }
+      block(reduced);
+      block(done);  // The sockets stay open until counted.
+    });
+  }
+  block(connected);
+  EXPECT_EQ(SocketsWithSendBufferOf(pinned), before) << "after connect";
+  block(broadcast);
+  EXPECT_EQ(SocketsWithSendBufferOf(pinned), before) << "after a Broadcast";
+  block(counted);
+  block(reduced);
+  // Each rank's end of their pair.
+  EXPECT_GE(SocketsWithSendBufferOf(pinned), before + kN)
+      << "after an AllreduceRing";
+  block(done);
+  for (auto& t : threads) t.join();
+}
+#endif  // __linux__
 
 // MUSTER_GLOO_SYNC_BYTES=0: no sync-mode mesh; small messages take the usual
 // one (the path every message took before it existed).

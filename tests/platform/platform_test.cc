@@ -83,6 +83,31 @@ TEST(FilesTest, WriteFileAtomicallyReplacesRegularFilesOnly) {
             absl::StatusCode::kInternal);
 }
 
+// kVolatile (no flush to the disk) replaces the file as atomically, with the
+// same checks: what the agent's control channel uses.
+TEST(FilesTest, WriteFileAtomicallyVolatileReplacesAsTheDurableOne) {
+  TempDir dir;
+  const std::string file = dir / "round";
+  ASSERT_TRUE(
+      WriteFileAtomically(file, "1\n", 0600, Durability::kVolatile).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(file, "2\n", 0600, Durability::kVolatile).ok());
+  EXPECT_EQ(Slurp(file), "2\n");
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1);
+  const std::string fifo = dir / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(WriteFileAtomically(fifo, "x", 0600, Durability::kVolatile).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(FilesTest, ModificationTimeAndLocks) {
   TempDir dir;
   EXPECT_FALSE(ModificationTime(dir / "absent").has_value());

@@ -22,19 +22,34 @@ namespace muster::platform {
 // regular file. The link itself is looked at, not its target.
 std::string DescribeNonRegularFile(const std::string& path);
 
+// Whether WriteFileAtomically flushes the file to the disk.
+enum class Durability {
+  // Flushed before the rename and the rename flushed too: after a crash of
+  // the machine the file is the old one or the whole new one. State that must
+  // outlive a reboot.
+  kDurable,
+  // Not flushed: readers still see the old file or the whole new one, never
+  // a part, but a crash of the machine may lose the write. For files that
+  // mean nothing after a reboot (a live agent's channel to its live workers):
+  // a flush took 10-25 ms on this project's busy build machine.
+  kVolatile,
+};
+
 // Replaces `path` with a file holding `contents` so that a reader sees the old
 // file or the whole new one, never a part: a temporary file beside it (created
 // exclusively, never through a link) is written, flushed to the disk and
 // renamed over `path` (the rename flushed too), so that after a crash the file
-// is the old one or the whole new one: the one atomic write of muster. Only
-// where `path` is absent or a regular file: as root, replacing /dev/full or a
-// FIFO someone reads from destroys it. `mode` is the new file's permission
-// bits. Errors: FAILED_PRECONDITION "<path> is a FIFO; ..." (the fix: a path
-// that does not exist or is a regular file), "<path> became ..." when it
-// changed meanwhile; INTERNAL naming the temporary file and the OS's reason
-// when it cannot be created, written or renamed (nothing is left behind).
+// is the old one or the whole new one: the one atomic write of muster
+// (kVolatile leaves the flushes out). Only where `path` is absent or a regular
+// file: as root, replacing /dev/full or a FIFO someone reads from destroys it.
+// `mode` is the new file's permission bits. Errors: FAILED_PRECONDITION
+// "<path> is a FIFO; ..." (the fix: a path that does not exist or is a regular
+// file), "<path> became ..." when it changed meanwhile; INTERNAL naming the
+// temporary file and the OS's reason when it cannot be created, written or
+// renamed (nothing is left behind).
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents, int mode = 0644);
+                                 absl::string_view contents, int mode = 0644,
+                                 Durability durability = Durability::kDurable);
 
 // The names in directory `dir`, without "." and "..", sorted; empty when it
 // cannot be read. Portable (std::filesystem).
