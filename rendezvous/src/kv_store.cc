@@ -10,11 +10,19 @@
 
 namespace muster::rendezvous {
 
+absl::Status KvStore::CheckOpenLocked(absl::string_view ns) const {
+  if (!closed_.contains(ns)) return absl::OkStatus();
+  return absl::AbortedError(
+      absl::StrCat("store namespace '", ns,
+                   "' was dropped: its round has ended (join the next round)"));
+}
+
 absl::Status KvStore::CheckWriteLocked(absl::string_view ns, const Namespace* n,
                                        absl::string_view key,
                                        absl::string_view value,
                                        int64_t* added_keys,
                                        int64_t* added_bytes) const {
+  if (absl::Status open = CheckOpenLocked(ns); !open.ok()) return open;
   const int64_t key_bytes = static_cast<int64_t>(key.size());
   const int64_t value_bytes = static_cast<int64_t>(value.size());
   if (key_bytes > limits_.max_key_bytes) {
@@ -103,6 +111,7 @@ absl::Status KvStore::Set(absl::string_view ns, absl::string_view key,
 absl::StatusOr<std::string> KvStore::Get(absl::string_view ns,
                                          absl::string_view key) const {
   absl::MutexLock lock(&mu_);
+  if (absl::Status open = CheckOpenLocked(ns); !open.ok()) return open;
   auto n = data_.find(ns);
   if (n != data_.end()) {
     auto it = n->second.entries.find(key);
@@ -223,10 +232,12 @@ KvStore::WaiterId KvStore::WaitFor(absl::string_view ns,
                                    std::vector<std::string> keys,
                                    WaitCallback done) {
   std::vector<std::string> values;
+  absl::Status open;
   {
     absl::MutexLock lock(&mu_);
+    open = CheckOpenLocked(ns);
     auto n = data_.find(ns);
-    bool all = true;
+    bool all = open.ok();
     for (const std::string& k : keys) {
       if (n == data_.end()) {
         all = false;
@@ -239,14 +250,18 @@ KvStore::WaiterId KvStore::WaitFor(absl::string_view ns,
       }
       values.push_back(it->second);
     }
-    if (!all) {
+    if (!all && open.ok()) {
       WaiterId id = next_waiter_++;
       waiters_.emplace(
           id, Waiter{std::string(ns), std::move(keys), std::move(done)});
       return id;
     }
   }
-  done(std::move(values));
+  if (!open.ok()) {
+    done(std::move(open));
+  } else {
+    done(std::move(values));
+  }
   return 0;
 }
 
@@ -276,6 +291,13 @@ void KvStore::DropNamespace(absl::string_view ns) {
   {
     absl::MutexLock lock(&mu_);
     DropNamespaceLocked(std::string(ns), &failed);
+    if (closed_.insert(std::string(ns)).second) {
+      closed_order_.emplace_back(ns);
+      if (closed_order_.size() > kMaxClosedNamespaces) {
+        closed_.erase(closed_order_.front());
+        closed_order_.pop_front();
+      }
+    }
     // In the same critical section: no write can slip between the drop here
     // and the drop in the replicas' log.
     if (committer_ != nullptr) committer_->CommitDrop(absl::StrCat(ns, "/"));
@@ -298,6 +320,14 @@ void KvStore::DropNamespacesWithPrefix(absl::string_view prefix) {
       if (absl::StartsWith(name, prefix)) names.insert(name);
     }
     for (const std::string& n : names) DropNamespaceLocked(n, &failed);
+    for (auto it = closed_order_.begin(); it != closed_order_.end();) {
+      if (absl::StartsWith(*it, prefix)) {
+        closed_.erase(*it);
+        it = closed_order_.erase(it);
+      } else {
+        ++it;
+      }
+    }
     if (committer_ != nullptr) committer_->CommitDrop(std::string(prefix));
   }
   FailDropped(failed);

@@ -255,8 +255,16 @@ TEST_F(GrpcStoreTest, DroppedNamespaceAbortsItsWaiters) {
   t.join();
   EXPECT_EQ(got.status().code(), absl::StatusCode::kAborted) << got.status();
   EXPECT_THAT(got.status().message(), HasSubstr("job/3"));
+  // The ended round's namespace stays closed: a late write cannot bring it
+  // back, nor a wait park there for peers that are gone.
   EXPECT_EQ(store->Get("old", absl::ZeroDuration()).status().code(),
-            absl::StatusCode::kNotFound);
+            absl::StatusCode::kAborted);
+  absl::Status late = store->Set("late", "x");
+  EXPECT_EQ(late.code(), absl::StatusCode::kAborted) << late;
+  EXPECT_THAT(late.message(), HasSubstr("round has ended"));
+  EXPECT_EQ(store->Get("late", kDeadline).status().code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(server_->store().NamespaceCount(), 0);
 }
 
 TEST_F(GrpcStoreTest, CancelledWaitIsReleasedOnTheServer) {

@@ -132,7 +132,7 @@ TEST_F(KvStoreCommitterTest,
   store_.DropNamespace("j/1");
   EXPECT_THAT(committer_.drops, ElementsAre("j/1/"));
   committer_.CompleteNext();
-  EXPECT_TRUE(absl::IsNotFound(store_.Get("j/1", "k").status()));
+  EXPECT_TRUE(absl::IsAborted(store_.Get("j/1", "k").status()));
   EXPECT_EQ(store_.NumKeys("j/1"), 0);
   // A whole job's rounds: one range drop in the replicas' log.
   store_.DropNamespacesWithPrefix("j/");

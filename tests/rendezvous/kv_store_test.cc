@@ -68,6 +68,35 @@ TEST(KvStoreTest, CancelNamesMissingKeysAndDropAborts) {
   EXPECT_EQ(kv.NamespaceCount(), 0);
 }
 
+TEST(KvStoreTest, ADroppedRoundStaysClosedUntilItsJobIsForgotten) {
+  KvStore kv;
+  ASSERT_TRUE(kv.Set("j/1", "k", "v").ok());
+  kv.DropNamespace("j/1");
+  // Every op on it fails with ABORTED, naming it; nothing recreates it.
+  absl::Status set = kv.Set("j/1", "late", "x");
+  EXPECT_EQ(set.code(), absl::StatusCode::kAborted);
+  EXPECT_NE(set.message().find("j/1"), std::string::npos) << set;
+  EXPECT_EQ(kv.Add("j/1", "n", 1).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(kv.MultiSet("j/1", {"a"}, {"b"}).code(),
+            absl::StatusCode::kAborted);
+  EXPECT_EQ(kv.Get("j/1", "k").status().code(), absl::StatusCode::kAborted);
+  absl::Status waited;
+  EXPECT_EQ(kv.WaitFor("j/1", {"k"},
+                       [&](absl::StatusOr<std::vector<std::string>> v) {
+                         waited = v.status();
+                       }),
+            0u);
+  EXPECT_EQ(waited.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(kv.PendingWaiters(), 0);
+  EXPECT_EQ(kv.NamespaceCount(), 0);
+  // The next round's namespace is another one.
+  EXPECT_TRUE(kv.Set("j/2", "k", "v").ok());
+  // A job forgotten and run again under its name starts at round 1 afresh.
+  kv.DropNamespacesWithPrefix("j/");
+  EXPECT_TRUE(kv.Set("j/1", "k", "v").ok());
+  EXPECT_EQ(*kv.Get("j/1", "k"), "v");
+}
+
 TEST(InMemoryStoreTest, GetBlocksUntilAnotherThreadSets) {
   auto kv = std::make_shared<KvStore>();
   InMemoryStore a(kv, "ns"), b(kv, "ns");

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -146,11 +148,18 @@ class KvStore {
   // missing.
   void CancelWait(WaiterId id, const absl::Status& why);
 
-  // Removes a namespace and fails its waiters with ABORTED.
+  // Removes a namespace (a round's, when the round ends) and fails its
+  // waiters with ABORTED. The namespace stays closed: a later op on it fails
+  // with ABORTED too, so that a worker still on the ended round cannot bring
+  // it back with a write and then wait there for peers that are gone. Closed
+  // until DropNamespacesWithPrefix forgets its job (the newest
+  // kMaxClosedNamespaces are remembered).
   void DropNamespace(absl::string_view ns);
   // Removes every namespace whose name starts with prefix (a job's rounds:
-  // "<job>/").
+  // "<job>/"), and forgets that those were closed (a job run again under the
+  // same name starts its rounds afresh).
   void DropNamespacesWithPrefix(absl::string_view prefix);
+  static constexpr size_t kMaxClosedNamespaces = 65536;
 
   // For musterd --state-dir (rendezvous/src/state_journal.h): a counter that
   // changes with every write, delete and drop, and a copy of every namespace.
@@ -177,6 +186,9 @@ class KvStore {
   absl::Status CheckWriteLocked(absl::string_view ns, const Namespace* n,
                                 absl::string_view key, absl::string_view value,
                                 int64_t* added_keys, int64_t* added_bytes) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ABORTED when ns was closed by DropNamespace.
+  absl::Status CheckOpenLocked(absl::string_view ns) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Writes and accounts.
   void PutLocked(Namespace& n, absl::string_view key, std::string value)
@@ -235,6 +247,9 @@ class KvStore {
   absl::flat_hash_map<std::string, PendingNamespace> pending_ns_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Namespace> data_ ABSL_GUARDED_BY(mu_);
+  // Closed namespaces (DropNamespace), oldest first in closed_order_.
+  absl::flat_hash_set<std::string> closed_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> closed_order_ ABSL_GUARDED_BY(mu_);
   std::map<WaiterId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   WaiterId next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
   std::atomic<uint64_t> version_{0};
