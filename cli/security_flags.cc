@@ -1,5 +1,6 @@
 #include "cli/security_flags.h"
 
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -30,6 +31,42 @@ absl::StatusOr<rendezvous::ClientSecurity> ClientSecurityFromFlags(
         s.token, rendezvous::CleanToken(it->second, rendezvous::kRdzvTokenEnv));
   }
   return s;
+}
+
+void AddEndpointFlag(CLI::App& app,
+                     const std::map<std::string, std::string>& env,
+                     const std::string& help, ServerFlags* flags) {
+  if (auto it = env.find("PET_RDZV_ENDPOINT");
+      it != env.end() && !it->second.empty()) {
+    flags->endpoint = it->second;
+  }
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", flags->endpoint, help)
+      ->capture_default_str();
+}
+
+void AddSecurityFlags(CLI::App& app,
+                      const std::map<std::string, std::string>& env,
+                      const std::string& token_help, ServerFlags* flags) {
+  if (auto it = env.find("PET_RDZV_CONF"); it != env.end()) {
+    flags->rdzv_conf = it->second;
+  }
+  app.add_option("--rdzv-conf,--rdzv_conf", flags->rdzv_conf,
+                 "tls_ca=PEM,tls_cert=PEM,tls_key=PEM,token_file=FILE (TLS to "
+                 "musterd, and the job's token; docs/security.md)");
+  app.add_option("--token-file", flags->token_file, token_help);
+}
+
+std::optional<rendezvous::ClientSecurity> SecurityOrComplain(
+    const ServerFlags& flags, const std::map<std::string, std::string>& env,
+    const char* command) {
+  absl::StatusOr<rendezvous::ClientSecurity> security =
+      ClientSecurityFromFlags(flags.rdzv_conf, flags.token_file, env);
+  if (!security.ok()) {
+    std::fprintf(stderr, "%s: %s\n", command,
+                 std::string(security.status().message()).c_str());
+    return std::nullopt;
+  }
+  return *std::move(security);
 }
 
 }  // namespace muster::cli

@@ -19,18 +19,13 @@ int RunStacks(const std::vector<std::string>& args,
       "muster stacks: where every worker of a running job is now (stacks "
       "grouped by rank; the job runs on)",
       "muster stacks");
-  std::string endpoint = "127.0.0.1:29400";
-  if (auto it = env.find("PET_RDZV_ENDPOINT");
-      it != env.end() && !it->second.empty()) {
-    endpoint = it->second;
-  }
+  ServerFlags server;
   std::string job;
   bool json = false;
   std::string timeout_text = "5";
   std::string wait_text = "10";
-  app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint,
-                 "HOST:PORT of musterd, or its replicas H1:P1,H2:P2")
-      ->capture_default_str();
+  AddEndpointFlag(app, env, "HOST:PORT of musterd, or its replicas H1:P1,H2:P2",
+                  &server);
   app.add_option("job", job, "The job id (--rdzv-id)")->required();
   app.add_flag("--json", json,
                "Print JSON: {\"job\", \"groups\": [{\"ranks\", \"frames\", "
@@ -42,16 +37,10 @@ int RunStacks(const std::vector<std::string>& args,
                  "How long musterd waits for the agents' answers (at most 60 "
                  "s); agents that did not answer by then are named")
       ->capture_default_str();
-  std::string rdzv_conf;
-  if (auto it = env.find("PET_RDZV_CONF"); it != env.end())
-    rdzv_conf = it->second;
-  std::string token_file;
-  app.add_option("--rdzv-conf,--rdzv_conf", rdzv_conf,
-                 "tls_ca=PEM,tls_cert=PEM,tls_key=PEM,token_file=FILE (TLS to "
-                 "musterd, and the job's token; docs/security.md)");
-  app.add_option("--token-file", token_file,
-                 "the job's token, or musterd's admin token; default: "
-                 "MUSTER_RDZV_TOKEN");
+  AddSecurityFlags(app, env,
+                   "the job's token, or musterd's admin token; default: "
+                   "MUSTER_RDZV_TOKEN",
+                   &server);
   if (std::optional<int> exit = ParseSubcommandArgs(app, args, "muster stacks",
                                                     agent::kExitConfigError)) {
     return *exit;
@@ -66,15 +55,11 @@ int RunStacks(const std::vector<std::string>& args,
                  timeout_text.c_str(), wait_text.c_str());
     return agent::kExitConfigError;
   }
-  absl::StatusOr<rendezvous::ClientSecurity> security =
-      ClientSecurityFromFlags(rdzv_conf, token_file, env);
-  if (!security.ok()) {
-    std::fprintf(stderr, "muster stacks: %s\n",
-                 std::string(security.status().message()).c_str());
-    return agent::kExitConfigError;
-  }
+  std::optional<rendezvous::ClientSecurity> security =
+      SecurityOrComplain(server, env, "muster stacks");
+  if (!security) return agent::kExitConfigError;
   absl::StatusOr<v1::GetStacksResponse> answer =
-      rendezvous::QueryStacks(endpoint, job, *timeout, *wait, *security);
+      rendezvous::QueryStacks(server.endpoint, job, *timeout, *wait, *security);
   if (!answer.ok()) {
     std::fprintf(stderr, "muster stacks: %s\n",
                  std::string(answer.status().message()).c_str());

@@ -85,18 +85,14 @@ int RunStatus(const std::vector<std::string>& args,
               const std::map<std::string, std::string>& env) {
   CLI::App app("muster status: the jobs a rendezvous server knows",
                "muster status");
-  std::string endpoint = "127.0.0.1:29400";
-  if (auto it = env.find("PET_RDZV_ENDPOINT");
-      it != env.end() && !it->second.empty()) {
-    endpoint = it->second;
-  }
+  ServerFlags server;
   std::string job;
   bool json = false;
   std::string timeout_text = "5";
-  app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint,
-                 "HOST:PORT of musterd, or its replicas H1:P1,H2:P2 (the "
-                 "leader answers; a standby names it)")
-      ->capture_default_str();
+  AddEndpointFlag(app, env,
+                  "HOST:PORT of musterd, or its replicas H1:P1,H2:P2 (the "
+                  "leader answers; a standby names it)",
+                  &server);
   app.add_option("job", job, "Only this job id");
   app.add_flag("--json", json, "Print JSON (the GetStatusResponse message)");
   int page_size = 0;
@@ -107,16 +103,10 @@ int RunStatus(const std::vector<std::string>& args,
   app.add_option("--timeout", timeout_text,
                  "Seconds (or a duration: 500ms, 1m) to wait for the server")
       ->capture_default_str();
-  std::string rdzv_conf;
-  if (auto it = env.find("PET_RDZV_CONF"); it != env.end())
-    rdzv_conf = it->second;
-  std::string token_file;
-  app.add_option("--rdzv-conf,--rdzv_conf", rdzv_conf,
-                 "tls_ca=PEM,tls_cert=PEM,tls_key=PEM,token_file=FILE (TLS to "
-                 "musterd, and the job's token; docs/security.md)");
-  app.add_option("--token-file", token_file,
-                 "a job's token, or musterd's admin token (every job); "
-                 "default: MUSTER_RDZV_TOKEN");
+  AddSecurityFlags(app, env,
+                   "a job's token, or musterd's admin token (every job); "
+                   "default: MUSTER_RDZV_TOKEN",
+                   &server);
   if (std::optional<int> exit = ParseSubcommandArgs(app, args, "muster status",
                                                     agent::kExitConfigError)) {
     return *exit;
@@ -129,15 +119,11 @@ int RunStatus(const std::vector<std::string>& args,
                  timeout_text.c_str());
     return agent::kExitConfigError;
   }
-  absl::StatusOr<rendezvous::ClientSecurity> security =
-      ClientSecurityFromFlags(rdzv_conf, token_file, env);
-  if (!security.ok()) {
-    std::fprintf(stderr, "muster status: %s\n",
-                 std::string(security.status().message()).c_str());
-    return agent::kExitConfigError;
-  }
-  auto status =
-      rendezvous::QueryStatus(endpoint, job, *timeout, *security, page_size);
+  std::optional<rendezvous::ClientSecurity> security =
+      SecurityOrComplain(server, env, "muster status");
+  if (!security) return agent::kExitConfigError;
+  auto status = rendezvous::QueryStatus(server.endpoint, job, *timeout,
+                                        *security, page_size);
   if (!status.ok()) {
     std::fprintf(stderr, "muster status: %s\n",
                  std::string(status.status().message()).c_str());
@@ -158,11 +144,11 @@ int RunStatus(const std::vector<std::string>& args,
     (void)google::protobuf::util::MessageToJsonString(*status, &text, options);
     std::fputs(text.c_str(), stdout);
   } else {
-    std::fputs(FormatStatus(*status, endpoint).c_str(), stdout);
+    std::fputs(FormatStatus(*status, server.endpoint).c_str(), stdout);
   }
   if (!job.empty() && status->jobs_size() == 0) {
     std::fprintf(stderr, "muster status: the server at %s knows no job '%s'\n",
-                 endpoint.c_str(), job.c_str());
+                 server.endpoint.c_str(), job.c_str());
     return agent::kExitJobFailed;
   }
   return 0;

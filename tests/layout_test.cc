@@ -143,6 +143,29 @@ void ForEachLine(F check) {
   }
 }
 
+// Fails naming `rule` and every offender when there are any.
+void ExpectNone(const std::vector<std::string>& offenders,
+                const std::string& rule) {
+  EXPECT_TRUE(offenders.empty())
+      << "rule: " << rule << ":\n  " << absl::StrJoin(offenders, "\n  ");
+}
+
+// "<file>:<n>: includes <open><header><close>" for every include line that
+// matches `include` (the header in group 1) and `offends(file, header)`.
+template <typename F>
+std::vector<std::string> IncludesThat(const std::regex& include, F offends,
+                                      const char* open, const char* close) {
+  std::vector<std::string> offenders;
+  ForEachLine([&](const std::string& rel, int n, const std::string& line) {
+    std::smatch m;
+    if (std::regex_search(line, m, include) && offends(rel, m[1].str())) {
+      offenders.push_back(
+          absl::StrCat(rel, ":", n, ": includes ", open, m[1].str(), close));
+    }
+  });
+  return offenders;
+}
+
 TEST(LayoutTest, OnlyPlatformHasPosixOrWindowsFolders) {
   std::vector<std::string> offenders;
   const fs::path root = SourceDir();
@@ -160,47 +183,35 @@ TEST(LayoutTest, OnlyPlatformHasPosixOrWindowsFolders) {
     }
     if (name == "posix" || name == "windows") offenders.push_back(rel);
   }
-  EXPECT_TRUE(offenders.empty())
-      << "rule: only platform/ has posix/ or windows/ folders; move the OS "
-         "calls into platform/posix and platform/windows behind a header in "
-         "platform/include/muster/platform/:\n  "
-      << absl::StrJoin(offenders, "\n  ");
+  ExpectNone(
+      offenders,
+      "only platform/ has posix/ or windows/ folders; move the OS "
+      "calls into platform/posix and platform/windows behind a header in "
+      "platform/include/muster/platform/");
 }
 
 TEST(LayoutTest, ModulesIncludeOthersOnlyThroughTheirPublicHeaders) {
-  const std::regex include(R"re(^\s*#\s*include\s*"([^"]+)")re");
-  std::vector<std::string> offenders;
-  ForEachLine([&](const std::string& rel, int n, const std::string& line) {
-    std::smatch m;
-    if (std::regex_search(line, m, include) &&
-        IncludesAnotherModulesPrivates(rel, m[1].str())) {
-      offenders.push_back(
-          absl::StrCat(rel, ":", n, ": includes \"", m[1].str(), "\""));
-    }
-  });
-  EXPECT_TRUE(offenders.empty())
-      << "rule: a module includes another only through its public headers "
-         "(\"muster/<module>/...\", from <module>/include/muster/<module>/); "
-         "make what is needed public there, or keep it in its module:\n  "
-      << absl::StrJoin(offenders, "\n  ");
+  const std::vector<std::string> offenders =
+      IncludesThat(std::regex(R"re(^\s*#\s*include\s*"([^"]+)")re"),
+                   IncludesAnotherModulesPrivates, "\"", "\"");
+  ExpectNone(
+      offenders,
+      "a module includes another only through its public headers "
+      "(\"muster/<module>/...\", from <module>/include/muster/<module>/); "
+      "make what is needed public there, or keep it in its module");
 }
 
 TEST(LayoutTest, OsHeadersOnlyInPlatform) {
-  const std::regex include(
-      absl::StrCat(R"(^\s*#\s*include\s*<()", kOsHeaders, R"()>)"));
-  std::vector<std::string> offenders;
-  ForEachLine([&](const std::string& rel, int n, const std::string& line) {
-    std::smatch m;
-    if (!MayIncludeOsHeaders(rel) && std::regex_search(line, m, include)) {
-      offenders.push_back(
-          absl::StrCat(rel, ":", n, ": includes <", m[1].str(), ">"));
-    }
-  });
-  EXPECT_TRUE(offenders.empty())
-      << "rule: only files in platform/ (tests, bench and examples aside) "
-         "include an operating system header; move the OS call behind "
-         "platform/include/muster/platform/:\n  "
-      << absl::StrJoin(offenders, "\n  ");
+  const std::vector<std::string> offenders = IncludesThat(
+      std::regex(absl::StrCat(R"(^\s*#\s*include\s*<()", kOsHeaders, R"()>)")),
+      [](const std::string& rel, const std::string&) {
+        return !MayIncludeOsHeaders(rel);
+      },
+      "<", ">");
+  ExpectNone(offenders,
+             "only files in platform/ (tests, bench and examples aside) "
+             "include an operating system header; move the OS call behind "
+             "platform/include/muster/platform/");
 }
 
 TEST(LayoutTest, NoSourceFileOver800LinesInAProductModule) {
@@ -218,9 +229,9 @@ TEST(LayoutTest, NoSourceFileOver800LinesInAProductModule) {
       }
     }
   }
-  EXPECT_TRUE(offenders.empty())
-      << "rule: no source file in a product module is longer than " << kMaxLines
-      << " lines; split it by concern:\n  " << absl::StrJoin(offenders, "\n  ");
+  ExpectNone(offenders,
+             absl::StrCat("no source file in a product module is longer than ",
+                          kMaxLines, " lines; split it by concern"));
 }
 
 }  // namespace

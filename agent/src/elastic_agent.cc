@@ -367,13 +367,7 @@ int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
     }
   }
 
-  MUSTER_LOG(INFO) << "round " << ready.round() << ": node "
-                   << ready.group_rank() << "/" << ready.group_world_size()
-                   << ", ranks " << ready.rank_offset() << ".."
-                   << ready.rank_offset() + config_.nproc_per_node - 1 << " of "
-                   << ready.world_size() << ", master " << ready.master_addr()
-                   << ":" << ready.master_port() << ", restarts "
-                   << ready.restart_count() << "/" << ready.max_restarts();
+  MUSTER_LOG(INFO) << DescribeRound(config_, ready);
   if (!AwaitLease()) {  // lease fencing
     MUSTER_LOG(WARNING) << "round " << ready.round()
                         << ": this node's lease is about to end; not starting "

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/src/elastic_agent_impl.h"
+#include "agent/src/round_workers.h"
 #include "muster/common/logging.h"
 #include "muster/platform/signals.h"
 
@@ -117,13 +118,7 @@ bool ElasticAgent::Impl::ResumeKeptWorkers(const v1::RoundReady& ready) {
   round_ = ready;
   client_->SetRound(ready.round());
   last_waiting_joined_ = -1;
-  MUSTER_LOG(INFO) << "round " << ready.round() << ": node "
-                   << ready.group_rank() << "/" << ready.group_world_size()
-                   << ", ranks " << ready.rank_offset() << ".."
-                   << ready.rank_offset() + config_.nproc_per_node - 1 << " of "
-                   << ready.world_size() << ", master " << ready.master_addr()
-                   << ":" << ready.master_port() << ", restarts "
-                   << ready.restart_count() << "/" << ready.max_restarts()
+  MUSTER_LOG(INFO) << DescribeRound(config_, ready)
                    << "; the kept workers carry on (no process started)";
   Transition(AgentState::kRunning, "RoundReady: kept workers told");
   // The wait for the round was no worker's fault: progress counts from now.

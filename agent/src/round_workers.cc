@@ -103,6 +103,17 @@ RoundWorkers MakeRoundWorkers(
   return round;
 }
 
+std::string DescribeRound(const AgentConfig& config,
+                          const v1::RoundReady& ready) {
+  return absl::StrCat("round ", ready.round(), ": node ", ready.group_rank(),
+                      "/", ready.group_world_size(), ", ranks ",
+                      ready.rank_offset(), "..",
+                      ready.rank_offset() + config.nproc_per_node - 1, " of ",
+                      ready.world_size(), ", master ", ready.master_addr(), ":",
+                      ready.master_port(), ", restarts ", ready.restart_count(),
+                      "/", ready.max_restarts());
+}
+
 std::string MakeRunDir(const AgentConfig& config, bool* temporary) {
   namespace fs = std::filesystem;
   *temporary = false;

@@ -1,7 +1,8 @@
-// What a round's workers are: each local rank's WorkerSpec (argv, the DESIGN.md
-// environment contract, error and progress files, CPUs) and the output routing
-// of -r/-t, made from the agent's config and the server's RoundReady. Pure
-// apart from creating the per-rank directories.
+// What a round's workers are: each local rank's WorkerSpec (argv, the worker
+// environment of docs/migrating-from-torchrun.md "The worker environment",
+// error and progress files, CPUs) and the output routing of -r/-t, made from
+// the agent's config and the server's RoundReady; and the round's line in the
+// log. Pure apart from creating the per-rank directories.
 #ifndef MUSTER_AGENT_SRC_ROUND_WORKERS_H_
 #define MUSTER_AGENT_SRC_ROUND_WORKERS_H_
 
@@ -50,6 +51,11 @@ RoundWorkers MakeRoundWorkers(
     const rendezvous::ClientSecurity& security,
     const std::map<std::string, std::string>& base_env,
     const std::vector<std::vector<int>>& numa_cpus);
+
+// The round for the log: "round R: node G/N, ranks A..B of W, master H:P,
+// restarts R/M".
+std::string DescribeRound(const AgentConfig& config,
+                          const v1::RoundReady& ready);
 
 // The job's log directory, torchrun's layout: a new folder
 // <--log-dir>/<run_id>_<random> (mode 0700) per run, so an earlier run's logs

@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "platform/src/bsd_sockets.h"
 #include "platform/src/socket_os.h"
 
 namespace muster::platform {
@@ -34,59 +35,22 @@ void SetNonBlocking(int fd) {
   if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
-// What a send or receive returned, as an IoResult (EINTR: would block, the
-// caller polls and comes back).
+// What a send or receive returned (EINTR: would block, the caller polls and
+// comes back).
 IoResult Result(ssize_t r, bool receive) {
-  IoResult out;
-  if (r > 0) {
-    out.bytes = static_cast<size_t>(r);
-    return out;
-  }
-  if (r == 0 && receive) {
-    out.kind = IoResult::kClosed;
-    return out;
-  }
-  if (r == 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-    out.kind = IoResult::kWouldBlock;
-    return out;
-  }
-  out.kind = IoResult::kError;
-  out.error = errno;
-  return out;
+  const int error = r < 0 ? errno : 0;
+  return internal::IoResultOf(
+      r, receive, error,
+      error == EAGAIN || error == EWOULDBLOCK || error == EINTR);
 }
 
-// getaddrinfo for a numeric address (or, with `names`, a host name too); the
-// caller frees the result.
-absl::StatusOr<addrinfo*> Resolve(const std::string& host,
-                                  const std::string& port, bool passive,
-                                  const std::string& what, bool names = false) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = (names ? 0 : AI_NUMERICHOST) | (passive ? AI_PASSIVE : 0);
-  addrinfo* result = nullptr;
-  const int rv = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
-  if (rv != 0 || result == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": cannot use address '", host, "': ", gai_strerror(rv)));
-  }
-  return result;
-}
+std::string GaiErrorText(int rv) { return gai_strerror(rv); }
 
 }  // namespace
 
 bool IoResult::TimedOut() const { return kind == kError && error == ETIMEDOUT; }
 
 std::string IoResult::ErrorText() const { return std::strerror(error); }
-
-void Socket::Close() {
-  if (handle_ != kNoSocket) ::close(Fd(handle_));
-  handle_ = kNoSocket;
-}
-
-void Socket::Shutdown() const {
-  if (handle_ != kNoSocket) ::shutdown(Fd(handle_), SHUT_RDWR);
-}
 
 IoResult Socket::Send(const void* data, size_t size) const {
   return Result(::send(Fd(handle_), data, size, MSG_NOSIGNAL | MSG_DONTWAIT),
@@ -130,53 +94,34 @@ void Socket::SetKeepalive(absl::Duration idle, absl::Duration interval,
 
 absl::StatusOr<Socket> ListenTcp(const std::string& ip, int backlog, int* port,
                                  const std::string& what) {
-  absl::StatusOr<addrinfo*> ai = Resolve(ip, "0", /*passive=*/true, what);
-  if (!ai.ok()) return ai.status();
-  Socket listener(::socket((*ai)->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  absl::StatusOr<std::vector<internal::TcpAddress>> addresses =
+      internal::ResolveTcp(ip, 0, /*passive=*/true, /*names=*/false, what);
+  if (!addresses.ok()) return addresses.status();
+  const sockaddr_storage ss = internal::SockaddrOf(addresses->front());
+  Socket listener(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!listener.valid() ||
-      ::bind(Fd(listener.handle()), (*ai)->ai_addr, (*ai)->ai_addrlen) != 0 ||
+      ::bind(Fd(listener.handle()), reinterpret_cast<const sockaddr*>(&ss),
+             static_cast<socklen_t>(addresses->front().sockaddr.size())) != 0 ||
       ::listen(Fd(listener.handle()), backlog) != 0) {
-    const std::string why = std::strerror(errno);
-    freeaddrinfo(*ai);
-    return absl::UnavailableError(
-        absl::StrCat(what, ": cannot listen on ", ip, ": ", why));
+    return absl::UnavailableError(absl::StrCat(what, ": cannot listen on ", ip,
+                                               ": ", std::strerror(errno)));
   }
-  freeaddrinfo(*ai);
   SetNonBlocking(Fd(listener.handle()));
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(Fd(listener.handle()), reinterpret_cast<sockaddr*>(&bound), &len);
-  *port = ntohs(bound.ss_family == AF_INET6
-                    ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                    : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  *port = internal::BoundPort(Fd(listener.handle()));
   return listener;
 }
 
 namespace internal {
 
-absl::StatusOr<std::vector<TcpAddress>> ResolveTcp(const std::string& host,
-                                                   int port, bool names,
-                                                   const std::string& what) {
-  absl::StatusOr<addrinfo*> ai =
-      Resolve(host, absl::StrCat(port), /*passive=*/false, what, names);
-  if (!ai.ok()) return ai.status();
-  std::vector<TcpAddress> out;
-  for (const addrinfo* a = *ai; a != nullptr; a = a->ai_next) {
-    out.push_back({std::string(reinterpret_cast<const char*>(a->ai_addr),
-                               static_cast<size_t>(a->ai_addrlen)),
-                   absl::StrCat(host, ":", port)});
-  }
-  freeaddrinfo(*ai);
-  return out;
-}
+void CloseSocket(SocketHandle handle) { ::close(Fd(handle)); }
+
+void ShutdownSocket(SocketHandle handle) { ::shutdown(Fd(handle), SHUT_RDWR); }
 
 // The one non-blocking connect with a deadline.
 absl::StatusOr<Socket> ConnectAddress(const TcpAddress& address,
                                       absl::Time deadline,
                                       const std::string& what) {
-  sockaddr_storage ss{};
-  std::memcpy(&ss, address.sockaddr.data(),
-              std::min(address.sockaddr.size(), sizeof(ss)));
+  const sockaddr_storage ss = SockaddrOf(address);
   const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
   const std::string& label = address.label;
   Socket s(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -206,6 +151,14 @@ absl::StatusOr<Socket> ConnectAddress(const TcpAddress& address,
         absl::StrCat(what, ": connect to ", label, ": ", std::strerror(error)));
   }
   return s;
+}
+
+absl::StatusOr<std::vector<TcpAddress>> ResolveTcp(const std::string& host,
+                                                   int port, bool passive,
+                                                   bool names,
+                                                   const std::string& what) {
+  return internal::ResolveAddresses(host, port, passive, names, what,
+                                    GaiErrorText);
 }
 
 void MakeBlocking(const Socket& socket, absl::Duration timeout) {
@@ -253,17 +206,14 @@ absl::StatusOr<int> PollSet::Wait(int timeout_ms) {
   }
   const int rv = ::poll(fds.data(), fds.size(), timeout_ms);
   if (rv < 0) {
-    for (Entry& e : entries_) e.readable = e.writable = false;
-    if (errno == EINTR) return 0;
-    return absl::UnavailableError(absl::StrCat("poll: ", std::strerror(errno)));
+    const int error = errno;
+    return WaitFailed(error == EINTR,
+                      absl::StrCat("poll: ", std::strerror(error)));
   }
   for (size_t i = 0; i < entries_.size(); ++i) {
     const short r = fds[i].revents;
-    const bool failed = (r & (POLLERR | POLLHUP | POLLNVAL)) != 0;
-    entries_[i].readable =
-        (entries_[i].events & kRead) && ((r & POLLIN) || failed);
-    entries_[i].writable =
-        (entries_[i].events & kWrite) && ((r & POLLOUT) || failed);
+    SetResult(i, (r & POLLIN) != 0, (r & POLLOUT) != 0,
+              (r & (POLLERR | POLLHUP | POLLNVAL)) != 0);
   }
   return rv;
 }

@@ -13,6 +13,34 @@
 
 namespace muster::platform {
 
+namespace internal {
+
+IoResult IoResultOf(int64_t r, bool receive, int error, bool again) {
+  IoResult out;
+  if (r > 0) {
+    out.bytes = static_cast<size_t>(r);
+  } else if (r == 0 && receive) {
+    out.kind = IoResult::kClosed;
+  } else if (r == 0 || again) {
+    out.kind = IoResult::kWouldBlock;
+  } else {
+    out.kind = IoResult::kError;
+    out.error = error;
+  }
+  return out;
+}
+
+}  // namespace internal
+
+void Socket::Close() {
+  if (handle_ != kNoSocket)
+    internal::CloseSocket(std::exchange(handle_, kNoSocket));
+}
+
+void Socket::Shutdown() const {
+  if (handle_ != kNoSocket) internal::ShutdownSocket(handle_);
+}
+
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     Close();
@@ -35,6 +63,19 @@ void PollSet::MarkAllReady() {
   }
 }
 
+void PollSet::SetResult(size_t i, bool in, bool out, bool failed) {
+  Entry& e = entries_[i];
+  e.readable = (e.events & kRead) && (in || failed);
+  e.writable = (e.events & kWrite) && (out || failed);
+}
+
+absl::StatusOr<int> PollSet::WaitFailed(bool interrupted,
+                                        const std::string& why) {
+  for (Entry& e : entries_) e.readable = e.writable = false;
+  if (interrupted) return 0;
+  return absl::UnavailableError(why);
+}
+
 int PollMs(absl::Time deadline) {
   const absl::Duration left = deadline - absl::Now();
   if (left <= absl::ZeroDuration()) return 0;
@@ -47,7 +88,7 @@ absl::StatusOr<Socket> ConnectTcp(const std::string& ip, int port,
                                   absl::Time deadline,
                                   const std::string& what) {
   absl::StatusOr<std::vector<internal::TcpAddress>> addresses =
-      internal::ResolveTcp(ip, port, /*names=*/false, what);
+      internal::ResolveTcp(ip, port, /*passive=*/false, /*names=*/false, what);
   if (!addresses.ok()) return addresses.status();
   return internal::ConnectAddress(addresses->front(), deadline, what);
 }
@@ -56,7 +97,7 @@ absl::StatusOr<Socket> ConnectTcpBlocking(const std::string& host, int port,
                                           absl::Time deadline,
                                           const std::string& what) {
   absl::StatusOr<std::vector<internal::TcpAddress>> addresses =
-      internal::ResolveTcp(host, port, /*names=*/true, what);
+      internal::ResolveTcp(host, port, /*passive=*/false, /*names=*/true, what);
   if (!addresses.ok()) return addresses.status();
   absl::StatusOr<Socket> s =
       absl::UnavailableError(absl::StrCat(what, ": ", host, " has no address"));

@@ -4,6 +4,7 @@
 #ifndef MUSTER_PLATFORM_SRC_SOCKET_OS_H_
 #define MUSTER_PLATFORM_SRC_SOCKET_OS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,15 @@
 
 namespace muster::platform::internal {
 
+// The OS's close and shutdown (both directions) of a valid socket.
+void CloseSocket(SocketHandle handle);
+void ShutdownSocket(SocketHandle handle);
+
+// What a send or receive that returned `r` did: bytes moved (r > 0), the peer
+// closed (0 on a receive), would block (0 on a send, or an error the OS
+// means as "again": `again`), else the OS `error`.
+IoResult IoResultOf(int64_t r, bool receive, int error, bool again);
+
 // One address to connect to: a sockaddr's bytes, and "host:port" for errors.
 struct TcpAddress {
   std::string sockaddr;
@@ -20,9 +30,11 @@ struct TcpAddress {
 };
 
 // host:port's addresses, in the resolver's order; `host` numeric unless
-// `names`. Errors: FAILED_PRECONDITION "<what>: cannot use address ...".
+// `names`; `passive` for a listener. Errors: FAILED_PRECONDITION "<what>:
+// cannot use address ...".
 absl::StatusOr<std::vector<TcpAddress>> ResolveTcp(const std::string& host,
-                                                   int port, bool names,
+                                                   int port, bool passive,
+                                                   bool names,
                                                    const std::string& what);
 
 // A connected non-blocking socket to `address`, made before `deadline`.

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "muster/platform/socket.h"
+#include "platform/src/bsd_sockets.h"
 #include "platform/src/socket_os.h"
 #include "platform/windows/winsock_init.h"
 
@@ -44,44 +45,11 @@ SocketHandle NewSocket(int family, int type, int protocol) {
   return static_cast<SocketHandle>(s);
 }
 
-// What a send or receive returned, as an IoResult.
+// What a send or receive returned.
 IoResult Result(int r, bool receive) {
-  IoResult out;
-  if (r > 0) {
-    out.bytes = static_cast<size_t>(r);
-    return out;
-  }
-  if (r == 0 && receive) {
-    out.kind = IoResult::kClosed;
-    return out;
-  }
-  const int error = r == 0 ? 0 : WSAGetLastError();
-  if (r == 0 || error == WSAEWOULDBLOCK || error == WSAEINTR) {
-    out.kind = IoResult::kWouldBlock;
-    return out;
-  }
-  out.kind = IoResult::kError;
-  out.error = error;
-  return out;
-}
-
-// getaddrinfo for a numeric address (or, with `names`, a host name too); the
-// caller frees the result.
-absl::StatusOr<addrinfo*> Resolve(const std::string& host,
-                                  const std::string& port, bool passive,
-                                  const std::string& what, bool names = false) {
-  EnsureWinsock();
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = (names ? 0 : AI_NUMERICHOST) | (passive ? AI_PASSIVE : 0);
-  addrinfo* result = nullptr;
-  const int rv = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
-  if (rv != 0 || result == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, ": cannot use address '", host, "': ", WinsockErrorText(rv)));
-  }
-  return result;
+  const int error = r < 0 ? WSAGetLastError() : 0;
+  return internal::IoResultOf(r, receive, error,
+                              error == WSAEWOULDBLOCK || error == WSAEINTR);
 }
 
 }  // namespace
@@ -91,15 +59,6 @@ bool IoResult::TimedOut() const {
 }
 
 std::string IoResult::ErrorText() const { return WinsockErrorText(error); }
-
-void Socket::Close() {
-  if (handle_ != kNoSocket) ::closesocket(Sock(handle_));
-  handle_ = kNoSocket;
-}
-
-void Socket::Shutdown() const {
-  if (handle_ != kNoSocket) ::shutdown(Sock(handle_), SD_BOTH);
-}
 
 IoResult Socket::Send(const void* data, size_t size) const {
   const int n = static_cast<int>(std::min<size_t>(size, 1 << 30));
@@ -148,9 +107,11 @@ void Socket::SetKeepalive(absl::Duration idle, absl::Duration interval,
 
 absl::StatusOr<Socket> ListenTcp(const std::string& ip, int backlog, int* port,
                                  const std::string& what) {
-  absl::StatusOr<addrinfo*> ai = Resolve(ip, "0", /*passive=*/true, what);
-  if (!ai.ok()) return ai.status();
-  Socket listener(NewSocket((*ai)->ai_family, SOCK_STREAM, IPPROTO_TCP));
+  absl::StatusOr<std::vector<internal::TcpAddress>> addresses =
+      internal::ResolveTcp(ip, 0, /*passive=*/true, /*names=*/false, what);
+  if (!addresses.ok()) return addresses.status();
+  const sockaddr_storage ss = internal::SockaddrOf(addresses->front());
+  Socket listener(NewSocket(ss.ss_family, SOCK_STREAM, IPPROTO_TCP));
   // Exclusive: no other socket may bind the same address and port (Windows
   // would otherwise let a socket with SO_REUSEADDR take it over).
   BOOL on = TRUE;
@@ -159,50 +120,37 @@ absl::StatusOr<Socket> ListenTcp(const std::string& ip, int backlog, int* port,
                reinterpret_cast<const char*>(&on), sizeof(on));
   }
   if (!listener.valid() ||
-      ::bind(Sock(listener.handle()), (*ai)->ai_addr,
-             static_cast<int>((*ai)->ai_addrlen)) != 0 ||
+      ::bind(Sock(listener.handle()), reinterpret_cast<const sockaddr*>(&ss),
+             static_cast<int>(addresses->front().sockaddr.size())) != 0 ||
       ::listen(Sock(listener.handle()), backlog) != 0) {
-    const std::string why = WinsockErrorText(WSAGetLastError());
-    freeaddrinfo(*ai);
     return absl::UnavailableError(
-        absl::StrCat(what, ": cannot listen on ", ip, ": ", why));
+        absl::StrCat(what, ": cannot listen on ", ip, ": ",
+                     WinsockErrorText(WSAGetLastError())));
   }
-  freeaddrinfo(*ai);
-  sockaddr_storage bound{};
-  int len = sizeof(bound);
-  getsockname(Sock(listener.handle()), reinterpret_cast<sockaddr*>(&bound),
-              &len);
-  *port = ntohs(bound.ss_family == AF_INET6
-                    ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                    : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  *port = internal::BoundPort(Sock(listener.handle()));
   return listener;
 }
 
 namespace internal {
 
+void CloseSocket(SocketHandle handle) { ::closesocket(Sock(handle)); }
+
+void ShutdownSocket(SocketHandle handle) { ::shutdown(Sock(handle), SD_BOTH); }
+
 absl::StatusOr<std::vector<TcpAddress>> ResolveTcp(const std::string& host,
-                                                   int port, bool names,
+                                                   int port, bool passive,
+                                                   bool names,
                                                    const std::string& what) {
-  absl::StatusOr<addrinfo*> ai =
-      Resolve(host, absl::StrCat(port), /*passive=*/false, what, names);
-  if (!ai.ok()) return ai.status();
-  std::vector<TcpAddress> out;
-  for (const addrinfo* a = *ai; a != nullptr; a = a->ai_next) {
-    out.push_back({std::string(reinterpret_cast<const char*>(a->ai_addr),
-                               static_cast<size_t>(a->ai_addrlen)),
-                   absl::StrCat(host, ":", port)});
-  }
-  freeaddrinfo(*ai);
-  return out;
+  EnsureWinsock();
+  return internal::ResolveAddresses(host, port, passive, names, what,
+                                    WinsockErrorText);
 }
 
 // The one non-blocking connect with a deadline.
 absl::StatusOr<Socket> ConnectAddress(const TcpAddress& address,
                                       absl::Time deadline,
                                       const std::string& what) {
-  sockaddr_storage ss{};
-  std::memcpy(&ss, address.sockaddr.data(),
-              std::min(address.sockaddr.size(), sizeof(ss)));
+  const sockaddr_storage ss = SockaddrOf(address);
   const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
   const std::string& label = address.label;
   Socket s(NewSocket(ss.ss_family, SOCK_STREAM, IPPROTO_TCP));
@@ -323,19 +271,14 @@ absl::StatusOr<int> PollSet::Wait(int timeout_ms) {
   const int rv =
       WSAPoll(fds.data(), static_cast<ULONG>(fds.size()), timeout_ms);
   if (rv < 0) {
-    for (Entry& e : entries_) e.readable = e.writable = false;
     const int error = WSAGetLastError();
-    if (error == WSAEINTR) return 0;
-    return absl::UnavailableError(
-        absl::StrCat("WSAPoll: ", WinsockErrorText(error)));
+    return WaitFailed(error == WSAEINTR,
+                      absl::StrCat("WSAPoll: ", WinsockErrorText(error)));
   }
   for (size_t i = 0; i < entries_.size(); ++i) {
     const SHORT r = fds[i].revents;
-    const bool failed = (r & (POLLERR | POLLHUP | POLLNVAL)) != 0;
-    entries_[i].readable =
-        (entries_[i].events & kRead) && ((r & POLLRDNORM) || failed);
-    entries_[i].writable =
-        (entries_[i].events & kWrite) && ((r & POLLWRNORM) || failed);
+    SetResult(i, (r & POLLRDNORM) != 0, (r & POLLWRNORM) != 0,
+              (r & (POLLERR | POLLHUP | POLLNVAL)) != 0);
   }
   return rv;
 }

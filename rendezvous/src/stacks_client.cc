@@ -10,9 +10,9 @@
 #include "muster/common/net.h"
 #include "muster/common/status.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
-#include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
 #include "rendezvous/src/leader_gate.h"
+#include "rendezvous/src/rendezvous_stub.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -23,12 +23,8 @@ absl::StatusOr<v1::GetStacksResponse> AskOne(const HostPort& target,
                                              absl::Duration gather,
                                              const ClientSecurity& security,
                                              std::string* leader) {
-  MUSTER_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                          NewSecureMusterChannel(target, security));
-  MUSTER_RETURN_IF_ERROR(WaitForChannel(*channel, target, "rendezvous server",
-                                        connect, ChannelWait::kFailFast,
-                                        security.tls()));
-  auto stub = v1::Rendezvous::NewStub(channel);
+  MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<v1::Rendezvous::Stub> stub,
+                          ConnectRendezvous(target, security, connect));
   v1::GetStacksRequest request;
   request.set_job_id(job_id);
   request.set_timeout_ms(absl::ToInt64Milliseconds(gather));

@@ -12,9 +12,9 @@
 #include "muster/common/status.h"
 #include "muster/rendezvous/client.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
-#include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/grpc_status.h"
 #include "rendezvous/src/leader_gate.h"
+#include "rendezvous/src/rendezvous_stub.h"
 
 namespace muster::rendezvous {
 
@@ -31,12 +31,8 @@ namespace {
 absl::StatusOr<v1::GetStatusResponse> QueryOne(
     const HostPort& target, const std::string& job_id, absl::Duration timeout,
     const ClientSecurity& security, int page_size, std::string* leader) {
-  MUSTER_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                          NewSecureMusterChannel(target, security));
-  MUSTER_RETURN_IF_ERROR(WaitForChannel(*channel, target, "rendezvous server",
-                                        timeout, ChannelWait::kFailFast,
-                                        security.tls()));
-  auto stub = v1::Rendezvous::NewStub(channel);
+  MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<v1::Rendezvous::Stub> stub,
+                          ConnectRendezvous(target, security, timeout));
   v1::GetStatusRequest request;
   request.set_job_id(job_id);
   request.set_page_size(page_size);

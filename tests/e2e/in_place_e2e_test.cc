@@ -94,6 +94,24 @@ bool AllRunningWith(const std::map<long, WorkerLog>& logs, int world) {
   return true;
 }
 
+// Waits (up to `deadline`) until each node's output folder in `outs` holds
+// two workers that last saw `running` with this world size; logs[i] gets what
+// was read from outs[i] last. Returns whether they did.
+bool WaitTwoRunningOnEach(const std::vector<std::string>& outs, int world,
+                          const std::vector<std::map<long, WorkerLog>*>& logs,
+                          absl::Duration deadline) {
+  return WaitUntil(
+      [&] {
+        bool all = true;
+        for (size_t i = 0; i < outs.size(); ++i) {
+          *logs[i] = ReadLogs(outs[i]);
+          all = all && logs[i]->size() == 2 && AllRunningWith(*logs[i], world);
+        }
+        return all;
+      },
+      deadline);
+}
+
 std::string Dump(const std::vector<std::string>& outs) {
   std::string s;
   for (const std::string& out : outs) {
@@ -188,14 +206,8 @@ TEST_F(InPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
   auto b = StartAgent("shrink", "1:3", 0, &out_b);
   auto c = StartAgent("shrink", "1:3", 0, &out_c);
   std::map<long, WorkerLog> la, lb, lc;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        la = ReadLogs(out_a), lb = ReadLogs(out_b), lc = ReadLogs(out_c);
-        return la.size() == 2 && lb.size() == 2 && lc.size() == 2 &&
-               AllRunningWith(la, 6) && AllRunningWith(lb, 6) &&
-               AllRunningWith(lc, 6);
-      },
-      kDeadline))
+  ASSERT_TRUE(WaitTwoRunningOnEach({out_a, out_b, out_c}, 6, {&la, &lb, &lc},
+                                   kDeadline))
       << Dump(outs_);
   std::map<long, int> first_rank;
   for (const auto* logs : {&la, &lb, &lc}) {
@@ -268,13 +280,7 @@ TEST_F(InPlaceE2eTest, PlainWorkersAreRestarted) {
   auto a = StartAgent("plain", "1:2", 0, &out_a, {"--no-hello"});
   auto b = StartAgent("plain", "1:2", 0, &out_b, {"--no-hello"});
   std::map<long, WorkerLog> la, lb;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        la = ReadLogs(out_a), lb = ReadLogs(out_b);
-        return la.size() == 2 && lb.size() == 2 && AllRunningWith(la, 4) &&
-               AllRunningWith(lb, 4);
-      },
-      kDeadline))
+  ASSERT_TRUE(WaitTwoRunningOnEach({out_a, out_b}, 4, {&la, &lb}, kDeadline))
       << Dump(outs_);
   b->Signal(SIGKILL);
   ASSERT_TRUE(b->Wait(kDeadline).has_value());
@@ -308,13 +314,7 @@ TEST_F(InPlaceE2eTest, AWorkerFailureRestartsItsNodeOnly) {
   auto a = StartAgent("wfail", "1:2", 1, &out_a);
   auto b = StartAgent("wfail", "1:2", 1, &out_b);
   std::map<long, WorkerLog> la, lb;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        la = ReadLogs(out_a), lb = ReadLogs(out_b);
-        return la.size() == 2 && lb.size() == 2 && AllRunningWith(la, 4) &&
-               AllRunningWith(lb, 4);
-      },
-      kDeadline))
+  ASSERT_TRUE(WaitTwoRunningOnEach({out_a, out_b}, 4, {&la, &lb}, kDeadline))
       << Dump(outs_);
   // Fail a worker of the node that is group rank 0: b is then the keeper
   // and comes first.

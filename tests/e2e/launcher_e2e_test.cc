@@ -110,6 +110,8 @@ TEST(LauncherE2eTest, StaticTwoNodesTimesTwoWorkers) {
                    "--no-python", BinPath("test_worker"), "--print-env"});
   };
   // Node 1 first: it must wait for node 0's embedded server rather than fail.
+  // Deliberate: node 1 runs alone for a while (it prints nothing until it
+  // connects, so there is no event to wait on).
   Subprocess n1(node(1));
   absl::SleepFor(absl::Milliseconds(300));
   Subprocess n0(node(0));

@@ -40,10 +40,8 @@ using ::testing::Not;
 constexpr absl::Duration kJobDeadline = absl::Seconds(90);
 constexpr char kTorchPython[] = "/usr/bin/python3";
 
-std::vector<std::string> Muster(std::vector<std::string> flags) {
-  std::vector<std::string> argv = {BinPath("muster")};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  return argv;
+std::vector<std::string> Muster(const std::vector<std::string>& flags) {
+  return ::muster::testing::MusterArgv(flags);
 }
 
 // DIR/worker.sh, a shell script running `body`; $PARITY_DIR is where tests

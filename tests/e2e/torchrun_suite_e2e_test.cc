@@ -34,10 +34,8 @@ using ::testing::StartsWith;
 constexpr absl::Duration kJobDeadline = absl::Seconds(90);
 constexpr char kTorchPython[] = "/usr/bin/python3";
 
-std::vector<std::string> Muster(std::vector<std::string> flags) {
-  std::vector<std::string> argv = {BinPath("muster")};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  return argv;
+std::vector<std::string> Muster(const std::vector<std::string>& flags) {
+  return ::muster::testing::MusterArgv(flags);
 }
 
 std::vector<std::string> Lines(const std::string& text) {

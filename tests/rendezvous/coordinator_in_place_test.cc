@@ -12,38 +12,25 @@
 #include "gtest/gtest.h"
 #include "muster/platform/clock.h"
 #include "muster/rendezvous/coordinator.h"
+#include "tests/testing/fake_channel.h"
 #include "tests/testing/join.h"
 
 namespace muster::rendezvous {
 namespace {
 
-class RecordingChannel : public AgentChannel {
- public:
-  void Send(const v1::ServerMessage& msg) override {
-    absl::MutexLock lock(&mu_);
-    sent_.push_back(msg);
-  }
-  void Close(const absl::Status&) override {}
-  std::vector<v1::ServerMessage> sent() {
-    absl::MutexLock lock(&mu_);
-    return sent_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<v1::ServerMessage> sent_;
-};
+// What the Coordinator sent each agent.
+using RecordingChannel = ::muster::testing::FakeChannel;
 
 std::optional<v1::RoundReady> LastReady(RecordingChannel& c) {
   std::optional<v1::RoundReady> ready;
-  for (const auto& m : c.sent()) {
+  for (const auto& m : c.messages()) {
     if (m.has_round_ready()) ready = m.round_ready();
   }
   return ready;
 }
 
 bool GotRestart(RecordingChannel& c) {
-  for (const auto& m : c.sent()) {
+  for (const auto& m : c.messages()) {
     if (m.has_restart()) return true;
   }
   return false;

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "muster/platform/clock.h"
 #include "muster/rendezvous/coordinator.h"
+#include "tests/testing/fake_channel.h"
 #include "tests/testing/join.h"
 
 namespace muster::rendezvous {
@@ -18,26 +19,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class RecordingChannel : public AgentChannel {
- public:
-  void Send(const v1::ServerMessage& msg) override {
-    absl::MutexLock lock(&mu_);
-    sent_.push_back(msg);
-  }
-  void Close(const absl::Status& status) override {
-    absl::MutexLock lock(&mu_);
-    closed_ = status;
-  }
-  std::vector<v1::ServerMessage> sent() {
-    absl::MutexLock lock(&mu_);
-    return sent_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<v1::ServerMessage> sent_;
-  std::optional<absl::Status> closed_;
-};
+// What the Coordinator sent each agent.
+using RecordingChannel = ::muster::testing::FakeChannel;
 
 v1::Join MakeJoin(const std::string& node, const std::string& addr, int port) {
   return muster::testing::MakeJoin({.job_id = "pf",
@@ -51,7 +34,7 @@ v1::Join MakeJoin(const std::string& node, const std::string& addr, int port) {
 
 std::optional<v1::RoundReady> LastReady(RecordingChannel& c) {
   std::optional<v1::RoundReady> ready;
-  for (const auto& m : c.sent()) {
+  for (const auto& m : c.messages()) {
     if (m.has_round_ready()) ready = m.round_ready();
   }
   return ready;
@@ -73,7 +56,7 @@ TEST(CoordinatorPreflightTest, ABlockedPairFailsTheJobForEveryAgent) {
   v1::PreflightFailed stale;
   stale.set_round(ready.round() + 7);
   coordinator.OnPreflightFailed(2, stale);
-  EXPECT_FALSE(a->sent().back().has_job_failed());
+  EXPECT_FALSE(a->messages().back().has_job_failed());
 
   v1::PreflightFailed failed;
   failed.set_round(ready.round());
@@ -85,8 +68,8 @@ TEST(CoordinatorPreflightTest, ABlockedPairFailsTheJobForEveryAgent) {
   failed.set_explanation("a firewall drops TCP port 5001.");
   coordinator.OnPreflightFailed(2, failed);
   for (auto* c : {a.get(), b.get()}) {
-    ASSERT_TRUE(c->sent().back().has_job_failed());
-    const std::string cause = c->sent().back().job_failed().root_cause();
+    ASSERT_TRUE(c->messages().back().has_job_failed());
+    const std::string cause = c->messages().back().job_failed().root_cause();
     EXPECT_THAT(cause, HasSubstr("(10.0.0.2) cannot reach"));
     EXPECT_THAT(cause, HasSubstr("(10.0.0.1) on TCP port 5001: filtered"));
     EXPECT_THAT(cause, HasSubstr("firewall"));

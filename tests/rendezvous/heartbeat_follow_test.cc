@@ -66,11 +66,7 @@ class SuggestingService final : public v1::Rendezvous::Service {
 int BeatsIn2s(int64_t suggest_ms, bool follow) {
   SuggestingService service(suggest_ms);
   int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = mt::ServeOnLoopback(&service, &port);
   EXPECT_NE(server, nullptr);
   if (server == nullptr) return -1;
 
@@ -86,6 +82,7 @@ int BeatsIn2s(int64_t suggest_ms, bool follow) {
   join.set_node_id("a");
   EXPECT_TRUE(client->Start(join).ok());
   EXPECT_TRUE(mt::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
+  // Deliberate: the 2 s window the heartbeats are counted in.
   absl::SleepFor(absl::Seconds(2));
   client->Close("");
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
@@ -149,7 +146,7 @@ TEST(HeartbeatFollowTest, MusterdSuggestsInRoundReadyAndLeaseRenewed) {
   }
   ASSERT_TRUE(renewed && ready);
   // A heartbeat without a seq, once a renewal is due (lease/4 = 250 ms), is
-  // not answered; the next one with a seq is.
+  // not answered; the next one with a seq is. Deliberate: lets the 250 ms pass.
   absl::SleepFor(absl::Milliseconds(400));
   v1::AgentMessage hb;
   hb.mutable_heartbeat()->set_round(1);
@@ -212,7 +209,7 @@ TEST(HeartbeatFollowTest, AWaitingAgentIsRenewedOnlyByItsRoundReady) {
     ASSERT_TRUE(streams[0]->Write(hb));
     hb.mutable_heartbeat()->set_seq(1000 + seq);
     ASSERT_TRUE(streams[1]->Write(hb));
-    absl::SleepFor(absl::Milliseconds(100));
+    absl::SleepFor(absl::Milliseconds(100));  // deliberate: the beat's pace
   }
   absl::SleepFor(absl::Milliseconds(500));  // musterd has read them
   ASSERT_TRUE(join(2));

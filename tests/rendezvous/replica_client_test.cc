@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -85,16 +86,23 @@ class ReplicaClientTest : public ::testing::Test {
     ASSERT_NE(standby_, nullptr);
     standby_->StandBy(standby_->address(), leader_->address());
   }
+  // A client given the standby first, then the leader; it keeps what it
+  // learns of the replicas in `memory`.
+  std::unique_ptr<RendezvousClient> StandbyFirstClient(
+      std::shared_ptr<ReplicaMemory> memory) {
+    GrpcClientOptions o =
+        Options(absl::StrCat(standby_->address(), ",", leader_->address()));
+    o.replicas = std::move(memory);
+    return NewGrpcRendezvousClient(o);
+  }
+
   std::unique_ptr<RendezvousServer> leader_;
   std::unique_ptr<RendezvousServer> standby_;
 };
 
 TEST_F(ReplicaClientTest, AStandbyFirstSendsTheAgentToTheLeader) {
   auto memory = std::make_shared<ReplicaMemory>();
-  GrpcClientOptions o =
-      Options(absl::StrCat(standby_->address(), ",", leader_->address()));
-  o.replicas = memory;
-  auto client = NewGrpcRendezvousClient(o);
+  auto client = StandbyFirstClient(memory);
   ASSERT_TRUE(client->Start(Join2("job")).ok());
   auto waiting = testing::NextOfKind(*client, v1::ServerMessage::kWaiting);
   ASSERT_TRUE(waiting.ok()) << waiting.status();
@@ -159,10 +167,7 @@ TEST_F(ReplicaClientTest, NoLeaderAnywhereNamesEveryReplicaAndWhy) {
 
 TEST_F(ReplicaClientTest, ALeaderThatStepsDownIsLeftForTheOneItNames) {
   auto memory = std::make_shared<ReplicaMemory>();
-  GrpcClientOptions o =
-      Options(absl::StrCat(standby_->address(), ",", leader_->address()));
-  o.replicas = memory;
-  auto client = NewGrpcRendezvousClient(o);
+  auto client = StandbyFirstClient(memory);
   ASSERT_TRUE(client->Start(Join2("job")).ok());
   ASSERT_TRUE(testing::NextOfKind(*client, v1::ServerMessage::kWaiting).ok());
   // The roles swap: the open stream ends UNAVAILABLE naming the new leader.
@@ -172,7 +177,7 @@ TEST_F(ReplicaClientTest, ALeaderThatStepsDownIsLeftForTheOneItNames) {
   EXPECT_EQ(end.status().code(), absl::StatusCode::kUnavailable)
       << end.status();
   EXPECT_EQ(memory->leader(), standby_->address());
-  auto again = NewGrpcRendezvousClient(o);
+  auto again = StandbyFirstClient(memory);
   ASSERT_TRUE(again->Start(Join2("job")).ok());
   EXPECT_TRUE(testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
   EXPECT_EQ(standby_->coordinator().Status("job").jobs_size(), 1);
@@ -182,11 +187,8 @@ TEST_F(ReplicaClientTest, ALeaderThatStepsDownIsLeftForTheOneItNames) {
 TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
   FrozenReplica frozen;
   int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&frozen);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server =
+      testing::ServeOnLoopback(&frozen, &port);
   ASSERT_NE(server, nullptr);
   const std::string frozen_at = absl::StrCat("127.0.0.1:", port);
 

@@ -368,21 +368,40 @@ TEST(StoreStandbyTest, AStandbyRefusesNamingTheLeaderAndEndsOpenStreams) {
   EXPECT_EQ(r[1].code(), 0) << r[1].message();
 }
 
+// Two loopback musterds on the Store: `second` stands by for `first`, which
+// leads; `a` and `b` are their endpoints; `store` is a client of both, given
+// them in the order a,b (b,a: `standby_first`).
+struct TwoReplicas {
+  std::unique_ptr<rendezvous::RendezvousServer> first;
+  std::unique_ptr<rendezvous::RendezvousServer> second;
+  std::string a;
+  std::string b;
+  std::unique_ptr<Store> store;
+};
+
+void StartTwoReplicas(TwoReplicas* r, bool standby_first = false) {
+  r->first = StartLoopbackServer();
+  r->second = StartLoopbackServer();
+  ASSERT_NE(r->first, nullptr);
+  ASSERT_NE(r->second, nullptr);
+  r->a = LoopbackEndpoint(r->first->port());
+  r->b = LoopbackEndpoint(r->second->port());
+  r->second->StandBy(r->b, r->a);
+  r->store = NewStore(standby_first ? absl::StrCat(r->b, ",", r->a)
+                                    : absl::StrCat(r->a, ",", r->b),
+                      "job/1");
+  ASSERT_NE(r->store, nullptr);
+}
+
 TEST(StoreFailoverTest, GivenStandbyAndLeaderTheStoreEndsUpOnTheLeader) {
-  auto leader = StartLoopbackServer();
-  auto standby = StartLoopbackServer();
-  ASSERT_NE(leader, nullptr);
-  ASSERT_NE(standby, nullptr);
-  const std::string l = LoopbackEndpoint(leader->port());
-  const std::string s = LoopbackEndpoint(standby->port());
-  standby->StandBy(s, l);
-  auto store = NewStore(absl::StrCat(s, ",", l), "job/1");
-  ASSERT_NE(store, nullptr);
+  TwoReplicas r;
+  ASSERT_NO_FATAL_FAILURE(StartTwoReplicas(&r, /*standby_first=*/true));
+  std::unique_ptr<Store>& store = r.store;
   ASSERT_TRUE(store->Set("k", "v").ok());
-  EXPECT_TRUE(leader->store().Get("job/1", "k").ok());
-  EXPECT_FALSE(standby->store().Get("job/1", "k").ok());
+  EXPECT_TRUE(r.first->store().Get("job/1", "k").ok());
+  EXPECT_FALSE(r.second->store().Get("job/1", "k").ok());
   // Named only by the standby: the leader is found through its trailer.
-  auto found = NewStore(s, "job/1");
+  auto found = NewStore(r.b, "job/1");
   ASSERT_NE(found, nullptr);
   auto v = found->Get("k", absl::Seconds(1));
   ASSERT_TRUE(v.ok()) << v.status();
@@ -390,15 +409,9 @@ TEST(StoreFailoverTest, GivenStandbyAndLeaderTheStoreEndsUpOnTheLeader) {
 }
 
 TEST(StoreFailoverTest, TheStoreFailsOverWhenItsLeaderGoesAndAnotherLeads) {
-  auto first = StartLoopbackServer();
-  auto second = StartLoopbackServer();
-  ASSERT_NE(first, nullptr);
-  ASSERT_NE(second, nullptr);
-  const std::string a = LoopbackEndpoint(first->port());
-  const std::string b = LoopbackEndpoint(second->port());
-  second->StandBy(b, a);
-  auto store = NewStore(absl::StrCat(a, ",", b), "job/1");
-  ASSERT_NE(store, nullptr);
+  TwoReplicas r;
+  ASSERT_NO_FATAL_FAILURE(StartTwoReplicas(&r));
+  std::unique_ptr<Store>& store = r.store;
   ASSERT_TRUE(store->Set("before", "1").ok());
   // A Get waits on the first leader when it goes.
   absl::StatusOr<std::string> waited;
@@ -407,35 +420,29 @@ TEST(StoreFailoverTest, TheStoreFailsOverWhenItsLeaderGoesAndAnotherLeads) {
     waited = store->Get("after", absl::Seconds(20));
     got.Notify();
   });
-  ASSERT_TRUE(WaitUntil([&] { return first->store().PendingWaiters() == 1; },
+  ASSERT_TRUE(WaitUntil([&] { return r.first->store().PendingWaiters() == 1; },
                         kDeadline));
-  first->Shutdown(absl::Seconds(1));
-  second->Lead();
+  r.first->Shutdown(absl::Seconds(1));
+  r.second->Lead();
   // The wait was sent again to the new leader: a Set there answers it.
-  ASSERT_TRUE(WaitUntil([&] { return second->store().PendingWaiters() == 1; },
+  ASSERT_TRUE(WaitUntil([&] { return r.second->store().PendingWaiters() == 1; },
                         kDeadline));
-  ASSERT_TRUE(second->store().Set("job/1", "after", "2").ok());
+  ASSERT_TRUE(r.second->store().Set("job/1", "after", "2").ok());
   ASSERT_TRUE(got.WaitForNotificationWithTimeout(kDeadline));
   waiter.join();
   ASSERT_TRUE(waited.ok()) << waited.status();
   EXPECT_EQ(*waited, "2");
   ASSERT_TRUE(store->Set("later", "3").ok());
-  EXPECT_TRUE(second->store().Get("job/1", "later").ok());
+  EXPECT_TRUE(r.second->store().Get("job/1", "later").ok());
 }
 
 // Leadership moves back and forth under load: every Set of every thread ends
 // up applied by whichever replica leads (the two KvStores are not replicated
 // here, so only writes are checked).
 TEST(StoreFailoverTest, ThreadsKeepWritingWhileLeadershipMoves) {
-  auto first = StartLoopbackServer();
-  auto second = StartLoopbackServer();
-  ASSERT_NE(first, nullptr);
-  ASSERT_NE(second, nullptr);
-  const std::string a = LoopbackEndpoint(first->port());
-  const std::string b = LoopbackEndpoint(second->port());
-  second->StandBy(b, a);
-  auto store = NewStore(absl::StrCat(a, ",", b), "job/1");
-  ASSERT_NE(store, nullptr);
+  TwoReplicas r;
+  ASSERT_NO_FATAL_FAILURE(StartTwoReplicas(&r));
+  std::unique_ptr<Store>& store = r.store;
   std::atomic<bool> stop{false};
   std::atomic<int> sets{0};
   absl::Mutex mu;
@@ -459,11 +466,11 @@ TEST(StoreFailoverTest, ThreadsKeepWritingWhileLeadershipMoves) {
     EXPECT_TRUE(WaitUntil([&] { return sets.load() > before + 50; }, kDeadline))
         << "no progress before flip " << flip;
     if (flip % 2 == 0) {
-      first->StandBy(a, b);
-      second->Lead();
+      r.first->StandBy(r.a, r.b);
+      r.second->Lead();
     } else {
-      second->StandBy(b, a);
-      first->Lead();
+      r.second->StandBy(r.b, r.a);
+      r.first->Lead();
     }
   }
   const int before = sets.load();
@@ -547,11 +554,8 @@ class SilentLeader final : public v1::Store::CallbackService {
 TEST(StoreFailoverTest, AnAddInFlightWhenTheLeaderDiesIsReportedNotRepeated) {
   SilentLeader silent;
   int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&silent);
-  std::unique_ptr<grpc::Server> dying = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> dying =
+      testing::ServeOnLoopback(&silent, &port);
   ASSERT_NE(dying, nullptr);
   auto next = StartLoopbackServer();
   ASSERT_NE(next, nullptr);
@@ -614,11 +618,7 @@ class OldMusterd final : public v1::Store::CallbackService {
 TEST(StoreFallbackTest, AgainstAnOlderMusterdTheStoreUsesUnaryCalls) {
   OldMusterd old;
   int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&old);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = testing::ServeOnLoopback(&old, &port);
   ASSERT_NE(server, nullptr);
   auto store = NewStore(LoopbackEndpoint(port), "job/1");
   ASSERT_NE(store, nullptr);

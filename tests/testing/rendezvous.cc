@@ -12,6 +12,15 @@ std::shared_ptr<grpc::Channel> LoopbackChannel(int port) {
                              grpc::InsecureChannelCredentials());
 }
 
+std::unique_ptr<grpc::Server> ServeOnLoopback(grpc::Service* service,
+                                              int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           port);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
 std::unique_ptr<rendezvous::RendezvousServer> StartLoopbackServer(
     rendezvous::ServerOptions options) {
   options.listen = "127.0.0.1:0";

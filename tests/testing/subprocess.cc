@@ -42,6 +42,12 @@ std::string BinDir() {
 
 std::string BinPath(const std::string& name) { return BinDir() + "/" + name; }
 
+std::vector<std::string> MusterArgv(const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {BinPath("muster")};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return argv;
+}
+
 std::string SourceDir() {
   const char* dir = std::getenv("MUSTER_SOURCE_DIR");
   return dir != nullptr ? dir : ".";

@@ -22,6 +22,8 @@ namespace muster::testing {
 // test's own folder.
 std::string BinDir();
 std::string BinPath(const std::string& name);
+// The argv of the muster launcher (BinPath("muster")) with `flags`.
+std::vector<std::string> MusterArgv(const std::vector<std::string>& flags);
 // The source tree ($MUSTER_SOURCE_DIR).
 std::string SourceDir();
 // A fresh temporary directory, removed by nobody (under /tmp; tests may inspect

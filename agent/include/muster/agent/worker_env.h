@@ -1,4 +1,5 @@
-// The worker environment contract of DESIGN.md, built in one place.
+// The worker environment contract (docs/migrating-from-torchrun.md, "The
+// worker environment"), built in one place.
 #ifndef MUSTER_AGENT_WORKER_ENV_H_
 #define MUSTER_AGENT_WORKER_ENV_H_
 

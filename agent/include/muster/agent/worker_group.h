@@ -37,7 +37,7 @@ struct WorkerSpec {
   // argv[0] is a path or a name looked up in PATH (of `env`).
   std::vector<std::string> argv;
   // The worker's complete environment (the agent's own plus the contract of
-  // DESIGN.md).
+  // docs/migrating-from-torchrun.md, "The worker environment").
   std::map<std::string, std::string> env;
   // Where the worker writes its JSON error file (TORCHELASTIC_ERROR_FILE); read
   // after it fails.

@@ -165,6 +165,13 @@ class PollSet {
   void MarkAllReady();
 
  private:
+  // After the OS's wait: entry i had data (`in`), room (`out`) or an error or
+  // hang-up (`failed`, which makes it ready for whatever it watches).
+  void SetResult(size_t i, bool in, bool out, bool failed);
+  // After a failed OS wait: nothing is ready; 0 if it was `interrupted`, else
+  // UNAVAILABLE `why`.
+  absl::StatusOr<int> WaitFailed(bool interrupted, const std::string& why);
+
   struct Entry {
     SocketHandle handle;
     uint8_t events;

@@ -1,0 +1,70 @@
+// The BSD-socket code that posix/socket.cc and windows/socket_windows.cc
+// share word for word: resolution, the addresses a connect tries, the port a
+// listener got. Both Winsock and POSIX spell these types the same way, so one
+// copy serves both; it is a header because the OS's own socket headers differ
+// (include it after them). Private to platform.
+#ifndef MUSTER_PLATFORM_SRC_BSD_SOCKETS_H_
+#define MUSTER_PLATFORM_SRC_BSD_SOCKETS_H_
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "platform/src/socket_os.h"
+
+namespace muster::platform::internal {
+
+// host:port's addresses, in getaddrinfo's order, labelled host:port; `host`
+// numeric unless `names`; `passive` for a listener. `error_text` names
+// getaddrinfo's error code. Errors: FAILED_PRECONDITION "<what>: cannot use
+// address ...".
+inline absl::StatusOr<std::vector<TcpAddress>> ResolveAddresses(
+    const std::string& host, int port, bool passive, bool names,
+    const std::string& what, std::string (*error_text)(int)) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = (names ? 0 : AI_NUMERICHOST) | (passive ? AI_PASSIVE : 0);
+  addrinfo* list = nullptr;
+  const int rv =
+      getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &list);
+  if (rv != 0 || list == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": cannot use address '", host, "': ", error_text(rv)));
+  }
+  std::vector<TcpAddress> out;
+  for (const addrinfo* a = list; a != nullptr; a = a->ai_next) {
+    out.push_back({std::string(reinterpret_cast<const char*>(a->ai_addr),
+                               static_cast<size_t>(a->ai_addrlen)),
+                   absl::StrCat(host, ":", port)});
+  }
+  freeaddrinfo(list);
+  return out;
+}
+
+// The sockaddr of `address`, ready for connect.
+inline sockaddr_storage SockaddrOf(const TcpAddress& address) {
+  sockaddr_storage ss{};
+  std::memcpy(&ss, address.sockaddr.data(),
+              std::min(address.sockaddr.size(), sizeof(ss)));
+  return ss;
+}
+
+// The port a bound IPv4 or IPv6 socket got, in host order (`Native`: the OS's
+// socket type).
+template <typename Native>
+int BoundPort(Native socket) {
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(socket, reinterpret_cast<sockaddr*>(&bound), &len);
+  return ntohs(bound.ss_family == AF_INET6
+                   ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
+                   : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+}
+
+}  // namespace muster::platform::internal
+
+#endif  // MUSTER_PLATFORM_SRC_BSD_SOCKETS_H_
