@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "platform/src/replaceable.h"
 
 namespace muster::platform {
 
@@ -34,12 +35,7 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents, int mode,
                                  Durability durability) {
   const bool durable = durability == Durability::kDurable;
-  if (std::string what = DescribeNonRegularFile(path); !what.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " is ", what,
-                     "; it is replaced by a new file, so give a path that does "
-                     "not exist or is a regular file"));
-  }
+  if (absl::Status ok = internal::CheckReplaceable(path); !ok.ok()) return ok;
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   // O_EXCL | O_NOFOLLOW: never write through something already there.
   const int fd =

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "muster/platform/files.h"
+#include "platform/src/replaceable.h"
 #include "platform/windows/win_util.h"
 
 namespace muster::platform {
@@ -122,12 +123,7 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents, int /*mode*/,
                                  Durability durability) {
   const bool durable = durability == Durability::kDurable;
-  if (std::string what = DescribeNonRegularFile(path); !what.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " is ", what,
-                     "; it is replaced by a new file, so give a path that does "
-                     "not exist or is a regular file"));
-  }
+  if (absl::Status ok = internal::CheckReplaceable(path); !ok.ok()) return ok;
   static std::atomic<int> seq{0};
   const std::string tmp =
       absl::StrCat(path, ".tmp.", GetCurrentProcessId(), ".", seq++);

@@ -50,41 +50,26 @@ class StoreCalls {
 
   Answer Set(const std::string& key, const std::string& value) {
     v1::SetRequest r;
-    r.set_prefix(kPrefix);
     r.set_key(key);
     r.set_value(value);
     v1::SetResponse out;
-    grpc::ClientContext c;
-    c.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-    Answer a;
-    a.status = stub_->Set(&c, r, &out);
-    a.leader = Leader(c);
-    return a;
+    return Call(&v1::Store::Stub::Set, std::move(r), &out);
   }
   Answer Get(const std::string& key,
              absl::Duration deadline = absl::Seconds(5)) {
     v1::GetRequest r;
-    r.set_prefix(kPrefix);
     r.set_key(key);
     v1::GetResponse out;
-    grpc::ClientContext c;
-    c.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-    Answer a;
-    a.status = stub_->Get(&c, r, &out);
+    Answer a = Call(&v1::Store::Stub::Get, std::move(r), &out, deadline);
     a.value = out.value();
-    a.leader = Leader(c);
     return a;
   }
   Answer Add(const std::string& key, int64_t delta) {
     v1::AddRequest r;
-    r.set_prefix(kPrefix);
     r.set_key(key);
     r.set_delta(delta);
     v1::AddResponse out;
-    grpc::ClientContext c;
-    c.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-    Answer a;
-    a.status = stub_->Add(&c, r, &out);
+    Answer a = Call(&v1::Store::Stub::Add, std::move(r), &out);
     a.value = absl::StrCat(out.value());
     return a;
   }
@@ -99,6 +84,22 @@ class StoreCalls {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     return grpc::CreateCustomChannel(endpoint,
                                      grpc::InsecureChannelCredentials(), args);
+  }
+
+  // One unary call on kPrefix within `deadline`, with the leader it names.
+  template <typename Request, typename Response>
+  Answer Call(grpc::Status (v1::Store::Stub::*method)(grpc::ClientContext*,
+                                                      const Request&,
+                                                      Response*),
+              Request r, Response* out,
+              absl::Duration deadline = absl::Seconds(5)) {
+    r.set_prefix(kPrefix);
+    grpc::ClientContext c;
+    c.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    Answer a;
+    a.status = (stub_.get()->*method)(&c, r, out);
+    a.leader = Leader(c);
+    return a;
   }
   static std::string Leader(const grpc::ClientContext& c) {
     auto it = c.GetServerTrailingMetadata().find("muster-leader");

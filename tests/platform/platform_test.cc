@@ -53,30 +53,34 @@ std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-TEST(FilesTest, WriteFileAtomicallyReplacesRegularFilesOnly) {
-  TempDir dir;
+// Replaces `file` twice, the second time with mode 0600: the last contents
+// and the mode stand, nothing is left beside it, and a FIFO is refused.
+void ExpectAtomicReplace(const TempDir& dir, Durability durability) {
   const std::string file = dir / "port";
-  ASSERT_TRUE(WriteFileAtomically(file, "29400\n").ok());
+  ASSERT_TRUE(WriteFileAtomically(file, "29400\n", 0644, durability).ok());
   EXPECT_EQ(Slurp(file), "29400\n");
-  ASSERT_TRUE(WriteFileAtomically(file, "1\n", 0600).ok());
+  ASSERT_TRUE(WriteFileAtomically(file, "1\n", 0600, durability).ok());
   EXPECT_EQ(Slurp(file), "1\n");
   struct stat st {};
   ASSERT_EQ(stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  // Nothing left beside it.
   int entries = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
     (void)e;
     ++entries;
   }
   EXPECT_EQ(entries, 1);
-
   const std::string fifo = dir / "fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_EQ(DescribeNonRegularFile(fifo), "a FIFO");
-  absl::Status s = WriteFileAtomically(fifo, "x");
+  absl::Status s = WriteFileAtomically(fifo, "x", 0600, durability);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()), HasSubstr("is a FIFO"));
+}
+
+TEST(FilesTest, WriteFileAtomicallyReplacesRegularFilesOnly) {
+  TempDir dir;
+  ExpectAtomicReplace(dir, Durability::kDurable);
+  EXPECT_EQ(DescribeNonRegularFile(dir / "fifo"), "a FIFO");
   EXPECT_EQ(DescribeNonRegularFile(dir.path()), "a directory");
   EXPECT_EQ(DescribeNonRegularFile(dir / "absent"), "");
   EXPECT_EQ(WriteFileAtomically(dir / "no/such/dir/f", "x").code(),
@@ -87,25 +91,7 @@ TEST(FilesTest, WriteFileAtomicallyReplacesRegularFilesOnly) {
 // same checks: what the agent's control channel uses.
 TEST(FilesTest, WriteFileAtomicallyVolatileReplacesAsTheDurableOne) {
   TempDir dir;
-  const std::string file = dir / "round";
-  ASSERT_TRUE(
-      WriteFileAtomically(file, "1\n", 0600, Durability::kVolatile).ok());
-  ASSERT_TRUE(
-      WriteFileAtomically(file, "2\n", 0600, Durability::kVolatile).ok());
-  EXPECT_EQ(Slurp(file), "2\n");
-  struct stat st {};
-  ASSERT_EQ(stat(file.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-  int entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
-    (void)e;
-    ++entries;
-  }
-  EXPECT_EQ(entries, 1);
-  const std::string fifo = dir / "fifo";
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_EQ(WriteFileAtomically(fifo, "x", 0600, Durability::kVolatile).code(),
-            absl::StatusCode::kFailedPrecondition);
+  ExpectAtomicReplace(dir, Durability::kVolatile);
 }
 
 TEST(FilesTest, ModificationTimeAndLocks) {
