@@ -239,6 +239,7 @@ KvStore::WaiterId KvStore::WaitFor(absl::string_view ns,
     auto n = data_.find(ns);
     bool all = open.ok();
     for (const std::string& k : keys) {
+      if (!all) break;  // closed
       if (n == data_.end()) {
         all = false;
         break;

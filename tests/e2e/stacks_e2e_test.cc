@@ -2,8 +2,8 @@
 // Python workers), the watchdog's hang report in the failure summary,
 // musterd's progress watch (no rank progresses: every node reports), and
 // --health-check keeping a node out of a three-node elastic job, at its first
-// join or at a rejoin (and a check that hangs, killed at its timeout). Real musterd, agents and workers on
-// loopback.
+// join or at a rejoin (and a check that hangs, killed at its timeout). Real
+// musterd, agents and workers on loopback.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
