@@ -20,13 +20,10 @@ clients=${1:-1000}
 seconds=${2:-5}
 musterd=build/bin/musterd
 bench=build/bin/muster-store-bench
+source bench/store_common.sh
 need=("$bench")
 [[ -z ${MUSTERD_ENDPOINT:-} ]] && need+=("$musterd")
-for b in "${need[@]}"; do
-  [[ -x $b ]] || { echo "missing $b: cmake --build build --target musterd muster-store-bench" >&2; exit 1; }
-done
-/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ||
-  { echo "torch missing for /usr/bin/python3: apt-get install python3-torch" >&2; exit 1; }
+store_bench_need "${need[@]}"
 log=$(mktemp -d)
 cleanup() {
   [[ -n ${mpid:-} ]] && kill "$mpid" 2>/dev/null
@@ -42,10 +39,7 @@ if [[ -z ${MUSTERD_ENDPOINT:-} ]]; then
     ${MUSTERD_ARGS:-} 2>"$log/musterd.log" &
   mpid=$!
 fi
-mkfifo "$log/tcpstore.in"
-/usr/bin/python3 bench/tcpstore_bench.py server <"$log/tcpstore.in" >"$log/tcpstore.port" &
-tpid=$!
-exec {hold}>"$log/tcpstore.in"  # the TCPStore server lives while this stays open
+start_tcpstore "$log"
 for _ in $(seq 300); do
   [[ ( -n ${MUSTERD_ENDPOINT:-} || -s $log/port ) && -s $log/tcpstore.port ]] && break
   sleep 0.1
@@ -64,8 +58,6 @@ res=bench/results/store.md
   echo "| op | musterd stream ops/s | p50 | p99 | musterd unary ops/s | TCPStore ops/s | p50 | p99 | stream / TCPStore | unary / TCPStore |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$res"
-field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "-" }'; }
 for op in set get add; do
   m=$("$bench" --endpoint="$mendpoint" --clients="$clients" --op="$op" --seconds="$seconds" \
     --mode=stream)

@@ -14,11 +14,8 @@ clients=${1:-1000}
 seconds=${2:-5}
 musterd=build/bin/musterd
 bench=build/bin/muster-store-bench
-for b in "$musterd" "$bench" /usr/bin/etcd; do
-  [[ -x $b ]] || { echo "missing $b: cmake --build build --target musterd muster-store-bench; etcd-server" >&2; exit 1; }
-done
-/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null ||
-  { echo "torch missing for /usr/bin/python3: apt-get install python3-torch" >&2; exit 1; }
+source bench/store_common.sh
+STORE_BENCH_HINT="; apt-get install etcd-server" store_bench_need "$musterd" "$bench" /usr/bin/etcd
 log=$(mktemp -d)
 pids=()
 cleanup() {
@@ -35,10 +32,8 @@ pids+=($!)
 "$musterd" --listen="127.0.0.1:$replicated" --http-listen="127.0.0.1:$http" --log-level=warning \
   --etcd-endpoints="$endpoints" 2>"$log/replicated.log" &
 pids+=($!)
-mkfifo "$log/tcpstore.in"
-/usr/bin/python3 bench/tcpstore_bench.py server <"$log/tcpstore.in" >"$log/tcpstore.port" &
-pids+=($!)
-exec {hold}>"$log/tcpstore.in"
+start_tcpstore "$log"
+pids+=("$tpid")
 for _ in $(seq 300); do
   curl -s -m 0.3 "http://127.0.0.1:$http/readyz" 2>/dev/null | grep -q '^ready' && [[ -s $log/tcpstore.port ]] && break
   sleep 0.1
@@ -47,8 +42,6 @@ curl -s -m 0.3 "http://127.0.0.1:$http/readyz" | grep -q '^ready' ||
   { echo "the replicated musterd does not lead:" >&2; cat "$log/replicated.log" >&2; exit 1; }
 tport=$(head -1 "$log/tcpstore.port")
 
-field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "-" }'; }
 res=bench/results/store-replicated.md
 {
   echo "# bash bench/store_replicated.sh $clients $seconds ($(date -u +%FT%TZ), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -89,8 +89,6 @@ void DeadlineScheduler::Loop() {
 
 // ---------------------------------------------------------------- StoreService
 
-namespace internal {
-
 absl::Status CheckKey(const std::string& key) {
   if (key.empty())
     return absl::InvalidArgumentError("the key is empty: name a key");
@@ -128,14 +126,6 @@ std::vector<std::string> ToVector(
     const google::protobuf::RepeatedPtrField<std::string>& field) {
   return std::vector<std::string>(field.begin(), field.end());
 }
-
-}  // namespace internal
-
-using internal::CheckKey;
-using internal::CheckKeys;
-using internal::CheckTimeout;
-using internal::FirstError;
-using internal::ToVector;
 
 namespace {
 

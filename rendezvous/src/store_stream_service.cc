@@ -12,12 +12,6 @@
 
 namespace muster::rendezvous {
 
-using internal::CheckKey;
-using internal::CheckKeys;
-using internal::CheckTimeout;
-using internal::FirstError;
-using internal::ToVector;
-
 // ---------------------------------------------------------------- Stream
 
 namespace {

@@ -25,7 +25,6 @@
 #include "rendezvous/src/store_service.h"
 
 namespace muster::rendezvous {
-namespace internal {
 
 // The checks of a Store request, the same on the unary calls and the stream.
 absl::Status CheckKey(const std::string& key);
@@ -37,8 +36,6 @@ absl::Status FirstError(std::initializer_list<absl::Status> checks);
 
 std::vector<std::string> ToVector(
     const google::protobuf::RepeatedPtrField<std::string>& field);
-
-}  // namespace internal
 
 // The state of one Store stream, shared by its reactor and by the callbacks of
 // its ops: a KvStore wait or a replicated write may complete after the stream

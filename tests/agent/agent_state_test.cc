@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "muster/platform/files.h"
 #include "nlohmann/json.hpp"
+#include "tests/agent/worker_env_sample.h"
 
 namespace muster::agent {
 namespace {
@@ -73,42 +74,28 @@ TEST(ControlChannelTest, WritesRoundAsTheContractSays) {
   ASSERT_EQ(stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700);
 
-  WorkerEnvParams p;
-  p.round = 7;
-  p.rank = 3;
-  p.world_size = 4;
-  p.local_rank = 1;
-  p.local_world_size = 2;
-  p.group_rank = 1;
-  p.group_world_size = 2;
-  p.role_rank = 3;
-  p.role_world_size = 4;
-  p.master_addr = "10.0.0.1";
-  p.master_port = 29500;
-  p.store_endpoint = "h1:29400";
-  p.store_prefix = "job/7";
+  WorkerEnvParams p = NodeBRank1();
   p.store_token = "secret-credential";
-  p.restart_count = 1;
   ASSERT_TRUE(channel->Write(ControlState::kRunning, p, "").ok());
   nlohmann::json j = nlohmann::json::parse(Slurp(dir + "/round"));
   EXPECT_EQ(j["version"], 1);
   EXPECT_EQ(j["seq"], 1);
   EXPECT_EQ(j["state"], "running");
   EXPECT_EQ(j["round"], 7);
-  EXPECT_EQ(j["rank"], 3);
-  EXPECT_EQ(j["world_size"], 4);
+  EXPECT_EQ(j["rank"], 4);
+  EXPECT_EQ(j["world_size"], 5);
   EXPECT_EQ(j["local_rank"], 1);
   EXPECT_EQ(j["local_world_size"], 2);
   EXPECT_EQ(j["group_rank"], 1);
   EXPECT_EQ(j["group_world_size"], 2);
-  EXPECT_EQ(j["role_rank"], 3);
-  EXPECT_EQ(j["role_world_size"], 4);
+  EXPECT_EQ(j["role_rank"], 4);
+  EXPECT_EQ(j["role_world_size"], 5);
   EXPECT_EQ(j["master_addr"], "10.0.0.1");
   EXPECT_EQ(j["master_port"], 29500);
-  EXPECT_EQ(j["store_endpoint"], "h1:29400");
-  EXPECT_EQ(j["store_prefix"], "job/7");
+  EXPECT_EQ(j["store_endpoint"], "10.0.0.1:29400");
+  EXPECT_EQ(j["store_prefix"], "job-42/2/");
   EXPECT_EQ(j["store_token"], "secret-credential");
-  EXPECT_EQ(j["restart_count"], 1);
+  EXPECT_EQ(j["restart_count"], 2);
   EXPECT_FALSE(j.contains("reason"));
   ASSERT_EQ(stat((dir + "/round").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600);

@@ -49,9 +49,6 @@ using ::muster::testing::WriteFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr char kToken[] = "e2e-job-token-5f0c3a9e1b7d4c2a8e6f";
-constexpr char kAdmin[] = "e2e-admin-token-9a8b7c6d5e4f3a2b1c0d";
-constexpr char kWrong[] = "e2e-wrong-token-00112233445566778899";
 constexpr char kJob[] = "secjob";
 
 class SecurityE2eTest : public ::testing::Test {
@@ -61,8 +58,10 @@ class SecurityE2eTest : public ::testing::Test {
     auto pki = muster::testing::MakeTestPki(dir_);
     ASSERT_TRUE(pki.ok()) << pki.status();
     pki_ = *pki;
-    WriteFile(dir_ + "/admin.token", absl::StrCat(kAdmin, "\n"), 0600);
-    WriteFile(dir_ + "/job.token", absl::StrCat(kToken, "\n"), 0600);
+    WriteFile(dir_ + "/admin.token", absl::StrCat(testing::kAdminToken, "\n"),
+              0600);
+    WriteFile(dir_ + "/job.token", absl::StrCat(testing::kJobToken, "\n"),
+              0600);
     port_ = FreePort();
     endpoint_ = LoopbackEndpoint(port_);
     musterd_ = std::make_unique<MusterdProcess>(
@@ -90,7 +89,7 @@ class SecurityE2eTest : public ::testing::Test {
                                  : "exit 0\n"),
               0755);
     std::map<std::string, std::string> env = EnvWithoutLauncher();
-    env["MUSTER_RDZV_TOKEN"] = kToken;
+    env["MUSTER_RDZV_TOKEN"] = testing::kJobToken;
     return std::make_unique<Subprocess>(
         std::vector<std::string>{
             BinPath("muster"), "--nnodes=2", "--nproc-per-node=2",
@@ -169,7 +168,7 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
   for (const auto& [token, code] :
        std::vector<std::pair<std::string, grpc::StatusCode>>{
            {"", grpc::StatusCode::UNAUTHENTICATED},
-           {kWrong, grpc::StatusCode::PERMISSION_DENIED}}) {
+           {testing::kWrongToken, grpc::StatusCode::PERMISSION_DENIED}}) {
     v1::GetStatusRequest req;
     req.set_job_id(kJob);
     EXPECT_EQ(CallUnary(*rdzv, &v1::Rendezvous::Stub::GetStatus, req, token)
@@ -187,8 +186,8 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
   for (const auto& [token, code] :
        std::vector<std::pair<std::string, grpc::StatusCode>>{
            {"", grpc::StatusCode::UNAUTHENTICATED},
-           {kWrong, grpc::StatusCode::PERMISSION_DENIED},
-           {kAdmin, grpc::StatusCode::PERMISSION_DENIED}}) {
+           {testing::kWrongToken, grpc::StatusCode::PERMISSION_DENIED},
+           {testing::kAdminToken, grpc::StatusCode::PERMISSION_DENIED}}) {
     v1::SetRequest set;
     set.set_prefix(prefix);
     set.set_key("rank_0");
@@ -229,10 +228,10 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
   };
   EXPECT_EQ(join("", "evil-node").error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(join(kWrong, "evil-node").error_code(),
+  EXPECT_EQ(join(testing::kWrongToken, "evil-node").error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   for (const std::string& member : members) {
-    grpc::Status s = join(kToken, member);
+    grpc::Status s = join(testing::kJobToken, member);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS)
         << s.error_message();
   }
@@ -245,7 +244,7 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
   f->set_global_rank(0);
   f->set_exit_code(1);
   f->set_error_message("spoofed failure");
-  join(kToken, "evil-spare", {fail});
+  join(testing::kJobToken, "evil-spare", {fail});
 
   // 6. A plaintext `muster status` against the TLS port fails fast, naming
   // TLS.
@@ -277,7 +276,7 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
     if (entry.path().filename() == "worker.sh") continue;
     const std::string env = ReadFile(entry.path());
     ++envs;
-    EXPECT_THAT(env, Not(HasSubstr(kToken))) << entry.path();
+    EXPECT_THAT(env, Not(HasSubstr(testing::kJobToken))) << entry.path();
     EXPECT_THAT(env, Not(HasSubstr("MUSTER_RDZV_TOKEN"))) << entry.path();
     EXPECT_THAT(env, HasSubstr("MUSTER_STORE_TOKEN=mst1.")) << entry.path();
     EXPECT_THAT(env, HasSubstr("MUSTER_STORE_TLS_CA=")) << entry.path();
@@ -287,8 +286,8 @@ TEST_F(SecurityE2eTest, HostileClientCannotDisturbATwoNodeTlsJob) {
   EXPECT_EQ(musterd_->proc().WaitOrKill(absl::Seconds(20)), 0);
   for (const std::string& out :
        {a->Output(), b->Output(), musterd_->proc().Output(), outputs_}) {
-    EXPECT_THAT(out, Not(HasSubstr(kToken)));
-    EXPECT_THAT(out, Not(HasSubstr(kAdmin)));
+    EXPECT_THAT(out, Not(HasSubstr(testing::kJobToken)));
+    EXPECT_THAT(out, Not(HasSubstr(testing::kAdminToken)));
   }
   // musterd logged the refusals (without secrets).
   EXPECT_THAT(musterd_->proc().Output(), HasSubstr("session secret"));
@@ -317,11 +316,11 @@ TEST_F(SecurityE2eTest, AgentsWithoutTheRightTokenOrTlsAreRefusedClearly) {
   // Plaintext against the TLS port: names TLS, within the connect timeout.
   const absl::Time start = absl::Now();
   auto [plain, out3] =
-      run({{"MUSTER_RDZV_TOKEN", kToken}}, "connect_timeout=20");
+      run({{"MUSTER_RDZV_TOKEN", testing::kJobToken}}, "connect_timeout=20");
   EXPECT_NE(plain, 0) << out3;
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_THAT(out3, HasSubstr("speaks TLS"));
-  EXPECT_THAT(out3 + out2 + out1, Not(HasSubstr(kToken)));
+  EXPECT_THAT(out3 + out2 + out1, Not(HasSubstr(testing::kJobToken)));
 }
 
 // --standalone's embedded server is bound to loopback only: its listening

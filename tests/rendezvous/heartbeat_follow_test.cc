@@ -65,13 +65,12 @@ class SuggestingService final : public v1::Rendezvous::Service {
 // in 2 s to a server suggesting `suggest_ms`.
 int BeatsIn2s(int64_t suggest_ms, bool follow) {
   SuggestingService service(suggest_ms);
-  int port = 0;
-  std::unique_ptr<grpc::Server> server = mt::ServeOnLoopback(&service, &port);
-  EXPECT_NE(server, nullptr);
-  if (server == nullptr) return -1;
+  mt::LoopbackService fake = mt::ServeOnLoopback(&service);
+  EXPECT_NE(fake.server, nullptr);
+  if (fake.server == nullptr) return -1;
 
   GrpcClientOptions options;
-  options.endpoint = mt::LoopbackEndpoint(port);
+  options.endpoint = fake.endpoint;
   options.connect_timeout = absl::Seconds(5);
   options.heartbeat_interval = absl::Milliseconds(50);
   options.follow_server_heartbeat_interval = follow;
@@ -85,7 +84,7 @@ int BeatsIn2s(int64_t suggest_ms, bool follow) {
   // Deliberate: the 2 s window the heartbeats are counted in.
   absl::SleepFor(absl::Seconds(2));
   client->Close("");
-  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  fake.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   return service.beats();
 }
 

@@ -186,11 +186,9 @@ TEST_F(ReplicaClientTest, ALeaderThatStepsDownIsLeftForTheOneItNames) {
 
 TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
   FrozenReplica frozen;
-  int port = 0;
-  std::unique_ptr<grpc::Server> server =
-      testing::ServeOnLoopback(&frozen, &port);
-  ASSERT_NE(server, nullptr);
-  const std::string frozen_at = absl::StrCat("127.0.0.1:", port);
+  testing::LoopbackService fake = testing::ServeOnLoopback(&frozen);
+  ASSERT_NE(fake.server, nullptr);
+  const std::string& frozen_at = fake.endpoint;
 
   auto memory = std::make_shared<ReplicaMemory>();
   GrpcClientOptions o =
@@ -228,7 +226,7 @@ TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
   EXPECT_TRUE(testing::NextOfKind(*again, v1::ServerMessage::kWaiting).ok());
   EXPECT_EQ(memory->leader(), leader_->address());
   again->Close("");
-  server->Shutdown(std::chrono::system_clock::now());
+  fake.server->Shutdown(std::chrono::system_clock::now());
 }
 
 // A leader that stands down (or shuts down) ends every stream, and the end

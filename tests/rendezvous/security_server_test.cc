@@ -40,10 +40,6 @@ using ::muster::testing::StartLoopbackServer;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr char kToken[] = "job-token-for-tests-0123456789";
-constexpr char kWrong[] = "not-the-token-0123456789abcdef";
-constexpr char kAdmin[] = "admin-token-for-tests-012345678";
-
 class SecurityServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -62,7 +58,7 @@ class SecurityServerTest : public ::testing::Test {
       if (mtls) options.tls.client_ca = pki_->ca_cert;
     }
     options.require_token = require_token;
-    options.admin_token = kAdmin;
+    options.admin_token = testing::kAdminToken;
     return StartLoopbackServer(options);
   }
 
@@ -99,7 +95,7 @@ class SecurityServerTest : public ::testing::Test {
   std::unique_ptr<RendezvousClient> JoinedAgent(int port) {
     GrpcClientOptions o;
     o.endpoint = LoopbackEndpoint(port);
-    o.security = Tls(kToken);
+    o.security = Tls(testing::kJobToken);
     auto client = NewGrpcRendezvousClient(o);
     absl::Status s = client->Start(MakeJoin("node-a"));
     EXPECT_TRUE(s.ok()) << s;
@@ -191,16 +187,16 @@ TEST_F(SecurityServerTest, TokensGuardStatusStoreAndJoin) {
   for (const auto& [token, code] :
        std::vector<std::pair<std::string, grpc::StatusCode>>{
            {"", grpc::StatusCode::UNAUTHENTICATED},
-           {kWrong, grpc::StatusCode::PERMISSION_DENIED},
-           {kToken, grpc::StatusCode::OK},
-           {kAdmin, grpc::StatusCode::OK}}) {
+           {testing::kWrongToken, grpc::StatusCode::PERMISSION_DENIED},
+           {testing::kJobToken, grpc::StatusCode::OK},
+           {testing::kAdminToken, grpc::StatusCode::OK}}) {
     v1::GetStatusRequest req;
     req.set_job_id("jobA");
     grpc::Status s =
         CallUnary(*rdzv, &v1::Rendezvous::Stub::GetStatus, req, token);
     EXPECT_EQ(s.error_code(), code)
         << "token '" << token << "': " << s.error_message();
-    EXPECT_THAT(s.error_message(), Not(HasSubstr(kToken)));
+    EXPECT_THAT(s.error_message(), Not(HasSubstr(testing::kJobToken)));
   }
   // Every job: the job is hidden from a caller without its token.
   {
@@ -216,12 +212,13 @@ TEST_F(SecurityServerTest, TokensGuardStatusStoreAndJoin) {
   for (const auto& [token, code] :
        std::vector<std::pair<std::string, grpc::StatusCode>>{
            {"", grpc::StatusCode::UNAUTHENTICATED},
-           {kWrong, grpc::StatusCode::PERMISSION_DENIED},
-           {kAdmin, grpc::StatusCode::PERMISSION_DENIED},
-           {DeriveStoreCredential(kToken, "jobA/2"),
+           {testing::kWrongToken, grpc::StatusCode::PERMISSION_DENIED},
+           {testing::kAdminToken, grpc::StatusCode::PERMISSION_DENIED},
+           {DeriveStoreCredential(testing::kJobToken, "jobA/2"),
             grpc::StatusCode::PERMISSION_DENIED},
-           {DeriveStoreCredential(kToken, prefix), grpc::StatusCode::OK},
-           {kToken, grpc::StatusCode::OK}}) {
+           {DeriveStoreCredential(testing::kJobToken, prefix),
+            grpc::StatusCode::OK},
+           {testing::kJobToken, grpc::StatusCode::OK}}) {
     v1::SetRequest set;
     set.set_prefix(prefix);
     set.set_key("k");
@@ -255,12 +252,13 @@ TEST_F(SecurityServerTest, TokensGuardStatusStoreAndJoin) {
   for (const auto& [token, code, node] :
        std::vector<std::tuple<std::string, grpc::StatusCode, std::string>>{
            {"", grpc::StatusCode::UNAUTHENTICATED, "x"},
-           {kWrong, grpc::StatusCode::PERMISSION_DENIED, "x"},
-           {kToken, grpc::StatusCode::ALREADY_EXISTS, "node-a"}}) {
+           {testing::kWrongToken, grpc::StatusCode::PERMISSION_DENIED, "x"},
+           {testing::kJobToken, grpc::StatusCode::ALREADY_EXISTS, "node-a"}}) {
     RawSession session(channel, token);
     v1::AgentMessage msg;
     *msg.mutable_join() = MakeJoin(node);
-    msg.mutable_join()->set_session_secret(token.empty() ? "" : kWrong);
+    msg.mutable_join()->set_session_secret(
+        token.empty() ? "" : testing::kWrongToken);
     session.stream().Write(msg);
     session.stream().WritesDone();
     grpc::Status s = session.Finish();
@@ -269,7 +267,7 @@ TEST_F(SecurityServerTest, TokensGuardStatusStoreAndJoin) {
 
   // The real agent was not disturbed: still RUNNING in round 1, connected.
   auto status = QueryStatus(LoopbackEndpoint(server->port()), "jobA",
-                            absl::Seconds(10), Tls(kAdmin));
+                            absl::Seconds(10), Tls(testing::kAdminToken));
   ASSERT_TRUE(status.ok()) << status.status();
   ASSERT_EQ(status->jobs_size(), 1);
   EXPECT_EQ(status->jobs(0).state(), "RUNNING");
@@ -287,7 +285,7 @@ TEST_F(SecurityServerTest, GrpcStorePresentsTheRoundCredential) {
   GrpcStoreOptions o;
   o.endpoint = LoopbackEndpoint(server->port());
   o.prefix = "jobA/1";
-  o.security = Tls(DeriveStoreCredential(kToken, "jobA/1"));
+  o.security = Tls(DeriveStoreCredential(testing::kJobToken, "jobA/1"));
   auto store = NewGrpcStore(o);
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->Set("k", "v").ok());
@@ -321,10 +319,10 @@ TEST_F(SecurityServerTest, TheStoreStreamChecksTheCredentialPerNamespace) {
        std::vector<std::tuple<std::string, grpc::StatusCode, grpc::StatusCode>>{
            {"", grpc::StatusCode::UNAUTHENTICATED,
             grpc::StatusCode::UNAUTHENTICATED},
-           {kWrong, grpc::StatusCode::PERMISSION_DENIED,
+           {testing::kWrongToken, grpc::StatusCode::PERMISSION_DENIED,
             grpc::StatusCode::PERMISSION_DENIED},
-           {DeriveStoreCredential(kToken, "jobA/1"), grpc::StatusCode::OK,
-            grpc::StatusCode::PERMISSION_DENIED}}) {
+           {DeriveStoreCredential(testing::kJobToken, "jobA/1"),
+            grpc::StatusCode::OK, grpc::StatusCode::PERMISSION_DENIED}}) {
     grpc::ClientContext context;
     PrepareContext(&context, token);
     auto stream = store->Stream(&context);
@@ -337,7 +335,7 @@ TEST_F(SecurityServerTest, TheStoreStreamChecksTheCredentialPerNamespace) {
     while (codes.size() < 2 && stream->Read(&answers)) {
       for (const auto& a : answers.responses()) {
         codes[a.id()] = a.code();
-        EXPECT_THAT(a.message(), Not(HasSubstr(kToken)));
+        EXPECT_THAT(a.message(), Not(HasSubstr(testing::kJobToken)));
       }
     }
     EXPECT_EQ(codes[1], static_cast<int>(own)) << "token '" << token << "'";

@@ -553,15 +553,13 @@ class SilentLeader final : public v1::Store::CallbackService {
 
 TEST(StoreFailoverTest, AnAddInFlightWhenTheLeaderDiesIsReportedNotRepeated) {
   SilentLeader silent;
-  int port = 0;
-  std::unique_ptr<grpc::Server> dying =
-      testing::ServeOnLoopback(&silent, &port);
-  ASSERT_NE(dying, nullptr);
+  testing::LoopbackService dying = testing::ServeOnLoopback(&silent);
+  ASSERT_NE(dying.server, nullptr);
   auto next = StartLoopbackServer();
   ASSERT_NE(next, nullptr);
   ASSERT_TRUE(next->store().Set("job/1", "k", "v").ok());
   auto store = NewStore(
-      absl::StrCat(LoopbackEndpoint(port), ",", LoopbackEndpoint(next->port())),
+      absl::StrCat(dying.endpoint, ",", LoopbackEndpoint(next->port())),
       "job/1");
   ASSERT_NE(store, nullptr);
   absl::StatusOr<int64_t> added;
@@ -570,7 +568,7 @@ TEST(StoreFailoverTest, AnAddInFlightWhenTheLeaderDiesIsReportedNotRepeated) {
   std::thread getter([&] { got = store->Get("k", absl::Seconds(20)); });
   ASSERT_TRUE(
       WaitUntil([&] { return silent.received_.load() == 2; }, kDeadline));
-  dying->Shutdown(absl::ToChronoTime(absl::Now()));
+  dying.server->Shutdown(absl::ToChronoTime(absl::Now()));
   adder.join();
   getter.join();
   EXPECT_EQ(added.status().code(), absl::StatusCode::kUnavailable);
@@ -617,16 +615,15 @@ class OldMusterd final : public v1::Store::CallbackService {
 
 TEST(StoreFallbackTest, AgainstAnOlderMusterdTheStoreUsesUnaryCalls) {
   OldMusterd old;
-  int port = 0;
-  std::unique_ptr<grpc::Server> server = testing::ServeOnLoopback(&old, &port);
-  ASSERT_NE(server, nullptr);
-  auto store = NewStore(LoopbackEndpoint(port), "job/1");
+  testing::LoopbackService fake = testing::ServeOnLoopback(&old);
+  ASSERT_NE(fake.server, nullptr);
+  auto store = NewStore(fake.endpoint, "job/1");
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->Set("k", "v").ok());
   auto v = store->Get("k", absl::ZeroDuration());
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, "v");
-  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  fake.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
 }
 
 TEST(StoreEndpointTest, BadEndpointListsAreRefusedNamingTheForm) {

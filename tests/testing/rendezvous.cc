@@ -12,13 +12,15 @@ std::shared_ptr<grpc::Channel> LoopbackChannel(int port) {
                              grpc::InsecureChannelCredentials());
 }
 
-std::unique_ptr<grpc::Server> ServeOnLoopback(grpc::Service* service,
-                                              int* port) {
+LoopbackService ServeOnLoopback(grpc::Service* service) {
+  LoopbackService out;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           port);
+                           &out.port);
   builder.RegisterService(service);
-  return builder.BuildAndStart();
+  out.server = builder.BuildAndStart();
+  out.endpoint = LoopbackEndpoint(out.port);
+  return out;
 }
 
 std::unique_ptr<rendezvous::RendezvousServer> StartLoopbackServer(

@@ -23,11 +23,15 @@ namespace muster::testing {
 // A plaintext gRPC channel to 127.0.0.1:<port>.
 std::shared_ptr<grpc::Channel> LoopbackChannel(int port);
 
-// A plaintext gRPC server on 127.0.0.1 serving `service` (a fake musterd), on
-// a port the kernel picks (*port). nullptr when it did not start: callers
-// ASSERT_NE(server, nullptr).
-std::unique_ptr<grpc::Server> ServeOnLoopback(grpc::Service* service,
-                                              int* port);
+// A plaintext gRPC server on 127.0.0.1 serving a fake musterd, on a port the
+// kernel picks.
+struct LoopbackService {
+  // nullptr when it did not start: callers ASSERT_NE(fake.server, nullptr).
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::string endpoint;  // "127.0.0.1:<port>"
+};
+LoopbackService ServeOnLoopback(grpc::Service* service);
 
 // A RendezvousServer started with `options` on 127.0.0.1 and a port the
 // kernel picks (options.listen is replaced). On failure adds a test failure

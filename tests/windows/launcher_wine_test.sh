@@ -30,24 +30,12 @@ export WINEDEBUG=-all
 
 WORK=$(mktemp -d /tmp/muster-winl-XXXXXX)
 LAUNCHER_PID=""
-fail() {
-  echo "FAIL: $*"
-  for f in "$WORK"/*.log; do
-    [[ -f "$f" ]] && { echo "--- $f"; tail -n 60 "$f"; }
-  done
-  exit 1
-}
+source "$(dirname "$0")/wine_test_lib.sh"
 cleanup() {
-  if [[ -n "$LAUNCHER_PID" ]] && kill -0 "$LAUNCHER_PID" 2>/dev/null; then
-    kill -9 "$LAUNCHER_PID" 2>/dev/null
-    wait "$LAUNCHER_PID" 2>/dev/null
-  fi
+  reap "$LAUNCHER_PID"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-# A Unix path as wine's Z: drive names it.
-winpath() { printf 'Z:%s' "${1//\//\\}"; }
 WORKER=$(winpath "$WORKER_EXE")
 
 # Runs muster.exe with "$@" (120 s at most) into $WORK/$NAME.log; sets RC.

@@ -57,28 +57,15 @@ fi
 OWN_WINESERVER=1
 [[ -n "$server_dir" && -S "$server_dir/socket" ]] && OWN_WINESERVER=0
 
-# Fails the test: the reason, then the end of every log (agents, musterd), each under its name.
-fail() {
-  echo "FAIL: $*"
-  compgen -G "$WORK/*.log" >/dev/null && tail -v -n 60 "$WORK"/*.log
-  exit 1
-}
+source "$(dirname "$0")/wine_test_lib.sh"
 cleanup() {
-  local p
-  for p in "${AGENT_PIDS[@]}" $MUSTERD_PID; do
-    if kill -0 "$p" 2>/dev/null; then
-      kill -9 "$p" 2>/dev/null
-      wait "$p" 2>/dev/null
-    fi
-  done
+  reap "${AGENT_PIDS[@]}" "$MUSTERD_PID"
   if ((OWN_WINESERVER)); then
     "$(dirname "$WINE")/wineserver" -k >/dev/null 2>&1
   fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-winpath() { printf 'Z:%s' "${1//\//\\}"; }
 
 # --- The musterd: Linux's, or musterd.exe under wine. ---------------------------------------
 if [[ -n "$MUSTERD_EXE" ]]; then

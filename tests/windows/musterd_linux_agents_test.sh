@@ -32,18 +32,9 @@ export WINEDEBUG=-all
 WORK=$(mktemp -d /tmp/musterd-win-XXXXXX)
 SERVICE=""
 MUSTERD_PID=""
-fail() {
-  echo "FAIL: $*"
-  for f in "$WORK"/*.log; do
-    [[ -f "$f" ]] && { echo "--- $f"; tail -n 40 "$f"; }
-  done
-  exit 1
-}
+source "$(dirname "$0")/wine_test_lib.sh"
 cleanup() {
-  if [[ -n "$MUSTERD_PID" ]] && kill -0 "$MUSTERD_PID" 2>/dev/null; then
-    kill -9 "$MUSTERD_PID" 2>/dev/null
-    wait "$MUSTERD_PID" 2>/dev/null
-  fi
+  reap "$MUSTERD_PID"
   if [[ -n "$SERVICE" ]]; then
     timeout 60 "$WINE" "$MUSTERD_EXE" --uninstall-service --service-name="$SERVICE" \
       >/dev/null 2>&1
@@ -51,9 +42,6 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-# A Unix path as wine's Z: drive names it.
-winpath() { printf 'Z:%s' "${1//\//\\}"; }
 
 # Waits up to $2 seconds for file $1 to hold a port number; prints it.
 wait_port_file() {
