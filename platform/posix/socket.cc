@@ -92,30 +92,26 @@ void Socket::SetKeepalive(absl::Duration idle, absl::Duration interval,
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
 }
 
-absl::StatusOr<Socket> ListenTcp(const std::string& ip, int backlog, int* port,
-                                 const std::string& what) {
-  absl::StatusOr<std::vector<internal::TcpAddress>> addresses =
-      internal::ResolveTcp(ip, 0, /*passive=*/true, /*names=*/false, what);
-  if (!addresses.ok()) return addresses.status();
-  const sockaddr_storage ss = internal::SockaddrOf(addresses->front());
-  Socket listener(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!listener.valid() ||
-      ::bind(Fd(listener.handle()), reinterpret_cast<const sockaddr*>(&ss),
-             static_cast<socklen_t>(addresses->front().sockaddr.size())) != 0 ||
-      ::listen(Fd(listener.handle()), backlog) != 0) {
-    return absl::UnavailableError(absl::StrCat(what, ": cannot listen on ", ip,
-                                               ": ", std::strerror(errno)));
-  }
-  SetNonBlocking(Fd(listener.handle()));
-  *port = internal::BoundPort(Fd(listener.handle()));
-  return listener;
-}
-
 namespace internal {
 
 void CloseSocket(SocketHandle handle) { ::close(Fd(handle)); }
 
 void ShutdownSocket(SocketHandle handle) { ::shutdown(Fd(handle), SHUT_RDWR); }
+
+absl::StatusOr<Socket> ListenAddress(const TcpAddress& address, int backlog,
+                                     int* port) {
+  const sockaddr_storage ss = SockaddrOf(address);
+  Socket listener(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listener.valid() ||
+      ::bind(Fd(listener.handle()), reinterpret_cast<const sockaddr*>(&ss),
+             static_cast<socklen_t>(address.sockaddr.size())) != 0 ||
+      ::listen(Fd(listener.handle()), backlog) != 0) {
+    return absl::UnavailableError(std::strerror(errno));
+  }
+  SetNonBlocking(Fd(listener.handle()));
+  *port = BoundPort(Fd(listener.handle()));
+  return listener;
+}
 
 // The one non-blocking connect with a deadline.
 absl::StatusOr<Socket> ConnectAddress(const TcpAddress& address,
@@ -194,28 +190,18 @@ void Wakeup::Signal() {
 }
 
 absl::StatusOr<int> PollSet::Wait(int timeout_ms) {
-  // One array per thread, kept between calls: no allocation per wait.
-  thread_local std::vector<pollfd> fds;
-  fds.resize(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const Entry& e = entries_[i];
-    fds[i] = pollfd{Fd(e.handle),
-                    static_cast<short>(((e.events & kRead) ? POLLIN : 0) |
-                                       ((e.events & kWrite) ? POLLOUT : 0)),
-                    0};
-  }
-  const int rv = ::poll(fds.data(), fds.size(), timeout_ms);
-  if (rv < 0) {
-    const int error = errno;
-    return WaitFailed(error == EINTR,
-                      absl::StrCat("poll: ", std::strerror(error)));
-  }
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const short r = fds[i].revents;
-    SetResult(i, (r & POLLIN) != 0, (r & POLLOUT) != 0,
-              (r & (POLLERR | POLLHUP | POLLNVAL)) != 0);
-  }
-  return rv;
+  return WaitWith<pollfd>(
+      timeout_ms, {POLLIN, POLLOUT, POLLERR | POLLHUP | POLLNVAL},
+      [](std::vector<pollfd>& fds, int timeout, bool* interrupted,
+         std::string* error) {
+        const int rv = ::poll(fds.data(), fds.size(), timeout);
+        if (rv < 0) {
+          const int code = errno;
+          *interrupted = code == EINTR;
+          *error = absl::StrCat("poll: ", std::strerror(code));
+        }
+        return rv;
+      });
 }
 
 }  // namespace muster::platform

@@ -1,8 +1,9 @@
 // The BSD-socket code that posix/socket.cc and windows/socket_windows.cc
 // share word for word: resolution, the addresses a connect tries, the port a
-// listener got. Both Winsock and POSIX spell these types the same way, so one
-// copy serves both; it is a header because the OS's own socket headers differ
-// (include it after them). Private to platform.
+// listener got, PollSet's wait around the OS's poll. Both Winsock and POSIX
+// spell these types the same way, so one copy serves both; it is a header
+// because the OS's own socket headers differ (include it after them). Private
+// to platform.
 #ifndef MUSTER_PLATFORM_SRC_BSD_SOCKETS_H_
 #define MUSTER_PLATFORM_SRC_BSD_SOCKETS_H_
 
@@ -66,5 +67,35 @@ int BoundPort(Native socket) {
 }
 
 }  // namespace muster::platform::internal
+
+namespace muster::platform {
+
+template <typename PollFd, typename Poll>
+absl::StatusOr<int> PollSet::WaitWith(int timeout_ms, const PollBits& bits,
+                                      Poll poll) {
+  // One array per thread, kept between calls: no allocation per wait.
+  thread_local std::vector<PollFd> fds;
+  fds.resize(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    fds[i] = PollFd{};
+    fds[i].fd = static_cast<decltype(fds[i].fd)>(e.handle);
+    fds[i].events = static_cast<decltype(fds[i].events)>(
+        ((e.events & kRead) ? bits.in : 0) |
+        ((e.events & kWrite) ? bits.out : 0));
+  }
+  bool interrupted = false;
+  std::string error;
+  const int rv = poll(fds, timeout_ms, &interrupted, &error);
+  if (rv < 0) return WaitFailed(interrupted, error);
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const int r = fds[i].revents;
+    SetResult(i, (r & bits.in) != 0, (r & bits.out) != 0,
+              (r & bits.failed) != 0);
+  }
+  return rv;
+}
+
+}  // namespace muster::platform
 
 #endif  // MUSTER_PLATFORM_SRC_BSD_SOCKETS_H_

@@ -84,6 +84,20 @@ int PollMs(absl::Time deadline) {
       1000 * 60));
 }
 
+absl::StatusOr<Socket> ListenTcp(const std::string& ip, int backlog, int* port,
+                                 const std::string& what) {
+  absl::StatusOr<std::vector<internal::TcpAddress>> addresses =
+      internal::ResolveTcp(ip, 0, /*passive=*/true, /*names=*/false, what);
+  if (!addresses.ok()) return addresses.status();
+  absl::StatusOr<Socket> listener =
+      internal::ListenAddress(addresses->front(), backlog, port);
+  if (!listener.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        what, ": cannot listen on ", ip, ": ", listener.status().message()));
+  }
+  return listener;
+}
+
 absl::StatusOr<Socket> ConnectTcp(const std::string& ip, int port,
                                   absl::Time deadline,
                                   const std::string& what) {

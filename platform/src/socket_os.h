@@ -1,6 +1,7 @@
-// What each OS's socket.cc gives the portable connects of src/socket.cc:
-// resolution, the one non-blocking connect with a deadline, and the switch to
-// blocking I/O with timeouts. Private to platform.
+// What each OS's socket.cc gives the portable listen and connects of
+// src/socket.cc: resolution, the listening socket, the one non-blocking connect
+// with a deadline, and the switch to blocking I/O with timeouts. Private to
+// platform.
 #ifndef MUSTER_PLATFORM_SRC_SOCKET_OS_H_
 #define MUSTER_PLATFORM_SRC_SOCKET_OS_H_
 
@@ -42,6 +43,12 @@ absl::StatusOr<std::vector<TcpAddress>> ResolveTcp(const std::string& host,
 absl::StatusOr<Socket> ConnectAddress(const TcpAddress& address,
                                       absl::Time deadline,
                                       const std::string& what);
+
+// A socket listening on `address` (port 0: the kernel picks one, stored in
+// *port); non-blocking where the OS's accept wants it. Errors: UNAVAILABLE with
+// the OS's error text alone.
+absl::StatusOr<Socket> ListenAddress(const TcpAddress& address, int backlog,
+                                     int* port);
 
 // Blocking from now on, with send and receive timeouts of `timeout`.
 void MakeBlocking(const Socket& socket, absl::Duration timeout);

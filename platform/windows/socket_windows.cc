@@ -105,12 +105,15 @@ void Socket::SetKeepalive(absl::Duration idle, absl::Duration interval,
            0, &returned, nullptr, nullptr);
 }
 
-absl::StatusOr<Socket> ListenTcp(const std::string& ip, int backlog, int* port,
-                                 const std::string& what) {
-  absl::StatusOr<std::vector<internal::TcpAddress>> addresses =
-      internal::ResolveTcp(ip, 0, /*passive=*/true, /*names=*/false, what);
-  if (!addresses.ok()) return addresses.status();
-  const sockaddr_storage ss = internal::SockaddrOf(addresses->front());
+namespace internal {
+
+void CloseSocket(SocketHandle handle) { ::closesocket(Sock(handle)); }
+
+void ShutdownSocket(SocketHandle handle) { ::shutdown(Sock(handle), SD_BOTH); }
+
+absl::StatusOr<Socket> ListenAddress(const TcpAddress& address, int backlog,
+                                     int* port) {
+  const sockaddr_storage ss = SockaddrOf(address);
   Socket listener(NewSocket(ss.ss_family, SOCK_STREAM, IPPROTO_TCP));
   // Exclusive: no other socket may bind the same address and port (Windows
   // would otherwise let a socket with SO_REUSEADDR take it over).
@@ -121,21 +124,13 @@ absl::StatusOr<Socket> ListenTcp(const std::string& ip, int backlog, int* port,
   }
   if (!listener.valid() ||
       ::bind(Sock(listener.handle()), reinterpret_cast<const sockaddr*>(&ss),
-             static_cast<int>(addresses->front().sockaddr.size())) != 0 ||
+             static_cast<int>(address.sockaddr.size())) != 0 ||
       ::listen(Sock(listener.handle()), backlog) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat(what, ": cannot listen on ", ip, ": ",
-                     WinsockErrorText(WSAGetLastError())));
+    return absl::UnavailableError(WinsockErrorText(WSAGetLastError()));
   }
-  *port = internal::BoundPort(Sock(listener.handle()));
+  *port = BoundPort(Sock(listener.handle()));
   return listener;
 }
-
-namespace internal {
-
-void CloseSocket(SocketHandle handle) { ::closesocket(Sock(handle)); }
-
-void ShutdownSocket(SocketHandle handle) { ::shutdown(Sock(handle), SD_BOTH); }
 
 absl::StatusOr<std::vector<TcpAddress>> ResolveTcp(const std::string& host,
                                                    int port, bool passive,
@@ -254,33 +249,24 @@ void Wakeup::Signal() {
 }
 
 absl::StatusOr<int> PollSet::Wait(int timeout_ms) {
-  // One array per thread, kept between calls: no allocation per wait.
-  thread_local std::vector<WSAPOLLFD> fds;
-  fds.resize(entries_.size());
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const Entry& e = entries_[i];
-    fds[i].fd = Sock(e.handle);
-    fds[i].events = static_cast<SHORT>(((e.events & kRead) ? POLLRDNORM : 0) |
-                                       ((e.events & kWrite) ? POLLWRNORM : 0));
-    fds[i].revents = 0;
-  }
-  if (fds.empty()) {
-    Sleep(static_cast<DWORD>(std::max(timeout_ms, 0)));
-    return 0;
-  }
-  const int rv =
-      WSAPoll(fds.data(), static_cast<ULONG>(fds.size()), timeout_ms);
-  if (rv < 0) {
-    const int error = WSAGetLastError();
-    return WaitFailed(error == WSAEINTR,
-                      absl::StrCat("WSAPoll: ", WinsockErrorText(error)));
-  }
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const SHORT r = fds[i].revents;
-    SetResult(i, (r & POLLRDNORM) != 0, (r & POLLWRNORM) != 0,
-              (r & (POLLERR | POLLHUP | POLLNVAL)) != 0);
-  }
-  return rv;
+  return WaitWith<WSAPOLLFD>(
+      timeout_ms, {POLLRDNORM, POLLWRNORM, POLLERR | POLLHUP | POLLNVAL},
+      [](std::vector<WSAPOLLFD>& fds, int timeout, bool* interrupted,
+         std::string* error) {
+        // WSAPoll refuses an empty array: sleep as poll(2) would.
+        if (fds.empty()) {
+          Sleep(static_cast<DWORD>(std::max(timeout, 0)));
+          return 0;
+        }
+        const int rv =
+            WSAPoll(fds.data(), static_cast<ULONG>(fds.size()), timeout);
+        if (rv < 0) {
+          const int code = WSAGetLastError();
+          *interrupted = code == WSAEINTR;
+          *error = absl::StrCat("WSAPoll: ", WinsockErrorText(code));
+        }
+        return rv;
+      });
 }
 
 }  // namespace muster::platform

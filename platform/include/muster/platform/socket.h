@@ -165,6 +165,18 @@ class PollSet {
   void MarkAllReady();
 
  private:
+  // The OS's poll bits: data to read, room to write, an error or hang-up.
+  struct PollBits {
+    int in;
+    int out;
+    int failed;
+  };
+  // Wait over the OS's poll (posix/ and windows/ call it): PollFd is its array
+  // type (poll(2)'s pollfd, Winsock's WSAPOLLFD: the same fields), `poll(fds,
+  // timeout_ms, &interrupted, &error)` returns how many are ready, or -1 with
+  // the OS's error text. Defined in src/bsd_sockets.h.
+  template <typename PollFd, typename Poll>
+  absl::StatusOr<int> WaitWith(int timeout_ms, const PollBits& bits, Poll poll);
   // After the OS's wait: entry i had data (`in`), room (`out`) or an error or
   // hang-up (`failed`, which makes it ready for whatever it watches).
   void SetResult(size_t i, bool in, bool out, bool failed);
