@@ -16,11 +16,8 @@
 #   MUSTERD_ENDPOINT  HOST:PORT of a musterd already running: measure that one, start none
 set -euo pipefail
 cd "$(dirname "$0")/.."
-clients=${1:-1000}
-seconds=${2:-5}
-musterd=build/bin/musterd
-bench=build/bin/muster-store-bench
 source bench/store_common.sh
+store_bench_args "$@"
 need=("$bench")
 [[ -z ${MUSTERD_ENDPOINT:-} ]] && need+=("$musterd")
 store_bench_need "${need[@]}"

@@ -1,11 +1,20 @@
 # Sourced by the Store benchmarks (bench/store.sh, bench/store_replicated.sh), from the repository
 # root under `set -euo pipefail`:
+#   store_bench_args [CLIENTS] [SECONDS]
+#                                      sets $clients (default 1000) and $seconds (5), and the
+#                                      binaries $musterd and $bench
 #   store_bench_need BIN...            exits 1 naming the first missing BIN (and how to build it),
 #                                      or a /usr/bin/python3 without torch (the TCPStore peer)
 #   start_tcpstore DIR                 starts TCPStore's server (bench/tcpstore_bench.py); sets
 #                                      $tpid; its port appears in DIR/tcpstore.port; it lives
 #                                      while fd $hold stays open
 #   field NAME LINE, ratio A B         a NAME=value of a bench line; A/B as "1.23×" ("-" if B is 0)
+store_bench_args() {
+  clients=${1:-1000}
+  seconds=${2:-5}
+  musterd=build/bin/musterd
+  bench=build/bin/muster-store-bench
+}
 store_bench_need() {
   local b hint="cmake --build build --target musterd muster-store-bench"
   for b in "$@"; do

@@ -10,11 +10,8 @@
 # Writes bench/results/store-replicated.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-clients=${1:-1000}
-seconds=${2:-5}
-musterd=build/bin/musterd
-bench=build/bin/muster-store-bench
 source bench/store_common.sh
+store_bench_args "$@"
 STORE_BENCH_HINT="; apt-get install etcd-server" store_bench_need "$musterd" "$bench" /usr/bin/etcd
 log=$(mktemp -d)
 pids=()

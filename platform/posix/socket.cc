@@ -100,11 +100,10 @@ void ShutdownSocket(SocketHandle handle) { ::shutdown(Fd(handle), SHUT_RDWR); }
 
 absl::StatusOr<Socket> ListenAddress(const TcpAddress& address, int backlog,
                                      int* port) {
-  const sockaddr_storage ss = SockaddrOf(address);
-  Socket listener(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const Sockaddr at(address);
+  Socket listener(::socket(at.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!listener.valid() ||
-      ::bind(Fd(listener.handle()), reinterpret_cast<const sockaddr*>(&ss),
-             static_cast<socklen_t>(address.sockaddr.size())) != 0 ||
+      ::bind(Fd(listener.handle()), at.get(), at.len) != 0 ||
       ::listen(Fd(listener.handle()), backlog) != 0) {
     return absl::UnavailableError(std::strerror(errno));
   }
@@ -117,17 +116,16 @@ absl::StatusOr<Socket> ListenAddress(const TcpAddress& address, int backlog,
 absl::StatusOr<Socket> ConnectAddress(const TcpAddress& address,
                                       absl::Time deadline,
                                       const std::string& what) {
-  const sockaddr_storage ss = SockaddrOf(address);
-  const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
+  const Sockaddr to(address);
   const std::string& label = address.label;
-  Socket s(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  Socket s(::socket(to.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!s.valid()) {
     return absl::UnavailableError(
         absl::StrCat(what, ": socket: ", std::strerror(errno)));
   }
   const int fd = Fd(s.handle());
   SetNonBlocking(fd);
-  int rv = ::connect(fd, sa, static_cast<socklen_t>(address.sockaddr.size()));
+  int rv = ::connect(fd, to.get(), to.len);
   int error = rv == 0 ? 0 : errno;
   if (rv != 0 && error == EINPROGRESS) {
     pollfd pfd{fd, POLLOUT, 0};

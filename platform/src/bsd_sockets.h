@@ -46,13 +46,19 @@ inline absl::StatusOr<std::vector<TcpAddress>> ResolveAddresses(
   return out;
 }
 
-// The sockaddr of `address`, ready for connect.
-inline sockaddr_storage SockaddrOf(const TcpAddress& address) {
+// `address` as the OS's bind and connect take it.
+struct Sockaddr {
+  explicit Sockaddr(const TcpAddress& address)
+      : len(static_cast<socklen_t>(
+            std::min(address.sockaddr.size(), sizeof(sockaddr_storage)))) {
+    std::memcpy(&ss, address.sockaddr.data(), len);
+  }
+  int family() const { return ss.ss_family; }
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&ss); }
+
   sockaddr_storage ss{};
-  std::memcpy(&ss, address.sockaddr.data(),
-              std::min(address.sockaddr.size(), sizeof(ss)));
-  return ss;
-}
+  socklen_t len;
+};
 
 // The port a bound IPv4 or IPv6 socket got, in host order (`Native`: the OS's
 // socket type).

@@ -113,8 +113,8 @@ void ShutdownSocket(SocketHandle handle) { ::shutdown(Sock(handle), SD_BOTH); }
 
 absl::StatusOr<Socket> ListenAddress(const TcpAddress& address, int backlog,
                                      int* port) {
-  const sockaddr_storage ss = SockaddrOf(address);
-  Socket listener(NewSocket(ss.ss_family, SOCK_STREAM, IPPROTO_TCP));
+  const Sockaddr at(address);
+  Socket listener(NewSocket(at.family(), SOCK_STREAM, IPPROTO_TCP));
   // Exclusive: no other socket may bind the same address and port (Windows
   // would otherwise let a socket with SO_REUSEADDR take it over).
   BOOL on = TRUE;
@@ -123,8 +123,7 @@ absl::StatusOr<Socket> ListenAddress(const TcpAddress& address, int backlog,
                reinterpret_cast<const char*>(&on), sizeof(on));
   }
   if (!listener.valid() ||
-      ::bind(Sock(listener.handle()), reinterpret_cast<const sockaddr*>(&ss),
-             static_cast<int>(address.sockaddr.size())) != 0 ||
+      ::bind(Sock(listener.handle()), at.get(), at.len) != 0 ||
       ::listen(Sock(listener.handle()), backlog) != 0) {
     return absl::UnavailableError(WinsockErrorText(WSAGetLastError()));
   }
@@ -145,16 +144,15 @@ absl::StatusOr<std::vector<TcpAddress>> ResolveTcp(const std::string& host,
 absl::StatusOr<Socket> ConnectAddress(const TcpAddress& address,
                                       absl::Time deadline,
                                       const std::string& what) {
-  const sockaddr_storage ss = SockaddrOf(address);
-  const auto* sa = reinterpret_cast<const sockaddr*>(&ss);
+  const Sockaddr to(address);
   const std::string& label = address.label;
-  Socket s(NewSocket(ss.ss_family, SOCK_STREAM, IPPROTO_TCP));
+  Socket s(NewSocket(to.family(), SOCK_STREAM, IPPROTO_TCP));
   if (!s.valid()) {
     return absl::UnavailableError(
         absl::StrCat(what, ": socket: ", WinsockErrorText(WSAGetLastError())));
   }
   const SOCKET sock = Sock(s.handle());
-  int rv = ::connect(sock, sa, static_cast<int>(address.sockaddr.size()));
+  int rv = ::connect(sock, to.get(), to.len);
   int error = rv == 0 ? 0 : WSAGetLastError();
   if (rv != 0 && error == WSAEWOULDBLOCK) {
     // select, not WSAPoll: WSAPoll does not report a refused connect on
