@@ -27,3 +27,12 @@ function(muster_test name)
     set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}")
   endif()
 endfunction()
+
+# Unit tests that share their libraries and timeout, each NAME built from NAME.cc as muster_test
+# builds it: muster_tests(DEPS libs... TIMEOUT seconds TESTS name...).
+function(muster_tests)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "DEPS;TESTS" ${ARGN})
+  foreach(t ${ARG_TESTS})
+    muster_test(${t} SRCS ${t}.cc DEPS ${ARG_DEPS} TIMEOUT ${ARG_TIMEOUT})
+  endforeach()
+endfunction()

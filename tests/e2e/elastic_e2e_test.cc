@@ -53,12 +53,6 @@ constexpr absl::Duration kFormDeadline = absl::Seconds(45);
 constexpr absl::Duration kJobDeadline = absl::Seconds(60);
 constexpr absl::Duration kExitDeadline = absl::Seconds(30);
 
-// Timeouts given to every agent: a short last call keeps rounds quick; the
-// heartbeat timeout (0.25 s x 12 = 3 s) is long enough that a loaded machine
-// does not lose agents by accident and short enough to catch a hung one.
-constexpr char kFastConf[] =
-    "last_call_timeout=1,keep_alive_interval=0.25,keep_alive_max_attempt=12";
-
 // One worker's contract variables, from its `env NAME=VALUE` lines.
 using WorkerEnv = std::map<std::string, std::string>;
 
@@ -167,7 +161,7 @@ struct AgentSpec {
   std::string nnodes;
   int nproc = 2;
   int max_restarts = 0;
-  std::string rdzv_conf = kFastConf;
+  std::string rdzv_conf = testing::FastRdzvConf();
   // The program and its arguments (the test worker by default).
   std::vector<std::string> program;
 };
@@ -591,9 +585,7 @@ TEST_F(ElasticE2eTest, StoppedAgentIsLostOnMissedHeartbeats) {
     return AgentSpec{.job = "sigstop",
                      .nnodes = "2:3",
                      .nproc = 2,
-                     .rdzv_conf =
-                         "last_call_timeout=1,keep_alive_interval=0.25,"
-                         "keep_alive_max_attempt=8",
+                     .rdzv_conf = testing::FastRdzvConf(1, 8),
                      .program = {BinPath("test_worker"), "--print-env",
                                  "--sleep=120", "--pid-dir=" + PidDir(tag)}};
   };
@@ -645,14 +637,12 @@ TEST_F(ElasticE2eTest, ResumedAgentThatBecomesASpareStopsItsOldWorkers) {
   auto start = [&](const std::string& tag) {
     const std::string dir = PidDir(tag);
     auto p = StartAgent(
-        server,
-        AgentSpec{.job = "spare-stop",
-                  .nnodes = "2",
-                  .nproc = 1,
-                  .rdzv_conf = "last_call_timeout=1,keep_alive_interval=0.25,"
-                               "keep_alive_max_attempt=8",
-                  .program = {BinPath("test_worker"), "--print-env",
-                              "--sleep=120", "--pid-dir=" + dir}});
+        server, AgentSpec{.job = "spare-stop",
+                          .nnodes = "2",
+                          .nproc = 1,
+                          .rdzv_conf = testing::FastRdzvConf(1, 8),
+                          .program = {BinPath("test_worker"), "--print-env",
+                                      "--sleep=120", "--pid-dir=" + dir}});
     pid_dir[p.get()] = dir;
     return p;
   };
@@ -864,7 +854,7 @@ TEST_F(ElasticE2eTest, AgentReconnectsAfterItsConnectionBreaks) {
       .job = "blip",
       .nnodes = "2",
       .nproc = 1,
-      .rdzv_conf = std::string(kFastConf) + ",reconnect_timeout=20",
+      .rdzv_conf = testing::FastRdzvConf() + ",reconnect_timeout=20",
       .program = {BinPath("test_worker"), "--print-env", "--sleep=4"}};
   auto a = StartAgent(server, spec);
   auto b = StartAgent(server, spec);

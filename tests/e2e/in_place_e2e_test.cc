@@ -38,8 +38,6 @@ using ::muster::testing::WaitUntil;
 using ::testing::ElementsAre;
 
 constexpr absl::Duration kDeadline = absl::Seconds(60);
-constexpr char kFastConf[] =
-    "last_call_timeout=1,keep_alive_interval=0.25,keep_alive_max_attempt=12";
 
 // What one worker process recorded.
 struct WorkerLog {
@@ -145,7 +143,7 @@ class InPlaceE2eTest : public ::testing::Test {
         "--rdzv-backend=c10d",
         "--rdzv-endpoint=" + server_.endpoint(),
         "--rdzv-id=" + job,
-        std::string("--rdzv-conf=") + kFastConf,
+        "--rdzv-conf=" + testing::FastRdzvConf(),
         "--no-python",
         BinPath("control_worker"),
         "--out=" + *out};

@@ -40,10 +40,6 @@ using ::testing::HasSubstr;
 constexpr absl::Duration kFormDeadline = absl::Seconds(60);
 constexpr absl::Duration kJobDeadline = absl::Seconds(120);
 
-// A short last call keeps rounds quick; heartbeats as the elastic tests.
-constexpr char kFastConf[] =
-    "last_call_timeout=0.5,keep_alive_interval=0.25,keep_alive_max_attempt=12";
-
 // A node: an agent of two train workers under --recovery=in-place.
 std::unique_ptr<Subprocess> StartNode(const MusterdProcess& server,
                                       const std::string& job,
@@ -53,7 +49,7 @@ std::unique_ptr<Subprocess> StartNode(const MusterdProcess& server,
       BinPath("muster"), "--nnodes=" + nnodes, "--nproc-per-node=2",
       absl::StrCat("--max-restarts=", max_restarts), "--rdzv-backend=c10d",
       "--rdzv-endpoint=" + server.endpoint(), "--rdzv-id=" + job,
-      "--rdzv-conf=" + std::string(kFastConf), "--recovery=in-place",
+      "--rdzv-conf=" + testing::FastRdzvConf(0.5), "--recovery=in-place",
       "--prefix-output", "--no-python", BinPath("train"),
       absl::StrCat("--epochs=", epochs), "--step-ms=10"});
 }

@@ -95,9 +95,7 @@ class SecurityE2eTest : public ::testing::Test {
             BinPath("muster"), "--nnodes=2", "--nproc-per-node=2",
             "--rdzv-backend=c10d", "--rdzv-endpoint=" + endpoint_,
             std::string("--rdzv-id=") + kJob,
-            "--rdzv-conf=" + TlsConf() +
-                ",last_call_timeout=1,keep_alive_interval=0.25,"
-                "keep_alive_max_attempt=12",
+            "--rdzv-conf=" + TlsConf() + "," + testing::FastRdzvConf(),
             "--no-python", script},
         env);
   }

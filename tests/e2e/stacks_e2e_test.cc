@@ -42,8 +42,6 @@ using ::testing::Not;
 
 constexpr absl::Duration kStartDeadline = absl::Seconds(45);
 constexpr absl::Duration kExitDeadline = absl::Seconds(45);
-constexpr char kFastConf[] =
-    "last_call_timeout=1,keep_alive_interval=0.25,keep_alive_max_attempt=12";
 
 std::unique_ptr<Subprocess> StartAgent(const MusterdProcess& server,
                                        const std::string& job,
@@ -55,7 +53,7 @@ std::unique_ptr<Subprocess> StartAgent(const MusterdProcess& server,
                                    "--rdzv-backend=c10d",
                                    "--rdzv-endpoint=" + server.endpoint(),
                                    "--rdzv-id=" + job,
-                                   std::string("--rdzv-conf=") + kFastConf};
+                                   "--rdzv-conf=" + testing::FastRdzvConf()};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return std::make_unique<Subprocess>(argv);
 }

@@ -139,9 +139,6 @@ TEST_F(TorchE2eTest, TlsMusterdWithATokenGivesWorkersTheirCredential) {
 // --- In-place recovery with real agents (--recovery=in-place), one worker
 // per node, each agent its own node on loopback.
 
-constexpr char kFastConf[] =
-    "last_call_timeout=1,keep_alive_interval=0.25,keep_alive_max_attempt=12";
-
 // The pid a node's worker printed in "start: rank R of W pid P" (0: none
 // yet), and how many such lines the node printed.
 std::pair<long, int> StartedPid(const std::string& out) {
@@ -180,7 +177,7 @@ class TorchInPlaceE2eTest : public TorchE2eTest {
         BinPath("muster"),     "--nnodes=" + nnodes,
         "--nproc-per-node=1",  "--recovery=in-place",
         "--rdzv-backend=c10d", "--rdzv-endpoint=" + musterd_.endpoint(),
-        "--rdzv-id=" + job,    std::string("--rdzv-conf=") + kFastConf,
+        "--rdzv-id=" + job,    "--rdzv-conf=" + testing::FastRdzvConf(),
         "--run-path"};
     argv.insert(argv.end(), program.begin(), program.end());
     return std::make_unique<Subprocess>(argv, LauncherEnv());

@@ -48,6 +48,12 @@ std::vector<std::string> MusterArgv(const std::vector<std::string>& flags) {
   return argv;
 }
 
+std::string FastRdzvConf(double last_call_s, int max_attempts) {
+  return absl::StrCat(
+      "last_call_timeout=", last_call_s,
+      ",keep_alive_interval=0.25,keep_alive_max_attempt=", max_attempts);
+}
+
 std::string SourceDir() {
   const char* dir = std::getenv("MUSTER_SOURCE_DIR");
   return dir != nullptr ? dir : ".";

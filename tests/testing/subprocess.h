@@ -24,6 +24,11 @@ std::string BinDir();
 std::string BinPath(const std::string& name);
 // The argv of the muster launcher (BinPath("muster")) with `flags`.
 std::vector<std::string> MusterArgv(const std::vector<std::string>& flags);
+// The --rdzv-conf of the e2e tests: a short last call keeps rounds quick; a
+// node is lost after `max_attempts` missed heartbeats of 0.25 s (12: 3 s, long
+// enough that a loaded machine loses no agent by accident, short enough to
+// catch a hung one).
+std::string FastRdzvConf(double last_call_s = 1, int max_attempts = 12);
 // The source tree ($MUSTER_SOURCE_DIR).
 std::string SourceDir();
 // A fresh temporary directory, removed by nobody (under /tmp; tests may inspect
