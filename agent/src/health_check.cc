@@ -20,17 +20,15 @@ HealthCheckResult RunHealthCheck(const std::string& command,
                                  platform::ToolRunner& runner) {
   HealthCheckResult result;
   const absl::Time start = absl::Now();
-  platform::ToolResult ran =
-      runner.Run(platform::ShellArgv(command), env, timeout);
+  platform::ToolResult& ran = result.ran;
+  ran = runner.Run(platform::ShellArgv(command), env, timeout);
   result.took = absl::Now() - start;
-  result.timed_out = ran.timed_out;
-  result.exit_code = ran.found ? ran.exit_code : 127;
-  result.output = std::move(ran.output);
-  if (!ran.found) {
-    result.output = absl::StrCat("the shell (", platform::ShellArgv("")[0],
-                                 ") was not found\n", result.output);
-  }
   result.ok = ran.found && !ran.timed_out && ran.exit_code == 0;
+  if (!ran.found) {
+    ran.exit_code = 127;
+    ran.output = absl::StrCat("the shell (", platform::ShellArgv("")[0],
+                              ") was not found\n", ran.output);
+  }
   return result;
 }
 
@@ -39,15 +37,16 @@ std::string DescribeHealthCheckFailure(const std::string& command,
                                        const HealthCheckResult& result) {
   std::string out = absl::StrCat(
       "health check failed: `", command, "` ",
-      result.timed_out
+      result.ran.timed_out
           ? absl::StrCat("was still running after --health-check-timeout=",
                          absl::FormatDuration(timeout),
                          " and was killed (its whole process group)")
-          : absl::StrCat("exited with code ", result.exit_code),
+          : absl::StrCat("exited with code ", result.ran.exit_code),
       "; this node stays out of the job's rounds and the agent exits ",
       "(the others go on without it when the job is elastic)\n");
   constexpr size_t kMaxOutput = 8192;
-  absl::string_view text = absl::StripTrailingAsciiWhitespace(result.output);
+  absl::string_view text =
+      absl::StripTrailingAsciiWhitespace(result.ran.output);
   if (text.size() > kMaxOutput) text = text.substr(text.size() - kMaxOutput);
   if (text.empty()) {
     absl::StrAppend(&out, "  (the check printed nothing)\n");
@@ -81,8 +80,8 @@ int ElasticAgent::Impl::CheckNodeHealth(const char* when) {
   // Leave at once (a Leave is a lost node to musterd): the round forms or
   // goes on without this node instead of waiting for its heartbeats to end.
   if (client_ != nullptr) {
-    client_->Close(result.timed_out ? "health check timed out"
-                                    : "health check failed");
+    client_->Close(result.ran.timed_out ? "health check timed out"
+                                        : "health check failed");
   }
   return kExitHealthCheckFailed;
 }

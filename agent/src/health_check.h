@@ -16,11 +16,11 @@
 
 namespace muster::agent {
 
+// How a check ended: the shell's run (exit code 127, and an output that says
+// so, when the shell was not found) and how long it took.
 struct HealthCheckResult {
   bool ok = false;
-  bool timed_out = false;
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
+  platform::ToolResult ran;
   absl::Duration took;
 };
 
