@@ -48,6 +48,8 @@ struct RoundInfo {
   std::string store_token;  // A secret: never logged or put in a message.
   int restart_count = 0;
   std::string reason;
+
+  bool operator==(const RoundInfo&) const = default;
 };
 
 // Parses the JSON of a `round` file. Errors: INVALID_ARGUMENT naming what is

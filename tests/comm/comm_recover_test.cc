@@ -317,23 +317,26 @@ TEST(ControlChannelTest, HelloIsWrittenOnceWithThisProcess) {
 }
 
 TEST(ControlChannelTest, RoundFilesParse) {
-  RoundInfo info;
-  info.seq = 3;
-  info.running = true;
-  info.round = 7;
-  info.rank = 2;
-  info.world_size = 4;
-  info.store_endpoint = "h1:29400";
-  info.store_prefix = "job/7";
-  info.store_token = "tok";
-  info.reason = "r";
+  const RoundInfo info{.seq = 3,
+                       .running = true,
+                       .round = 7,
+                       .rank = 2,
+                       .world_size = 4,
+                       .local_rank = 0,
+                       .local_world_size = 2,
+                       .group_rank = 1,
+                       .group_world_size = 2,
+                       .master_addr = "10.0.0.1",
+                       .master_port = 29500,
+                       .store_endpoint = "h1:29400",
+                       .store_prefix = "job/7",
+                       .store_token = "tok",
+                       .restart_count = 1,
+                       .reason = "r"};
   absl::StatusOr<RoundInfo> back =
       internal::ParseRound(internal::FormatRound(info));
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->seq, 3);
-  EXPECT_EQ(back->round, 7);
-  EXPECT_EQ(back->rank, 2);
-  EXPECT_EQ(back->store_token, "tok");
+  EXPECT_TRUE(*back == info) << "a field did not survive the round file";
   // Unknown fields are ignored; a token is optional.
   EXPECT_TRUE(internal::ParseRound(
                   R"({"version":1,"seq":1,"state":"changing","round":2,)"
