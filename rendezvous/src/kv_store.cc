@@ -236,32 +236,33 @@ KvStore::WaiterId KvStore::WaitFor(absl::string_view ns,
   {
     absl::MutexLock lock(&mu_);
     open = CheckOpenLocked(ns);
-    auto n = data_.find(ns);
-    bool all = open.ok();
-    for (const std::string& k : keys) {
-      if (!all) break;  // closed
-      if (n == data_.end()) {
-        all = false;
-        break;
+    if (open.ok()) {
+      auto n = data_.find(ns);
+      bool all = true;
+      for (const std::string& k : keys) {
+        if (n == data_.end()) {
+          all = false;
+          break;
+        }
+        auto it = n->second.entries.find(k);
+        if (it == n->second.entries.end()) {
+          all = false;
+          break;
+        }
+        values.push_back(it->second);
       }
-      auto it = n->second.entries.find(k);
-      if (it == n->second.entries.end()) {
-        all = false;
-        break;
+      if (!all) {
+        WaiterId id = next_waiter_++;
+        waiters_.emplace(
+            id, Waiter{std::string(ns), std::move(keys), std::move(done)});
+        return id;
       }
-      values.push_back(it->second);
-    }
-    if (!all && open.ok()) {
-      WaiterId id = next_waiter_++;
-      waiters_.emplace(
-          id, Waiter{std::string(ns), std::move(keys), std::move(done)});
-      return id;
     }
   }
-  if (!open.ok()) {
-    done(std::move(open));
-  } else {
+  if (open.ok()) {
     done(std::move(values));
+  } else {
+    done(std::move(open));
   }
   return 0;
 }
