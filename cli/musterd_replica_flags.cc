@@ -47,9 +47,11 @@ void AddReplicaFlags(CLI::App& app, ReplicaFlags* flags) {
       ->group(group);
 }
 
-absl::Status ResolveReplicaFlags(const ReplicaFlags& flags,
-                                 const std::string& state_dir,
-                                 rendezvous::ReplicaOptions* options) {
+// state_dir and options are read only where replicas are built in: the
+// Windows build (MUSTER_WITH_ETCD=OFF) refuses --etcd-endpoints instead.
+absl::Status ResolveReplicaFlags(
+    const ReplicaFlags& flags, [[maybe_unused]] const std::string& state_dir,
+    [[maybe_unused]] rendezvous::ReplicaOptions* options) {
   if (flags.etcd_endpoints.empty()) {
     if (!flags.etcd_ca.empty() || !flags.etcd_cert.empty() ||
         !flags.etcd_key.empty() || !flags.advertise_addr.empty()) {
