@@ -311,7 +311,7 @@ class ShmBackend final : public Backend {
       if (Reached(peer.arrived.load(std::memory_order_acquire), gen)) {
         return absl::OkStatus();
       }
-      shm::Yield();
+      shm::YieldThread();
     }
     absl::Time next_liveness = absl::Now() + kLivenessPeriod;
     while (true) {

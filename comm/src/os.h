@@ -48,7 +48,7 @@ using platform::SharedRegion;
 using platform::UniqueRegionName;
 using platform::WaitOnWord;
 using platform::WakeAll;
-using platform::Yield;
+using platform::YieldThread;
 }  // namespace shm
 
 }  // namespace muster::comm::internal

@@ -119,7 +119,7 @@ void WakeAll(std::atomic<uint32_t>* word) {
           nullptr, nullptr, 0);
 }
 
-void Yield() { sched_yield(); }
+void YieldThread() { sched_yield(); }
 
 bool ProcessExists(int64_t pid) {
   if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;

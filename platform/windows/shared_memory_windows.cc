@@ -12,8 +12,6 @@
 // changes quickly; a waiter that got to sleeping sees it about a millisecond
 // later (more where the timer's resolution is coarser).
 #include <windows.h>
-// <windows.h> defines Yield() away (a Win16 relic); platform.h declares one.
-#undef Yield
 
 #include <cstdio>
 #include <random>
@@ -140,7 +138,7 @@ void WaitOnWord(std::atomic<uint32_t>* word, uint32_t expected,
 
 void WakeAll(std::atomic<uint32_t>* /*word*/) {}
 
-void Yield() { SwitchToThread(); }
+void YieldThread() { SwitchToThread(); }
 
 bool ProcessExists(int64_t pid) {
   if (pid <= 0 || pid > UINT32_MAX) return false;

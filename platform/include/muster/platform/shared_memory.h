@@ -61,8 +61,10 @@ void WaitOnWord(std::atomic<uint32_t>* word, uint32_t expected,
 // Wakes every thread of every process waiting on `word`.
 void WakeAll(std::atomic<uint32_t>* word);
 
-// Lets another thread run (a step of spin-then-wait).
-void Yield();
+// Lets another thread run (a step of spin-then-wait). Not named Yield:
+// <windows.h> defines Yield() as a macro that expands to nothing (a Win16
+// relic), which would erase the declaration wherever both are included.
+void YieldThread();
 
 // This process's id: CurrentProcessId() in muster/platform/host.h.
 // Whether process `pid` (of this host) still runs: false when the OS says
