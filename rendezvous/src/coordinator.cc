@@ -99,6 +99,7 @@ void Coordinator::Impl::UpdateHeartbeatSuggestion() {
 }
 
 void Coordinator::Impl::Send(ConnectionId conn, v1::ServerMessage msg) {
+  msg.set_epoch(epoch());
   Send(conn, std::make_shared<const v1::ServerMessage>(std::move(msg)));
 }
 
@@ -216,5 +217,17 @@ void Coordinator::ResumeJob(const std::string& job_id, int64_t round,
 }
 
 void Coordinator::DrainOutbox() { impl_->Drain(); }
+
+void Coordinator::SetEpoch(int64_t epoch) { impl_->SetEpoch(epoch); }
+
+void Coordinator::ForgiveSilence() { impl_->ForgiveSilence(); }
+
+void Coordinator::Impl::ForgiveSilence() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  for (const auto& [id, c] : conns_) {
+    if (!c.closed) liveness_.Set(id, now);
+  }
+}
 
 }  // namespace muster::rendezvous

@@ -174,6 +174,7 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
                              job.max_restarts, ")")
               : std::string(" (membership change, no restart used)"));
   auto msg = std::make_shared<v1::ServerMessage>();
+  msg->set_epoch(epoch());
   v1::Restart* restart = msg->mutable_restart();
   restart->set_round(job.round);
   restart->set_reason(reason);

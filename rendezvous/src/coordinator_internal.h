@@ -327,6 +327,12 @@ class Coordinator::Impl {
   int64_t JobCount() const ABSL_LOCKS_EXCLUDED(mu_);
   void ResumeJob(const std::string& job_id, int64_t round,
                  int32_t restart_count) ABSL_LOCKS_EXCLUDED(mu_);
+  void ForgiveSilence() ABSL_LOCKS_EXCLUDED(mu_);
+  // The fencing token every message carries (Coordinator::SetEpoch).
+  void SetEpoch(int64_t epoch) {
+    epoch_.store(epoch, std::memory_order_release);
+  }
+  int64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
 
  private:
   // --- lookups and channel I/O
@@ -517,6 +523,7 @@ class Coordinator::Impl {
   // The heartbeat budget (heartbeat_budget.h) for conns_.size() agents;
   // updated under mu_ when conns_ grows or shrinks.
   std::atomic<int64_t> suggested_heartbeat_ms_{0};
+  std::atomic<int64_t> epoch_{0};
   // Each connection's job-size suggestion (UnixEpoch() + the interval), set
   // by its Join, for LeaseRenewed without the lock.
   LivenessTable<ConnectionId> job_suggestion_;

@@ -37,7 +37,8 @@ absl::Time OnHeartbeatGrid(absl::Time t) {
 void Coordinator::Impl::SendFinalAndClose(Job& job,
                                           const v1::ServerMessage& msg) {
   job.verdict = msg;
-  auto shared = std::make_shared<const v1::ServerMessage>(msg);
+  job.verdict->set_epoch(epoch());
+  auto shared = std::make_shared<const v1::ServerMessage>(*job.verdict);
   for (const Member& m : job.members) job.verdict_nodes.insert(m.rank.node_id);
   for (auto& [id, node] : job.nodes) {
     job.verdict_nodes.insert(id);

@@ -59,6 +59,7 @@ absl::Time Coordinator::Impl::CheckProgress(Job& job, absl::Time now) {
                       << "); asking its " << stuck.size()
                       << " agents for the hang report and to stop the round";
   auto msg = std::make_shared<v1::ServerMessage>();
+  msg->set_epoch(epoch());
   msg->mutable_capture_hang()->set_round(job.round);
   msg->mutable_capture_hang()->set_reason(reason);
   for (ConnectionId conn : stuck) Send(conn, msg);

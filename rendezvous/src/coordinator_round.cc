@@ -21,6 +21,7 @@ namespace muster::rendezvous {
 std::shared_ptr<const v1::ServerMessage> Coordinator::Impl::WaitingMessage(
     const Job& job) const {
   auto msg = std::make_shared<v1::ServerMessage>();
+  msg->set_epoch(epoch());
   v1::Waiting* w = msg->mutable_waiting();
   if (job.state == JobState::kOpen) {
     w->set_round(job.round);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "muster/common/logging.h"
@@ -42,8 +43,13 @@ class GrpcStore::Conn final
     if (!ok) return;
     const auto& md = context_.GetServerInitialMetadata();
     if (md.find("muster-store-stream") == md.end()) return;
+    int64_t epoch = 0;
+    if (auto e = md.find(kEpochMetadataKey); e != md.end()) {
+      (void)absl::SimpleAtoi(
+          absl::string_view(e->second.data(), e->second.size()), &epoch);
+    }
     accepted_.store(true);
-    if (auto owner = Owner()) owner->Accepted(this);
+    if (auto owner = Owner()) owner->Accepted(this, epoch);
   }
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -163,9 +169,22 @@ void GrpcStore::Supervise() {
   }
 }
 
-void GrpcStore::Accepted(Conn* conn) {
+void GrpcStore::Accepted(Conn* conn, int64_t epoch) {
   absl::MutexLock lock(&mu_);
   if (conn != conn_ || conn_reads_ended_) return;
+  if (epoch < newest_epoch_) {
+    // Fencing: a replica deposed since, still serving from a paused past.
+    // Nothing is written to it; the cancel ends the stream and the ops go
+    // to the next replica (StreamDone).
+    last_error_ = absl::StrCat(
+        endpoints_[conn->endpoint()].ToString(), ": leadership epoch ", epoch,
+        " is older than epoch ", newest_epoch_,
+        " seen before (a deposed leader); trying the others");
+    MUSTER_LOG(WARNING) << "Store: ignoring musterd " << last_error_;
+    conn->Cancel();
+    return;
+  }
+  newest_epoch_ = epoch;
   conn_open_ = true;
   current_ = conn->endpoint();
   failing_since_ = absl::InfiniteFuture();

@@ -239,7 +239,10 @@ class GrpcStore final : public Store {
   // Supervisor: opens a stream whenever one is needed.
   void Supervise();
   // Reactions of the current stream (Conn), under no lock of ours.
-  void Accepted(Conn* conn);
+  // The stream reached a serving musterd of leadership `epoch` (0: a single
+  // musterd). A stream of an epoch older than one seen before is a deposed
+  // leader's: it is cancelled instead, and its ops go elsewhere.
+  void Accepted(Conn* conn, int64_t epoch);
   void Deliver(Conn* conn, v1::StoreResponses& responses);
   void WriteDone(Conn* conn, bool ok);
   void ReadsEnded(Conn* conn);
@@ -288,6 +291,8 @@ class GrpcStore final : public Store {
   absl::Time failing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   int failed_attempts_ ABSL_GUARDED_BY(mu_) = 0;  // in a row
   std::string last_error_ ABSL_GUARDED_BY(mu_);
+  // The newest leadership epoch a stream was accepted from (fencing).
+  int64_t newest_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Op>> pending_

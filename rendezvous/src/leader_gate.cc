@@ -14,10 +14,17 @@ bool LeaderGate::serving() const {
 }
 
 void LeaderGate::SetValidUntil(std::chrono::steady_clock::time_point until) {
-  valid_until_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            until.time_since_epoch())
-                            .count(),
-                        std::memory_order_release);
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  const int64_t prev = valid_until_ns_.exchange(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          until.time_since_epoch())
+          .count(),
+      std::memory_order_acq_rel);
+  if (prev != 0 && now_ns >= prev)
+    lapses_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 absl::Status LeaderGate::Check() const {
@@ -44,9 +51,10 @@ std::string LeaderGate::leader() const {
   return serving_.load(std::memory_order_acquire) ? std::string() : leader_;
 }
 
-void LeaderGate::Lead() {
+void LeaderGate::Lead(int64_t epoch) {
   absl::MutexLock lock(&mu_);
   leader_.clear();
+  epoch_.store(epoch, std::memory_order_release);
   serving_.store(true, std::memory_order_release);
 }
 

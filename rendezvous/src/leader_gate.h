@@ -27,6 +27,9 @@ namespace muster::rendezvous {
 
 // The trailing metadata key that names the leader on a standby's refusal.
 inline constexpr char kLeaderMetadataKey[] = "muster-leader";
+// The initial metadata key of every Store answer from a replica: the
+// leadership's epoch (LeaderGate::epoch), decimal.
+inline constexpr char kEpochMetadataKey[] = "muster-epoch";
 
 class LeaderGate {
  public:
@@ -46,10 +49,16 @@ class LeaderGate {
   // Serving, and (a replica) its leadership confirmed recently enough: see
   // SetValidUntil.
   bool serving() const;
+  // Leads, whether or not the leadership was confirmed lately: while
+  // leads() && !serving(), what arrives is held, not refused, and what would
+  // leave waits (fenced_inbox.h); a standby (!leads()) refuses. Never blocks.
+  bool leads() const { return serving_.load(std::memory_order_acquire); }
 
   // Becomes the leader (serving) or a standby naming `leader` (may be empty:
   // unknown). `self` is this replica's advertised address, for messages.
-  void Lead();
+  // `epoch`: the leader's fencing token, its election revision (0: a single
+  // musterd, which has no election); see epoch().
+  void Lead(int64_t epoch = 0);
   void StandBy(absl::string_view self, absl::string_view leader);
 
   // A leader acts only until `until` (steady clock) unless renewed: a
@@ -57,6 +66,17 @@ class LeaderGate {
   // this stops serving by its own clock before another replica can lead
   // (rendezvous/src/replica/replica.h). Never set on a single musterd.
   void SetValidUntil(std::chrono::steady_clock::time_point until);
+  // How many times a confirmation came after the previous one had run out:
+  // each is a lapse during which nothing was acted on (a paused process, etcd
+  // slow). The server restarts its silence clocks after one. Never blocks.
+  int64_t lapses() const { return lapses_.load(std::memory_order_acquire); }
+
+  // The epoch of this musterd's leadership: its etcd election revision (a
+  // replica leads at most once in its life), or 0 for a single musterd.
+  // Every Session and Store answer carries it, so a client that has seen a
+  // newer leader ignores what an older one still sends (docs/architecture.md,
+  // "Fencing"). Never blocks.
+  int64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
 
   // Adds `muster-leader` to a server call's trailing metadata when this
   // replica is a standby that knows the leader. Call before finishing the
@@ -67,6 +87,8 @@ class LeaderGate {
   std::atomic<bool> serving_{true};
   // Nanoseconds of the steady clock's epoch; 0: no limit.
   std::atomic<int64_t> valid_until_ns_{0};
+  std::atomic<int64_t> epoch_{0};
+  std::atomic<int64_t> lapses_{0};
   mutable absl::Mutex mu_;
   std::string self_ ABSL_GUARDED_BY(mu_);
   std::string leader_ ABSL_GUARDED_BY(mu_);

@@ -57,6 +57,17 @@ bool ReplicaMemory::Avoided(const std::string& endpoint, absl::Time now) const {
   return endpoint == avoided_ && now < avoid_until_;
 }
 
+bool ReplicaMemory::AcceptEpoch(int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  if (epoch < newest_epoch_) return false;
+  newest_epoch_ = epoch;
+  return true;
+}
+int64_t ReplicaMemory::newest_epoch() const {
+  absl::MutexLock lock(&mu_);
+  return newest_epoch_;
+}
+
 absl::Duration LeaderSilenceBound(absl::Duration lease,
                                   absl::Duration heartbeat) {
   return std::max(lease * 45 / 100, lease / 4 + heartbeat + lease / 20);
@@ -183,15 +194,16 @@ class FollowingClient final : public RendezvousClient {
 
   absl::StatusOr<v1::ServerMessage> Next(absl::Duration timeout) override {
     SessionClient* inner = nullptr;
+    std::optional<absl::StatusOr<v1::ServerMessage>> first;
     {
       absl::MutexLock lock(&mu_);
-      if (first_.has_value()) {
-        absl::StatusOr<v1::ServerMessage> first = *std::move(first_);
-        first_.reset();
-        Observe(first);
-        return first;
-      }
+      first.swap(first_);
       inner = inner_.get();
+    }
+    if (first.has_value()) {
+      if (absl::Status stale = CheckEpoch(*first); !stale.ok()) return stale;
+      Observe(*first);
+      return *std::move(first);
     }
     if (inner == nullptr) {
       return absl::FailedPreconditionError(
@@ -208,6 +220,7 @@ class FollowingClient final : public RendezvousClient {
         armed_.load() && absl::Now() >= SilentAt()) {
       return GiveUpSilent(inner);
     }
+    if (absl::Status stale = CheckEpoch(next); !stale.ok()) return stale;
     Observe(next);
     if (!next.ok() && next.status().code() == absl::StatusCode::kUnavailable &&
         !inner->leader().empty()) {
@@ -238,6 +251,28 @@ class FollowingClient final : public RendezvousClient {
   }
 
   void Heard() { last_heard_us_.store(absl::ToUnixMicros(absl::Now())); }
+
+  // Fencing: OK, or UNAVAILABLE for a message of an epoch older than the
+  // newest this agent saw: a deposed leader's message, written before it
+  // knew (perhaps sitting in a socket buffer while its process was paused).
+  // Acting on it could undo what the newer leader decided; this session is
+  // with the past, and the agent rejoins the current leader.
+  absl::Status CheckEpoch(const absl::StatusOr<v1::ServerMessage>& msg) {
+    if (!msg.ok() || memory_->AcceptEpoch(msg->epoch()))
+      return absl::OkStatus();
+    const int64_t newest = memory_->newest_epoch();
+    MUSTER_LOG(WARNING) << "ignoring a message from musterd " << current_
+                        << " of leadership epoch " << msg->epoch()
+                        << ": a newer leader (epoch " << newest
+                        << ") took over; rejoining the current leader";
+    memory_->Avoid(current_, absl::Now() + silence_);
+    if (SessionClient* inner = Inner()) inner->Abandon();
+    armed_.store(false);
+    return absl::UnavailableError(absl::StrCat(
+        "musterd ", current_, " sent a message of leadership epoch ",
+        msg->epoch(), ", older than epoch ", newest,
+        " of a leader seen since: it was deposed"));
+  }
 
   // What a message says about renewals: RoundReady and LeaseRenewed (seen by
   // the lease hook) start them; Restart, Waiting and the verdicts end them.

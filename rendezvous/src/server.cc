@@ -303,6 +303,8 @@ class RendezvousServer::Impl {
     store_service_.EndOpen(why, leader);
   }
   void Lead() { gate_.Lead(); }
+  LeaderGate& gate() { return gate_; }
+  int64_t HeldEvents() const { return session_service_.HeldEvents(); }
   bool leading() const { return gate_.serving(); }
 
   int port() const { return port_; }
@@ -372,9 +374,39 @@ class RendezvousServer::Impl {
           if (replica_ != nullptr) replica_->Tick(absl::Now());
 #endif
         },
-        // A replica that does not lead (or cannot confirm that it does)
-        // decides nothing.
-        [this] { return gate_.serving(); });
+        [this] { return MayTick(); });
+  }
+
+  // Before each Tick: a replica that does not lead (or cannot confirm that
+  // it does) decides nothing. Once confirmed again after a lapse, the
+  // silence clocks restart (what agents sent was held, not heard), the held
+  // events reach the Coordinator in order, and the held output leaves: only
+  // then may the Tick decide by time. Tick thread only.
+  bool MayTick() {
+    if (!gate_.serving()) {
+      if (gate_.leads() && lapse_started_ == absl::InfiniteFuture())
+        lapse_started_ = absl::Now();
+      return false;
+    }
+    // The lapse may have ended before this thread saw it (a paused process
+    // resumes and its renewal thread runs first): the gate counts them.
+    const int64_t lapses = gate_.lapses();
+    if (lapses != lapses_seen_ && lapse_started_ == absl::InfiniteFuture())
+      lapse_started_ = absl::Now();
+    lapses_seen_ = lapses;
+    if (lapse_started_ != absl::InfiniteFuture()) {
+      coordinator_.ForgiveSilence();
+      MUSTER_LOG(WARNING)
+          << "musterd confirmed its leadership again after "
+          << absl::FormatDuration(absl::Trunc(absl::Now() - lapse_started_,
+                                              absl::Milliseconds(1)))
+          << " without: acting now on what agents sent meanwhile; no node "
+             "was declared lost by the silence";
+      lapse_started_ = absl::InfiniteFuture();
+    }
+    session_service_.ReleaseHeld();
+    store_service_.ReleaseHeld();
+    return true;
   }
 
   static AuthPolicy MakeAuthPolicy(const ServerOptions& options) {
@@ -393,6 +425,10 @@ class RendezvousServer::Impl {
   RpcMetrics metrics_;
   std::atomic<bool> draining_{false};
   LeaderGate gate_;
+  // When the tick thread first saw the leadership unconfirmed (MayTick);
+  // InfiniteFuture: confirmed. Tick thread only.
+  absl::Time lapse_started_ = absl::InfiniteFuture();
+  int64_t lapses_seen_ = 0;  // gate_.lapses() at the last MayTick
   KvStore store_;
   Coordinator coordinator_;
   SessionService session_service_;
@@ -467,6 +503,11 @@ void RendezvousServer::StandBy(const std::string& self,
   impl_->StandBy(self, leader);
 }
 void RendezvousServer::Lead() { impl_->Lead(); }
+void RendezvousServer::ConfirmLeadershipUntil(
+    std::chrono::steady_clock::time_point until) {
+  impl_->gate().SetValidUntil(until);
+}
+int64_t RendezvousServer::HeldEvents() const { return impl_->HeldEvents(); }
 bool RendezvousServer::leading() const { return impl_->leading(); }
 std::string RendezvousServer::ReplicaRole(std::string* leader) const {
   return impl_->ReplicaRole(leader);

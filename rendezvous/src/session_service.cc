@@ -138,7 +138,9 @@ void SessionService::CloseAll(const absl::Status& status) {
   // Two passes: no stream takes a new message once the first one ends (see
   // SessionStream::StopSending).
   for (const auto& stream : open) stream->StopSending();
-  for (const auto& stream : open) stream->Close(status);
+  // Never held (SessionStream::Close holds while the leadership is
+  // unconfirmed): the server is going.
+  for (const auto& stream : open) stream->CloseNamingLeader(status, "");
 }
 
 void SessionService::EndOpen(const absl::Status& status,
@@ -148,8 +150,33 @@ void SessionService::EndOpen(const absl::Status& status,
     absl::MutexLock lock(&mu_);
     for (const auto& [id, stream] : channels_) open.push_back(stream);
   }
+  // A replica that stands by (or was deposed) acts on nothing it held.
+  if (const int64_t dropped = inbox_.Drop(); dropped > 0) {
+    MUSTER_LOG(WARNING) << "dropped " << dropped
+                        << " agent events held while the leadership was "
+                           "unconfirmed: this replica no longer leads";
+  }
   for (const auto& stream : open) stream->StopSending();
   for (const auto& stream : open) stream->CloseNamingLeader(status, leader);
+}
+
+int64_t SessionService::ReleaseHeld() {
+  const int64_t replayed = inbox_.Replay();
+  std::vector<std::weak_ptr<SessionStream>> holding;
+  {
+    absl::MutexLock lock(&mu_);
+    if (gate_ == nullptr || !gate_->serving()) return replayed;
+    holding.swap(holding_);
+  }
+  for (const auto& weak : holding) {
+    if (auto stream = weak.lock()) stream->ReleaseHeld();
+  }
+  return replayed;
+}
+
+void SessionService::NoteHeldOutput(std::shared_ptr<SessionStream> stream) {
+  absl::MutexLock lock(&mu_);
+  holding_.push_back(stream);
 }
 
 int64_t SessionService::OpenStreams() const {

@@ -20,6 +20,7 @@
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/src/fenced_inbox.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/metrics.h"
 #include "rendezvous/src/stacks_relay.h"
@@ -85,7 +86,17 @@ class SessionService final : public SessionServiceBase {
   // Replicas (leader_gate.h): Joins are refused with the gate's status while
   // it does not serve. `gate` must outlive the service; set before the
   // server starts.
-  void SetGate(const LeaderGate* gate) { gate_ = gate; }
+  void SetGate(const LeaderGate* gate) {
+    gate_ = gate;
+    inbox_.SetGate(gate);
+  }
+  // The leadership is confirmed again after a lapse (or was never lost):
+  // the held events reach the Coordinator in order, then the held output
+  // leaves (fenced_inbox.h). From the server's tick thread. Returns how many
+  // events were replayed.
+  int64_t ReleaseHeld();
+  // Events held since the start (tests, metrics).
+  int64_t HeldEvents() const { return inbox_.held_total(); }
   // Ends every open stream with `status`, naming `leader` in its trailing
   // metadata when not empty (a leader deposed); new streams are still
   // accepted (and refused by the gate). Does not block.
@@ -103,6 +114,8 @@ class SessionService final : public SessionServiceBase {
   bool Register(ConnectionId id, std::shared_ptr<SessionStream> stream,
                 absl::Status* refusal);
   void Unregister(ConnectionId id);
+  // A stream holds output (SessionStream::SendShared): ReleaseHeld sends it.
+  void NoteHeldOutput(std::shared_ptr<SessionStream> stream);
 
   // A Join: the job's token check, the Coordinator, then the binding, with no
   // other Join in between (so a job is never created unbound).
@@ -121,6 +134,10 @@ class SessionService final : public SessionServiceBase {
   absl::flat_hash_map<ConnectionId, std::shared_ptr<SessionStream>> channels_
       ABSL_GUARDED_BY(mu_);
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK after CloseAll
+  // Streams with held output (NoteHeldOutput), released by ReleaseHeld.
+  std::vector<std::weak_ptr<SessionStream>> holding_ ABSL_GUARDED_BY(mu_);
+  // Events held while the leadership was unconfirmed (Handle, Disconnect).
+  FencedInbox inbox_;
 
   // The Session queues; the vector is fixed once the server is built.
   std::vector<std::unique_ptr<SessionQueue>> queues_;

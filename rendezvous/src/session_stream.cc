@@ -242,20 +242,78 @@ void SessionStream::Send(const v1::ServerMessage& msg) {
   SendShared(std::make_shared<const v1::ServerMessage>(msg));
 }
 
+bool SessionStream::MustHoldLocked() const {
+  const LeaderGate* const gate = service_->gate_;
+  if (gate == nullptr) return false;
+  if (!held_out_.empty() || held_close_.has_value()) return gate->leads();
+  return gate->leads() && !gate->serving();
+}
+
 // A broadcast's message is shared by every stream it goes to, not copied.
 void SessionStream::SendShared(std::shared_ptr<const v1::ServerMessage> msg) {
-  absl::MutexLock lock(&mu_);
-  if (state_ != State::kOpen || closing_ || broken_ || stop_sending_) return;
-  if (write_pending_) {
-    out_.push_back(std::move(msg));
-    return;
+  bool first_held = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kOpen || closing_ || broken_ || stop_sending_) return;
+    if (held_close_.has_value()) return;  // nothing after a close
+    if (MustHoldLocked()) {
+      // Output fencing: no message leaves unless the leadership was
+      // confirmed lately; it waits for the confirmation (ReleaseHeld), or
+      // is dropped with the stream when this replica was deposed.
+      first_held = held_out_.empty();
+      held_out_.push_back(std::move(msg));
+    } else if (write_pending_) {
+      out_.push_back(std::move(msg));
+      return;
+    } else {
+      StartWriteLocked(std::move(msg));
+      return;
+    }
   }
-  StartWriteLocked(std::move(msg));
+  if (first_held) service_->NoteHeldOutput(shared_from_this());
+}
+
+void SessionStream::ReleaseHeld() {
+  // Under mu_ throughout, so that nothing sent meanwhile overtakes it.
+  absl::MutexLock lock(&mu_);
+  std::deque<std::shared_ptr<const v1::ServerMessage>> held;
+  held.swap(held_out_);
+  std::optional<absl::Status> close;
+  close.swap(held_close_);
+  if (state_ != State::kOpen || closing_) return;
+  if (!broken_ && !stop_sending_) {
+    for (auto& msg : held) {
+      if (write_pending_) {
+        out_.push_back(std::move(msg));
+      } else {
+        StartWriteLocked(std::move(msg));
+      }
+    }
+  }
+  if (close.has_value()) CloseLocked(*close);
 }
 
 void SessionStream::Close(const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
-  if (state_ != State::kOpen || closing_) return;
+  bool first_held = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kOpen || closing_) return;
+    if (!MustHoldLocked()) {
+      CloseLocked(status);
+      return;
+    }
+    if (held_close_.has_value()) return;
+    first_held = held_out_.empty();
+    held_close_ = status;
+  }
+  if (first_held) service_->NoteHeldOutput(shared_from_this());
+}
+
+void SessionStream::CloseLocked(const absl::Status& status) {
+  // A standby (or a server shutting down) ends the stream now: what was held
+  // for a confirmation that will not come never leaves.
+  held_out_.clear();
+  held_close_.reset();
   closing_ = true;
   final_status_ = ToGrpcStatus(status);
   // Else OnWrite finishes once the queue is flushed.
@@ -269,12 +327,12 @@ void SessionStream::StopSending() {
 
 void SessionStream::CloseNamingLeader(const absl::Status& status,
                                       std::string leader) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (state_ != State::kOpen || closing_) return;
-    leader_trailer_ = std::move(leader);
-  }
-  Close(status);
+  // A standby's refusal, or the end of every stream of a replica that stood
+  // by or was deposed: never held.
+  absl::MutexLock lock(&mu_);
+  if (state_ != State::kOpen || closing_) return;
+  leader_trailer_ = std::move(leader);
+  CloseLocked(status);
 }
 
 void SessionStream::StartReadLocked() {
@@ -290,6 +348,16 @@ void SessionStream::StartReadLocked() {
 
 void SessionStream::StartWriteLocked(
     std::shared_ptr<const v1::ServerMessage> msg) {
+  // Fencing token: the Coordinator stamps what it builds; anything else
+  // (a lease renewal, a stacks request) is stamped here.
+  if (service_->gate_ != nullptr) {
+    const int64_t epoch = service_->gate_->epoch();
+    if (msg->epoch() != epoch) {
+      auto stamped = std::make_shared<v1::ServerMessage>(*msg);
+      stamped->set_epoch(epoch);
+      msg = std::move(stamped);
+    }
+  }
   if (StartOp([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         call_->stream.Write(*msg, Tag(kWrite));
       })) {
@@ -348,16 +416,32 @@ void SessionStream::MaybeEnd() {
 }
 
 bool SessionStream::Handle(const v1::AgentMessage& msg) {
+  const LeaderGate* const gate = service_->gate_;
+  if (gate != nullptr && gate->leads() && service_->inbox_.HoldIfFenced([&] {
+        // The arena's message is reused by the next read: keep a copy.
+        return [self = shared_from_this(),
+                copy = std::make_shared<v1::AgentMessage>(msg)] {
+          // A refusal closes the stream itself; a stream already gone is
+          // skipped.
+          (void)self->Act(*copy);
+        };
+      })) {
+    return true;  // held; reading on keeps the stream's order in the inbox
+  }
+  return Act(msg);
+}
+
+bool SessionStream::Act(const v1::AgentMessage& msg) {
   absl::Status refused;
   std::string standby_leader;
   Coordinator* const coordinator = service_->coordinator_;
   {
     absl::MutexLock lock(&events_mu_);
-    if (disconnected_) return false;
-    if (service_->gate_ != nullptr && !service_->gate_->serving()) {
-      // A standby serves no Session, and a leader that cannot confirm its
-      // leadership acts on nothing (a renewal, a verdict): the agent goes to
-      // the leader the refusal names, or tries the replicas again.
+    if (told_gone_) return false;
+    if (service_->gate_ != nullptr && !service_->gate_->leads()) {
+      // A standby serves no Session: the agent goes to the leader the
+      // refusal names, or tries the replicas again. (A leader that cannot
+      // confirm its leadership holds the message instead: Handle.)
       refused = service_->gate_->Check();
       standby_leader = service_->gate_->leader();
     } else if (!joined_ && msg.kind_case() != v1::AgentMessage::kJoin) {
@@ -431,13 +515,44 @@ void SessionStream::SendLeaseRenewed(int64_t seq) {
 }
 
 void SessionStream::Disconnect() {
-  absl::MutexLock lock(&events_mu_);
-  if (disconnected_) return;
-  disconnected_ = true;
-  if (joined_) {
-    service_->stacks_.OnGone(id_);
-    service_->coordinator_->OnDisconnect(id_);
+  {
+    absl::MutexLock lock(&events_mu_);
+    if (ended_) return;
+    ended_ = true;
   }
+  // A `muster stacks` request waiting for this agent fails now: that decides
+  // nothing.
+  service_->stacks_.OnGone(id_);
+  const LeaderGate* const gate = service_->gate_;
+  if (gate != nullptr && !gate->serving()) {
+    // Ended while this musterd cannot confirm that it still leads (etcd
+    // slow, or this process was paused), or after it stood by: perhaps the
+    // agent left for the leader that replaced it. Losing the node now would
+    // act on this process's own stale view. A standby decides nothing; a
+    // leader leaves the node to its heartbeat timeout, counted once the
+    // leadership is confirmed again (ForgiveSilence), unless the agent
+    // rejoins first and carries on in its round.
+    if (gate->leads()) {
+      MUSTER_LOG(INFO) << "session " << id_ << " from " << peer_
+                       << " ended while musterd could not confirm its "
+                          "leadership: its node is left to its rejoin or its "
+                          "heartbeat timeout";
+    }
+    absl::MutexLock lock(&events_mu_);
+    told_gone_ = true;
+    return;
+  }
+  auto tell = [self = shared_from_this()] {
+    absl::MutexLock lock(&self->events_mu_);
+    if (self->told_gone_) return;
+    self->told_gone_ = true;
+    if (self->joined_) self->service_->coordinator_->OnDisconnect(self->id_);
+  };
+  if (gate != nullptr && gate->leads() &&
+      service_->inbox_.HoldIfFenced([&] { return tell; })) {
+    return;  // after the events of this stream that wait before it
+  }
+  tell();
 }
 
 }  // namespace muster::rendezvous

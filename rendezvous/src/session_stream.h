@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -96,6 +97,9 @@ class SessionStream final : public AgentChannel,
   // is re-adopted elsewhere with its workers running. Queued messages still
   // go out.
   void StopSending();
+  // The held output (messages and a close that came while the leadership was
+  // unconfirmed) goes out now, in order. From the service's ReleaseHeld.
+  void ReleaseHeld() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // What a completion is for: the low bits of its tag.
@@ -133,8 +137,16 @@ class SessionStream final : public AgentChannel,
   void OnFinish();
   void OnCallDone();
 
-  // Handles one message; returns whether to read on.
+  // Handles one message; returns whether to read on. While the leadership
+  // is unconfirmed (leader_gate.h) the message waits in the service's
+  // FencedInbox and Act runs on it later.
   bool Handle(const v1::AgentMessage& msg);
+  // Hands one message to the Coordinator (or refuses it); returns whether to
+  // read on.
+  bool Act(const v1::AgentMessage& msg);
+  // Whether an output must wait: this musterd leads but has not confirmed it
+  // lately, or output from then still waits.
+  bool MustHoldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendLeaseRenewed(int64_t seq);
   // Tells the Coordinator once that this stream's agent is gone (if it ever
   // joined).
@@ -146,6 +158,9 @@ class SessionStream final : public AgentChannel,
   void StartWriteLocked(std::shared_ptr<const v1::ServerMessage> msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Close, never held.
+  void CloseLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts what the queue allows: returns false when it is closed.
   template <typename Start>
   bool StartOp(Start start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -186,9 +201,15 @@ class SessionStream final : public AgentChannel,
   int reads_on_arena_ = 0;
 
   // Event order towards the Coordinator: nothing after its OnDisconnect.
+  // `ended_`: the stream ended (Disconnect ran); `told_gone_`: the
+  // Coordinator was told so (at once, or when the FencedInbox replays it), or
+  // never will be because the stream ended while the leadership was
+  // unconfirmed (its node is then left to its heartbeat timeout, or to its
+  // own rejoin: a paused leader decides nothing by its own clock).
   absl::Mutex events_mu_;
   bool joined_ ABSL_GUARDED_BY(events_mu_) = false;
-  bool disconnected_ ABSL_GUARDED_BY(events_mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(events_mu_) = false;
+  bool told_gone_ ABSL_GUARDED_BY(events_mu_) = false;
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kRequested;
@@ -207,6 +228,12 @@ class SessionStream final : public AgentChannel,
   // once, so the one in flight need not be kept).
   std::deque<std::shared_ptr<const v1::ServerMessage>> out_
       ABSL_GUARDED_BY(mu_);
+  // Output fencing: what the Coordinator sent while this musterd could not
+  // confirm its leadership, and a close then, kept until ReleaseHeld (the
+  // leadership confirmed) or dropped when the stream ends (deposed).
+  std::deque<std::shared_ptr<const v1::ServerMessage>> held_out_
+      ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> held_close_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace muster::rendezvous

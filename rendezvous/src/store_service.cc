@@ -235,9 +235,9 @@ class StoreService::WaitReactor final : public grpc::ServerUnaryReactor {
     if (timer != 0) service_->scheduler_.Cancel(timer);
     if (result.ok()) {
       fill_(*std::move(result));
-      Finish(grpc::Status::OK);
+      service_->FinishFenced(this, grpc::Status::OK);
     } else {
-      Finish(ToGrpcStatus(result.status()));
+      service_->FinishFenced(this, ToGrpcStatus(result.status()));
     }
   }
 
@@ -267,8 +267,8 @@ class StoreService::Rpcs final : public v1::Store::CallbackService {
     // replicated musterd): the reactor finishes from the callback.
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     s_->store_->SetAsync(request->prefix(), request->key(), request->value(),
-                         [reactor](absl::Status status) {
-                           reactor->Finish(ToGrpcStatus(status));
+                         [this, reactor](absl::Status status) {
+                           s_->FinishFenced(reactor, ToGrpcStatus(status));
                          });
     return reactor;
   }
@@ -298,11 +298,12 @@ class StoreService::Rpcs final : public v1::Store::CallbackService {
         s_->CheckAccessAndKey(context, request->prefix(), request->key());
     if (!check.ok()) return FinishNow(context, check);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    s_->store_->AddAsync(request->prefix(), request->key(), request->delta(),
-                         [reactor, response](absl::StatusOr<int64_t> value) {
-                           if (value.ok()) response->set_value(*value);
-                           reactor->Finish(ToGrpcStatus(value.status()));
-                         });
+    s_->store_->AddAsync(
+        request->prefix(), request->key(), request->delta(),
+        [this, reactor, response](absl::StatusOr<int64_t> value) {
+          if (value.ok()) response->set_value(*value);
+          s_->FinishFenced(reactor, ToGrpcStatus(value.status()));
+        });
     return reactor;
   }
 
@@ -317,9 +318,9 @@ class StoreService::Rpcs final : public v1::Store::CallbackService {
     s_->store_->CompareSetAsync(
         request->prefix(), request->key(), request->expected(),
         request->desired(),
-        [reactor, response](absl::StatusOr<std::string> value) {
+        [this, reactor, response](absl::StatusOr<std::string> value) {
           if (value.ok()) response->set_value(*std::move(value));
-          reactor->Finish(ToGrpcStatus(value.status()));
+          s_->FinishFenced(reactor, ToGrpcStatus(value.status()));
         });
     return reactor;
   }
@@ -373,8 +374,8 @@ class StoreService::Rpcs final : public v1::Store::CallbackService {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     s_->store_->MultiSetAsync(request->prefix(), ToVector(request->keys()),
                               ToVector(request->values()),
-                              [reactor](absl::Status status) {
-                                reactor->Finish(ToGrpcStatus(status));
+                              [this, reactor](absl::Status status) {
+                                s_->FinishFenced(reactor, ToGrpcStatus(status));
                               });
     return reactor;
   }
@@ -386,11 +387,12 @@ class StoreService::Rpcs final : public v1::Store::CallbackService {
         s_->CheckAccessAndKey(context, request->prefix(), request->key());
     if (!check.ok()) return FinishNow(context, check);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    s_->store_->DeleteAsync(request->prefix(), request->key(),
-                            [reactor, response](absl::StatusOr<bool> deleted) {
-                              if (deleted.ok()) response->set_deleted(*deleted);
-                              reactor->Finish(ToGrpcStatus(deleted.status()));
-                            });
+    s_->store_->DeleteAsync(
+        request->prefix(), request->key(),
+        [this, reactor, response](absl::StatusOr<bool> deleted) {
+          if (deleted.ok()) response->set_deleted(*deleted);
+          s_->FinishFenced(reactor, ToGrpcStatus(deleted.status()));
+        });
     return reactor;
   }
 
@@ -423,8 +425,43 @@ StoreService::StoreService(KvStore* store, const JobAuthRegistry* auth,
 
 grpc::Service* StoreService::service() { return rpcs_.get(); }
 
+void StoreService::FinishFenced(grpc::ServerUnaryReactor* reactor,
+                                grpc::Status status) {
+  if (gate_ != nullptr && !gate_->serving()) {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_.ok() && gate_->leads()) {
+      held_.emplace_back(reactor, std::move(status));
+      return;
+    }
+    // A standby or a server going away: the op may or may not have been
+    // applied, as for any call cut short.
+    if (!shutdown_.ok()) status = ToGrpcStatus(shutdown_);
+  }
+  if (gate_ != nullptr && !gate_->leads() && status.ok()) {
+    status = ToGrpcStatus(gate_->Check());
+  }
+  reactor->Finish(status);
+}
+
+void StoreService::ReleaseHeld() {
+  if (gate_ == nullptr || !gate_->serving()) return;
+  std::vector<std::pair<grpc::ServerUnaryReactor*, grpc::Status>> held;
+  std::vector<std::shared_ptr<StreamCore>> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    held.swap(held_);
+    for (const auto& [raw, stream] : streams_) streams.push_back(stream);
+  }
+  for (auto& [reactor, status] : held) reactor->Finish(status);
+  for (const auto& stream : streams) stream->Kick();
+}
+
 absl::Status StoreService::CheckGate(
     grpc::CallbackServerContext* context) const {
+  if (gate_ != nullptr && gate_->leads()) {
+    context->AddInitialMetadata(kEpochMetadataKey,
+                                absl::StrCat(gate_->epoch()));
+  }
   if (gate_ == nullptr || gate_->serving()) return absl::OkStatus();
   absl::Status refusal = gate_->Check();
   if (!refusal.ok()) gate_->AddLeaderTrailer(*context);
@@ -491,6 +528,7 @@ StoreService::~StoreService() {
 void StoreService::Shutdown(const absl::Status& status) {
   std::vector<KvStore::WaiterId> pending;
   std::vector<std::shared_ptr<StreamCore>> streams;
+  std::vector<std::pair<grpc::ServerUnaryReactor*, grpc::Status>> held;
   absl::Status why;
   {
     absl::MutexLock lock(&mu_);
@@ -501,7 +539,9 @@ void StoreService::Shutdown(const absl::Status& status) {
     why = shutdown_;
     for (const auto& [id, leader] : waits_) pending.push_back(id);
     for (const auto& [raw, stream] : streams_) streams.push_back(stream);
+    held.swap(held_);
   }
+  for (auto& [reactor, ignored] : held) reactor->Finish(ToGrpcStatus(why));
   for (const auto& stream : streams) stream->End(why, "");
   scheduler_.Stop();
   for (KvStore::WaiterId id : pending) store_->CancelWait(id, why);
@@ -512,6 +552,7 @@ void StoreService::EndOpen(const absl::Status& why, const std::string& leader) {
       why.ok() ? absl::UnavailableError("this musterd stopped leading") : why;
   std::vector<KvStore::WaiterId> pending;
   std::vector<std::shared_ptr<StreamCore>> streams;
+  std::vector<std::pair<grpc::ServerUnaryReactor*, grpc::Status>> held;
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, named] : waits_) {
@@ -519,7 +560,11 @@ void StoreService::EndOpen(const absl::Status& why, const std::string& leader) {
       pending.push_back(id);
     }
     for (const auto& [raw, stream] : streams_) streams.push_back(stream);
+    held.swap(held_);
   }
+  // Answers held for a confirmation that will not come: the op may or may
+  // not have been applied, as for any call cut short by a failover.
+  for (auto& [reactor, ignored] : held) reactor->Finish(ToGrpcStatus(status));
   for (const auto& stream : streams) stream->End(status, leader);
   for (KvStore::WaiterId id : pending) store_->CancelWait(id, status);
 }

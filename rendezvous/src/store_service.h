@@ -141,6 +141,10 @@ class StoreService {
   // serves again once it leads). Does not block on RPCs.
   void EndOpen(const absl::Status& why, const std::string& leader);
 
+  // The leadership is confirmed (again): the answers held while it was not
+  // leave now (unary calls and streams). From the server's tick thread.
+  void ReleaseHeld();
+
   // Ends every pending wait and every open stream with `status`, makes later
   // waits and streams fail with it at once, and stops the timer thread.
   // Idempotent; does not wait for RPCs.
@@ -167,6 +171,10 @@ class StoreService {
   // OK while this musterd serves (no gate, or the gate serves); otherwise the
   // gate's UNAVAILABLE, and the leader goes into the call's trailing metadata.
   absl::Status CheckGate(grpc::CallbackServerContext* context) const;
+  // A unary call's answer: now, or (the leadership unconfirmed: output
+  // fencing) when ReleaseHeld runs, or UNAVAILABLE from EndOpen when this
+  // replica no longer leads.
+  void FinishFenced(grpc::ServerUnaryReactor* reactor, grpc::Status status);
   // The namespace is well-formed and `credential` may use it.
   absl::Status CheckNamespace(const Credential& credential,
                               const std::string& prefix) const;
@@ -215,6 +223,9 @@ class StoreService {
   absl::flat_hash_map<StreamCore*, std::shared_ptr<StreamCore>> streams_
       ABSL_GUARDED_BY(mu_);
   absl::Status shutdown_ ABSL_GUARDED_BY(mu_);  // non-OK after Shutdown
+  // Unary answers held by FinishFenced.
+  std::vector<std::pair<grpc::ServerUnaryReactor*, grpc::Status>> held_
+      ABSL_GUARDED_BY(mu_);
 
   // Last: its handlers use everything above.
   const std::unique_ptr<Rpcs> rpcs_;

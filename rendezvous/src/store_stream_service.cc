@@ -117,8 +117,20 @@ void StoreService::StreamCore::Open(StreamReactor* reactor) {
   // Tells the client its stream reached a serving musterd: what it writes from
   // now on may be applied (GrpcStore's rule for an Add in flight at failover).
   context_->AddInitialMetadata("muster-store-stream", "1");
+  // The fencing token (leader_gate.h): a client that has seen a newer
+  // leader's epoch does not take this stream's answers.
+  if (s_->gate_ != nullptr) {
+    context_->AddInitialMetadata(kEpochMetadataKey,
+                                 absl::StrCat(s_->gate_->epoch()));
+  }
   reactor_->StartSendInitialMetadata();
   StartReadLocked();
+}
+
+void StoreService::StreamCore::Kick() {
+  absl::MutexLock lock(&mu_);
+  StartWriteLocked();
+  MaybeFinishLocked();
 }
 
 void StoreService::StreamCore::Detach() {
@@ -144,6 +156,11 @@ void StoreService::StreamCore::StartWriteLocked() {
       in_batch_ || queue_.responses_size() == 0) {
     return;
   }
+  // Output fencing: no answer leaves while this musterd leads but cannot
+  // confirm it lately (a paused process, etcd slow); the answers wait in the
+  // queue for the tick after the confirmation (StoreService::ReleaseHeld),
+  // or end with the stream when this replica was deposed (EndOpen).
+  if (s_->gate_ != nullptr && !s_->gate_->serving()) return;
   writing_.Swap(&queue_);
   writing_bytes_ = queued_bytes_;
   write_in_flight_ = true;

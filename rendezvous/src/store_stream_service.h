@@ -65,6 +65,9 @@ class StoreService::StreamCore final
 
   void OnReadDone(bool ok);
   void OnWriteDone(bool ok);
+  // Starts the write of what waits, if any (answers held while the
+  // leadership was unconfirmed).
+  void Kick();
   // The client cancelled or the connection broke.
   void OnCancel() {
     End(absl::CancelledError("the client cancelled the Store stream"), "");

@@ -12,7 +12,10 @@ muster_tests(DEPS muster_testing_rendezvous TIMEOUT 60 TESTS
   heartbeat_follow_test
   # Replicas (issue 25): the Session client and `muster status` follow the leader through
   # standbys (muster-leader), skip unreachable replicas, and give up a silent leader.
-  replica_client_test)
+  replica_client_test
+  # Fencing (issue 35): a leader that cannot confirm its leadership holds what agents send and
+  # what it would send them, and a stream's end then loses no node.
+  fencing_test)
 muster_test(rendezvous_server_test SRCS server_test.cc DEPS muster_testing_rendezvous TIMEOUT 60)
 add_dependencies(musterd_test musterd)
 # musterd --state-dir: the journal survives a restart; bad directories are refused (issue 11).

@@ -67,9 +67,15 @@ class ReplicaMemory {
   // `endpoint` went silent: try it after the others until `until`.
   void Avoid(const std::string& endpoint, absl::Time until);
   bool Avoided(const std::string& endpoint, absl::Time now) const;
+  // Fencing (docs/architecture.md, "Fencing"): records a server message's
+  // epoch and returns true, or returns false for an epoch older than the
+  // newest seen (a deposed leader's message: ignore it). Never blocks.
+  bool AcceptEpoch(int64_t epoch);
+  int64_t newest_epoch() const;
 
  private:
   mutable absl::Mutex mu_;
+  int64_t newest_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   std::string leader_ ABSL_GUARDED_BY(mu_);
   std::string avoided_ ABSL_GUARDED_BY(mu_);
   absl::Time avoid_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -219,6 +219,18 @@ class Coordinator {
   void ResumeJob(const std::string& job_id, int64_t round,
                  int32_t restart_count);
 
+  // Replicas (docs/architecture.md, "Fencing"): every message built from now
+  // on carries `epoch`, the leadership's election revision. Set once, before
+  // this musterd serves as the leader. Thread-safe.
+  void SetEpoch(int64_t epoch);
+
+  // The leadership was confirmed again after a lapse (etcd slow, or this
+  // process paused): what the agents sent meanwhile was held, not heard, so
+  // every connection counts as heard from now and no node is declared silent
+  // by a clock that ran while this musterd could not listen or act. An agent
+  // that is really gone is lost one heartbeat timeout later.
+  void ForgiveSilence();
+
   // Jobs (all when job_id is empty), for `muster status`.
   v1::GetStatusResponse Status(absl::string_view job_id) const;
   // One page of them (GetStatus; the request is parsed by status_page.h):

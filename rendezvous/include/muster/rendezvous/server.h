@@ -9,6 +9,8 @@
 #ifndef MUSTER_RENDEZVOUS_SERVER_H_
 #define MUSTER_RENDEZVOUS_SERVER_H_
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -105,6 +107,15 @@ class RendezvousServer {
   void StandBy(const std::string& self, const std::string& leader);
   void Lead();
   bool leading() const;
+  // A leader acts only until `until` (steady clock) unless confirmed again
+  // (the replica's etcd renewals call the gate directly; tests call this to
+  // make a leader that cannot confirm its leadership, as a paused process
+  // finds itself). Until then nothing an agent sends is acted on, and nothing
+  // leaves for an agent; both wait for the next confirmation
+  // (docs/architecture.md, "Fencing"). Thread-safe; does not block.
+  void ConfirmLeadershipUntil(std::chrono::steady_clock::time_point until);
+  // Agent events held so far because the leadership was unconfirmed.
+  int64_t HeldEvents() const;
   // A replica's role and the leader it knows: "leading", "standby" (leader
   // named in *leader), "waiting", "deposed"...; "single" without replicas.
   std::string ReplicaRole(std::string* leader = nullptr) const;
