@@ -34,6 +34,10 @@ std::unique_ptr<rendezvous::RendezvousServer> StartLoopbackServer(
   return *std::move(server);
 }
 
+std::unique_ptr<rendezvous::RendezvousServer> StartLoopbackServer() {
+  return StartLoopbackServer(rendezvous::ServerOptions());
+}
+
 void PrepareContext(grpc::ClientContext* context, const std::string& token,
                     absl::Duration timeout) {
   if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);

@@ -37,7 +37,12 @@ LoopbackService ServeOnLoopback(grpc::Service* service);
 // kernel picks (options.listen is replaced). On failure adds a test failure
 // naming the status and returns nullptr: callers ASSERT_NE(server, nullptr).
 std::unique_ptr<rendezvous::RendezvousServer> StartLoopbackServer(
-    rendezvous::ServerOptions options = {});
+    rendezvous::ServerOptions options);
+// The same with default options. An overload, not a default argument: a
+// `= {}` temporary in every caller, destroyed there after the call, made
+// MinGW g++ 12 at -O3 call its std::function members "maybe uninitialized"
+// (-Werror, the Windows build).
+std::unique_ptr<rendezvous::RendezvousServer> StartLoopbackServer();
 
 // The next message of `kind` from the client, skipping others (Waiting, ...),
 // within one deadline `timeout` from now. Errors: the client's (its stream
