@@ -75,6 +75,6 @@ absl::StatusOr<bool> InMemoryStore::Delete(absl::string_view key) {
   return kv_->Delete(ns_, key);
 }
 
-absl::StatusOr<int64_t> InMemoryStore::NumKeys() { return kv_->NumKeys(ns_); }
+absl::StatusOr<int64_t> InMemoryStore::NumKeys() { return kv_->CountKeys(ns_); }
 
 }  // namespace muster::rendezvous

@@ -126,6 +126,8 @@ absl::StatusOr<int64_t> KvStore::Add(absl::string_view ns,
   int64_t result = 0;
   {
     absl::MutexLock lock(&mu_);
+    // Before the value's check: a dropped namespace has no value to judge.
+    if (absl::Status open = CheckOpenLocked(ns); !open.ok()) return open;
     auto found = data_.find(ns);
     int64_t current = 0;
     if (found != data_.end()) {
@@ -158,6 +160,8 @@ absl::StatusOr<std::string> KvStore::CompareSet(absl::string_view ns,
   std::string result;
   {
     absl::MutexLock lock(&mu_);
+    // Before the comparison: one that does not swap answers a value too.
+    if (absl::Status open = CheckOpenLocked(ns); !open.ok()) return open;
     auto found = data_.find(ns);
     const std::string* current = nullptr;
     if (found != data_.end()) {
@@ -190,6 +194,7 @@ absl::Status KvStore::MultiSet(absl::string_view ns,
   std::vector<std::pair<WaitCallback, std::vector<std::string>>> ready;
   {
     absl::MutexLock lock(&mu_);
+    if (absl::Status open = CheckOpenLocked(ns); !open.ok()) return open;
     auto found = data_.find(ns);
     const Namespace* n = found == data_.end() ? nullptr : &found->second;
     // All or nothing. A key named twice is counted as new twice: a slightly
@@ -210,8 +215,10 @@ absl::Status KvStore::MultiSet(absl::string_view ns,
   return absl::OkStatus();
 }
 
-bool KvStore::Delete(absl::string_view ns, absl::string_view key) {
+absl::StatusOr<bool> KvStore::Delete(absl::string_view ns,
+                                     absl::string_view key) {
   absl::MutexLock lock(&mu_);
+  if (absl::Status open = CheckOpenLocked(ns); !open.ok()) return open;
   auto n = data_.find(ns);
   if (n == data_.end()) return false;
   auto it = n->second.entries.find(key);
@@ -220,6 +227,13 @@ bool KvStore::Delete(absl::string_view ns, absl::string_view key) {
   n->second.entries.erase(it);
   version_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+absl::StatusOr<int64_t> KvStore::CountKeys(absl::string_view ns) const {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status open = CheckOpenLocked(ns); !open.ok()) return open;
+  auto n = data_.find(ns);
+  return n == data_.end() ? 0 : static_cast<int64_t>(n->second.entries.size());
 }
 
 int64_t KvStore::NumKeys(absl::string_view ns) const {
@@ -293,18 +307,24 @@ void KvStore::DropNamespace(absl::string_view ns) {
   {
     absl::MutexLock lock(&mu_);
     DropNamespaceLocked(std::string(ns), &failed);
-    if (closed_.insert(std::string(ns)).second) {
-      closed_order_.emplace_back(ns);
-      if (closed_order_.size() > kMaxClosedNamespaces) {
-        closed_.erase(closed_order_.front());
-        closed_order_.pop_front();
-      }
-    }
+    std::string forget = CloseLocked(ns);
     // In the same critical section: no write can slip between the drop here
     // and the drop in the replicas' log.
-    if (committer_ != nullptr) committer_->CommitDrop(absl::StrCat(ns, "/"));
+    if (committer_ != nullptr) {
+      committer_->CommitClose(std::string(ns), std::move(forget));
+    }
   }
   FailDropped(failed);
+}
+
+std::string KvStore::CloseLocked(absl::string_view ns) {
+  if (!closed_.insert(std::string(ns)).second) return "";
+  closed_order_.emplace_back(ns);
+  if (closed_order_.size() <= kMaxClosedNamespaces) return "";
+  std::string oldest = std::move(closed_order_.front());
+  closed_order_.pop_front();
+  closed_.erase(oldest);
+  return oldest;
 }
 
 void KvStore::DropNamespacesWithPrefix(absl::string_view prefix) {
@@ -513,6 +533,11 @@ void KvStore::AddAsync(absl::string_view ns, absl::string_view key,
     done(Add(ns, key, delta));
     return;
   }
+  if (absl::Status open = CheckOpenLocked(ns); !open.ok()) {
+    lock.Release();
+    done(std::move(open));
+    return;
+  }
   int64_t current = 0;
   const std::string* now = ViewLocked(ns, key);
   if (now != nullptr && !now->empty() && !absl::SimpleAtoi(*now, &current)) {
@@ -550,6 +575,13 @@ void KvStore::CompareSetAsync(absl::string_view ns, absl::string_view key,
   if (committer_ == nullptr) {
     lock.Release();
     done(CompareSet(ns, key, expected, desired));
+    return;
+  }
+  // Before the comparison: the values in flight of a dropped namespace are
+  // never applied, and no answer may name one.
+  if (absl::Status open = CheckOpenLocked(ns); !open.ok()) {
+    lock.Release();
+    done(std::move(open));
     return;
   }
   const std::string* now = ViewLocked(ns, key);
@@ -600,6 +632,11 @@ void KvStore::MultiSetAsync(absl::string_view ns,
     done(MultiSet(ns, keys, values));
     return;
   }
+  if (absl::Status open = CheckOpenLocked(ns); !open.ok()) {
+    lock.Release();
+    done(std::move(open));
+    return;
+  }
   auto found = data_.find(ns);
   const Namespace* n = found == data_.end() ? nullptr : &found->second;
   int64_t added_keys = 0, added_bytes = 0;
@@ -623,6 +660,11 @@ void KvStore::DeleteAsync(absl::string_view ns, absl::string_view key,
   if (committer_ == nullptr) {
     lock.Release();
     done(Delete(ns, key));
+    return;
+  }
+  if (absl::Status open = CheckOpenLocked(ns); !open.ok()) {
+    lock.Release();
+    done(std::move(open));
     return;
   }
   const bool existed = ViewLocked(ns, key) != nullptr;

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,8 +24,8 @@ TEST(KvStoreTest, SetGetAddCompareSet) {
   EXPECT_EQ(*kv.CompareSet("j/1", "c", "wrong", "second"), "first");
   EXPECT_EQ(*kv.CompareSet("j/1", "c", "first", "second"), "second");
   EXPECT_EQ(kv.NumKeys("j/1"), 3);
-  EXPECT_TRUE(kv.Delete("j/1", "c"));
-  EXPECT_FALSE(kv.Delete("j/1", "c"));
+  EXPECT_TRUE(*kv.Delete("j/1", "c"));
+  EXPECT_FALSE(*kv.Delete("j/1", "c"));
   EXPECT_FALSE(kv.MultiSet("j/1", {"a", "b"}, {"1"}).ok());
 }
 
@@ -97,6 +98,56 @@ TEST(KvStoreTest, ADroppedRoundStaysClosedUntilItsJobIsForgotten) {
   EXPECT_EQ(*kv.Get("j/1", "k"), "v");
 }
 
+// Issue 35: every operation, the ones that write nothing included, answers
+// ABORTED on a dropped namespace, before anything else it could answer
+// (a value, "not an integer", "not found").
+TEST(KvStoreTest, EveryOperationOnADroppedNamespaceIsAborted) {
+  KvStore kv;
+  ASSERT_TRUE(kv.Set("j/1", "k", "v").ok());
+  ASSERT_TRUE(kv.Set("j/1", "text", "not a number").ok());
+  kv.DropNamespace("j/1");
+  EXPECT_TRUE(absl::IsAborted(kv.Delete("j/1", "k").status()));
+  EXPECT_TRUE(absl::IsAborted(kv.Delete("j/1", "absent").status()));
+  // A compare_set that would not swap reads a value: refused all the same.
+  EXPECT_TRUE(absl::IsAborted(kv.CompareSet("j/1", "k", "x", "y").status()));
+  EXPECT_TRUE(absl::IsAborted(kv.CompareSet("j/1", "k", "", "y").status()));
+  EXPECT_TRUE(absl::IsAborted(kv.Add("j/1", "text", 1).status()));
+  EXPECT_TRUE(absl::IsAborted(kv.MultiSet("j/1", {}, {})));
+  EXPECT_TRUE(absl::IsAborted(kv.CountKeys("j/1").status()));
+  EXPECT_EQ(kv.NumKeys("j/1"), 0);
+  EXPECT_TRUE(absl::IsAborted(kv.Get("j/1", "absent").status()));
+  // The async forms, without a Committer, answer the same at once.
+  absl::StatusOr<bool> deleted = true;
+  kv.DeleteAsync("j/1", "k", [&](absl::StatusOr<bool> v) { deleted = v; });
+  EXPECT_TRUE(absl::IsAborted(deleted.status()));
+  absl::StatusOr<std::string> swapped;
+  kv.CompareSetAsync("j/1", "k", "x", "y",
+                     [&](absl::StatusOr<std::string> v) { swapped = v; });
+  EXPECT_TRUE(absl::IsAborted(swapped.status()));
+  // Bad input stays refused as such.
+  EXPECT_TRUE(absl::IsInvalidArgument(kv.MultiSet("j/1", {"a"}, {})));
+  // A store's client sees the same (InMemoryStore on the namespace).
+  auto shared = std::make_shared<KvStore>();
+  InMemoryStore round(shared, "j/1");
+  ASSERT_TRUE(round.Set("k", "v").ok());
+  shared->DropNamespace("j/1");
+  EXPECT_TRUE(absl::IsAborted(round.Delete("k").status()));
+  EXPECT_TRUE(absl::IsAborted(round.NumKeys().status()));
+  EXPECT_TRUE(absl::IsAborted(round.CompareSet("k", "x", "y").status()));
+}
+
+// The closed list keeps the newest kMaxClosedNamespaces: the oldest falls off
+// (and opens again), the newest stay closed.
+TEST(KvStoreTest, TheClosedListKeepsTheNewest) {
+  KvStore kv;
+  const size_t n = KvStore::kMaxClosedNamespaces + 2;
+  for (size_t i = 1; i <= n; ++i) kv.DropNamespace(absl::StrCat("j/", i));
+  EXPECT_TRUE(kv.Set("j/1", "k", "v").ok());
+  EXPECT_TRUE(kv.Set("j/2", "k", "v").ok());
+  EXPECT_TRUE(absl::IsAborted(kv.Set("j/3", "k", "v")));
+  EXPECT_TRUE(absl::IsAborted(kv.Set(absl::StrCat("j/", n), "k", "v")));
+}
+
 TEST(InMemoryStoreTest, GetBlocksUntilAnotherThreadSets) {
   auto kv = std::make_shared<KvStore>();
   InMemoryStore a(kv, "ns"), b(kv, "ns");
@@ -166,7 +217,7 @@ TEST(KvStoreTest, LimitsRefuseWritesNamingTheLimit) {
   s = kv.Set("j/1", "d", "1");                                  // a 4th key
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("quota of 3 (musterd --store-max-keys)"));
-  EXPECT_TRUE(kv.Delete("j/1", "c"));
+  EXPECT_TRUE(*kv.Delete("j/1", "c"));
   EXPECT_TRUE(kv.Set("j/1", "d", "1").ok());
   // Add, CompareSet and MultiSet (all or nothing) count too.
   EXPECT_EQ(kv.Add("j/1", "e", 1).status().code(),

@@ -137,6 +137,15 @@ std::optional<std::pair<std::string, bool>> EtcdCluster::MemberStatus(
   return std::nullopt;
 }
 
+std::optional<int> EtcdCluster::Leader() const {
+  for (int i = 0; i < size(); ++i) {
+    if (members_[i].proc == nullptr || !members_[i].proc->Running()) continue;
+    std::optional<std::pair<std::string, bool>> status = MemberStatus(i);
+    if (status.has_value() && status->second) return i;
+  }
+  return std::nullopt;
+}
+
 bool EtcdCluster::MoveLeaderAwayFrom(int i, absl::Duration timeout) {
   return WaitUntil(
       [&] {

@@ -48,6 +48,9 @@ class EtcdCluster {
   // follower then costs the cluster no election. False when i still leads at
   // `timeout`.
   bool MoveLeaderAwayFrom(int i, absl::Duration timeout = absl::Seconds(10));
+  // The member that is etcd's own leader now, as the members say (each
+  // asked with `etcdctl endpoint status`); nullopt when none says so.
+  std::optional<int> Leader() const;
   // Starts member i again with its data (after Kill); waits until its client
   // port answers.
   bool Restart(int i, absl::Duration timeout = absl::Seconds(30));

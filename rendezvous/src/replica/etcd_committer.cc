@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "muster/common/logging.h"
 
 namespace muster::rendezvous {
@@ -13,7 +14,19 @@ EtcdCommitter::EtcdCommitter(EtcdClient* etcd, EtcdCommitterOptions options)
   thread_ = std::thread([this] { Loop(); });
 }
 
-EtcdCommitter::~EtcdCommitter() { Stop(); }
+EtcdCommitter::~EtcdCommitter() {
+  Stop();
+  {
+    absl::MutexLock lock(&mu_);
+    exiting_ = true;
+  }
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // destroyed from its own callback: it returns next
+  } else {
+    thread_.join();
+  }
+}
 
 void EtcdCommitter::Commit(std::vector<Write> writes,
                            absl::AnyInvocable<void(absl::Status)> done) {
@@ -33,11 +46,48 @@ void EtcdCommitter::Commit(std::vector<Write> writes,
   queue_.back().done.push_back(std::move(done));
 }
 
-void EtcdCommitter::CommitDrop(std::string ns_prefix) {
-  absl::MutexLock lock(&mu_);
+namespace {
+
+void AddRangeDelete(std::vector<etcdserverpb::RequestOp>& ops,
+                    std::string prefix) {
+  etcdserverpb::DeleteRangeRequest* del =
+      ops.emplace_back().mutable_request_delete_range();
+  del->set_range_end(PrefixRangeEnd(prefix));
+  del->set_key(std::move(prefix));
+}
+
+}  // namespace
+
+void EtcdCommitter::CommitClose(std::string ns, std::string forget) {
   Item item;
-  item.kind = Item::Kind::kDeleteRange;
-  item.key = absl::StrCat(options_.store_prefix, ns_prefix);
+  item.kind = Item::Kind::kAlone;
+  // One transaction: no leader after this one finds the keys gone but the
+  // namespace open (it would accept writes a worker of the ended round
+  // makes), nor the namespace closed with keys of it loaded.
+  AddRangeDelete(item.ops, absl::StrCat(options_.store_prefix, ns, "/"));
+  if (!options_.closed_prefix.empty()) {
+    etcdserverpb::PutRequest* put =
+        item.ops.emplace_back().mutable_request_put();
+    put->set_key(absl::StrCat(options_.closed_prefix, ns));
+    put->set_value(
+        absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone()));
+    if (!forget.empty()) {
+      item.ops.emplace_back().mutable_request_delete_range()->set_key(
+          absl::StrCat(options_.closed_prefix, forget));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(item));
+}
+
+void EtcdCommitter::CommitDrop(std::string ns_prefix) {
+  Item item;
+  item.kind = Item::Kind::kAlone;
+  AddRangeDelete(item.ops, absl::StrCat(options_.store_prefix, ns_prefix));
+  if (!options_.closed_prefix.empty()) {
+    AddRangeDelete(item.ops, absl::StrCat(options_.closed_prefix, ns_prefix));
+  }
+  absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(item));
 }
 
@@ -51,22 +101,14 @@ void EtcdCommitter::CommitKey(std::string key, std::string value, bool erase) {
 }
 
 void EtcdCommitter::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id())
-    thread_.join();
-  Batch left;
-  {
-    absl::MutexLock lock(&mu_);
-    for (Item& item : queue_) {
-      for (auto& d : item.done) left.done.push_back(std::move(d));
-    }
-    queue_.clear();
-  }
-  Fail(left, absl::UnavailableError(
-                 "this musterd stopped leading before the write committed"));
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  // The committer's thread fails what is queued and what comes later: a
+  // write handed over after Stop (the store still points here) is answered
+  // too, and never on its caller's thread (KvStore holds its lock there).
+  if (thread_.get_id() == std::this_thread::get_id()) return;
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !sending_; };
+  mu_.Await(absl::Condition(&idle));
 }
 
 int64_t EtcdCommitter::transactions() const {
@@ -94,9 +136,7 @@ EtcdCommitter::Batch EtcdCommitter::TakeBatchLocked() {
   };
   while (!queue_.empty()) {
     Item& next = queue_.front();
-    if (next.kind == Item::Kind::kDeleteRange) {
-      // A range delete overlaps the puts around it, which etcd refuses in
-      // one transaction: it goes alone.
+    if (next.kind == Item::Kind::kAlone) {
       if (!items.empty()) break;
       take_done(next);
       items.push_back(std::move(next));
@@ -157,14 +197,12 @@ absl::Status EtcdCommitter::Send(const std::vector<Item>& items) {
         txn.add_success()->mutable_request_delete_range()->set_key(item.key);
         ++ops;
         break;
-      case Item::Kind::kDeleteRange: {
-        etcdserverpb::DeleteRangeRequest* del =
-            txn.add_success()->mutable_request_delete_range();
-        del->set_key(item.key);
-        del->set_range_end(PrefixRangeEnd(item.key));
-        ++ops;
+      case Item::Kind::kAlone:
+        for (const etcdserverpb::RequestOp& op : item.ops) {
+          *txn.add_success() = op;
+          ++ops;
+        }
         break;
-      }
       case Item::Kind::kBarrier:
         break;
     }
@@ -196,21 +234,28 @@ void EtcdCommitter::Loop() {
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty();
+        return exiting_ || !queue_.empty();
       };
       mu_.Await(absl::Condition(&ready));
-      if (stopping_) return;
+      if (queue_.empty()) return;  // exiting, every write answered
       batch = TakeBatchLocked();
-      failed = failed_;
+      if (stopping_) {
+        failed = absl::UnavailableError(
+            "this musterd stopped leading before the write committed");
+      } else if (!failed_.ok()) {
+        failed = absl::UnavailableError(
+            absl::StrCat("this musterd no longer leads: ", failed_.message()));
+      }
+      sending_ = failed.ok();
     }
     if (!failed.ok()) {
-      Fail(batch, absl::UnavailableError(absl::StrCat(
-                      "this musterd no longer leads: ", failed.message())));
+      Fail(batch, failed);
       continue;
     }
     absl::Status sent = Send(batch.items);
     {
       absl::MutexLock lock(&mu_);
+      sending_ = false;
       if (sent.ok()) {
         transactions_ += batch.items.empty() ? 0 : 1;
         writes_ += static_cast<int64_t>(batch.items.size());

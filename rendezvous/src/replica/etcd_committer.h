@@ -1,5 +1,6 @@
 // EtcdCommitter: the leader's write pipeline into etcd. Store writes
-// (KvStore::Committer), namespace drops and the job table's records queue
+// (KvStore::Committer), namespace drops with their closed records, and the
+// job table's records queue
 // here and go to etcd in group commits: while one transaction is in flight,
 // the writes that arrive gather, and the next transaction carries them all
 // (within etcd's default limits: 128 operations and 1 MiB a request). A
@@ -13,6 +14,10 @@
 // that fails its guard, or cannot reach etcd within `commit_timeout`, fails
 // every write queued and calls on_failure once: the replica gives up its
 // leadership (replica.h).
+//
+// Every write handed over is answered, even after Stop: what comes later is
+// failed with UNAVAILABLE by the committer's thread (never on the caller's,
+// which holds the store's lock), until the destructor.
 //
 // Thread-safe. One thread of its own.
 #ifndef MUSTER_RENDEZVOUS_SRC_REPLICA_ETCD_COMMITTER_H_
@@ -41,6 +46,9 @@ struct EtcdCommitterOptions {
   int64_t leader_revision = 0;
   // Store keys live at store_prefix + ns + "/" + key.
   std::string store_prefix;
+  // A closed namespace is recorded at closed_prefix + ns ("<job>/<round>"),
+  // its value the time of the drop (for a person); empty: not recorded.
+  std::string closed_prefix;
   // etcd's default --max-txn-ops and (under) --max-request-bytes.
   int max_ops = 128;
   int64_t max_bytes = 1 << 20;
@@ -55,19 +63,23 @@ class EtcdCommitter final : public KvStore::Committer {
  public:
   // `etcd` outlives the committer. Starts the thread.
   EtcdCommitter(EtcdClient* etcd, EtcdCommitterOptions options);
-  // Stop().
+  // Stop(), then answers whatever is still queued and joins the thread.
   ~EtcdCommitter() override;
 
   // KvStore::Committer.
   void Commit(std::vector<Write> writes,
               absl::AnyInvocable<void(absl::Status)> done) override;
+  void CommitClose(std::string ns, std::string forget) override;
   void CommitDrop(std::string ns_prefix) override;
 
   // A raw etcd key (the job table), written or deleted in order with the rest;
   // no acknowledgement (a failure deposes the leader).
   void CommitKey(std::string key, std::string value, bool erase);
 
-  // Fails what is queued with UNAVAILABLE and joins the thread. Idempotent.
+  // From now on nothing more is sent: what is queued, and what comes later,
+  // fails with UNAVAILABLE (on the committer's thread). Waits for the
+  // transaction in flight, if any, to end (up to commit_timeout).
+  // Idempotent.
   void Stop();
 
   // Counters for tests and the benchmark.
@@ -76,9 +88,13 @@ class EtcdCommitter final : public KvStore::Committer {
 
  private:
   struct Item {
-    enum class Kind { kPut, kDelete, kDeleteRange, kBarrier } kind;
-    std::string key;    // etcd key (range start for kDeleteRange)
-    std::string value;  // kPut
+    // kAlone: `ops`, in a transaction of their own (a namespace closed or
+    // dropped: a range delete overlaps the puts around it, which etcd
+    // refuses in one transaction).
+    enum class Kind { kPut, kDelete, kAlone, kBarrier } kind;
+    std::string key;                           // etcd key (kPut, kDelete)
+    std::string value;                         // kPut
+    std::vector<etcdserverpb::RequestOp> ops;  // kAlone
     // Called once the item's transaction committed or failed. A KvStore
     // batch's callback rides on its last item.
     std::vector<absl::AnyInvocable<void(absl::Status)>> done;
@@ -101,8 +117,10 @@ class EtcdCommitter final : public KvStore::Committer {
   const EtcdCommitterOptions options_;
   mutable absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status failed_ ABSL_GUARDED_BY(mu_);  // non-OK once a commit failed
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // Stop: send nothing more
+  bool exiting_ ABSL_GUARDED_BY(mu_) = false;   // the destructor
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;   // a transaction in flight
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);    // non-OK once a commit failed
   int64_t transactions_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;

@@ -1,5 +1,6 @@
 #include "rendezvous/src/replica/replica.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -29,6 +30,10 @@ constexpr int64_t kLoadPage = 1000;
 SteadyClock::time_point SteadyAfter(SteadyClock::time_point t,
                                     absl::Duration d) {
   return t + absl::ToChronoNanoseconds(d);
+}
+
+int64_t Ms(SteadyClock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
 
 std::string BindingJson(const JobBinding& b) {
@@ -110,6 +115,16 @@ absl::StatusOr<std::unique_ptr<Replica>> Replica::Start(ReplicaOptions options,
     return absl::InvalidArgumentError(absl::StrCat(
         "--election-ttl=", absl::FormatDuration(options.election_ttl),
         ": must be 1s to 60s (etcd grants at least 2s with its defaults)"));
+  }
+  if (options.renewal_timeout <= absl::ZeroDuration() ||
+      options.give_up_after < options.election_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica timing: the renewal timeout (",
+        absl::FormatDuration(options.renewal_timeout),
+        ") must be positive and the silence a leader gives up after (",
+        absl::FormatDuration(options.give_up_after),
+        ") at least the election TTL (",
+        absl::FormatDuration(options.election_ttl), ")"));
   }
   if (options.keepalive_interval <= absl::ZeroDuration() ||
       options.leadership_validity < 2 * options.keepalive_interval ||
@@ -378,7 +393,17 @@ void Replica::Lead(absl::Duration wait) {
   }
   const SteadyClock::time_point won = SteadyClock::now();
   const SteadyClock::time_point serve_at = SteadyAfter(won, wait);
-  SteadyClock::time_point last_renewal_sent = won;
+  // The last renewal etcd answered: when it was sent (the leadership is
+  // confirmed until then + leadership_validity) and when its answer came.
+  SteadyClock::time_point confirmed_sent = won;
+  SteadyClock::time_point confirmed_at = won;
+  int failures = 0;     // renewals failed since the last answered one
+  bool lapsed = false;  // the confirmation ran out during this silence
+  // Beyond etcd's own failover (renewals time out meanwhile, but the lease
+  // lives on: replica.h), and never before the lease surely ended.
+  const absl::Duration give_up =
+      std::max(options_.give_up_after,
+               2 * absl::Seconds(std::max<int64_t>(lease_ttl_seconds_, 1)));
   bool serving = false;
   for (;;) {
     {
@@ -386,11 +411,35 @@ void Replica::Lead(absl::Duration wait) {
       if (stopping_ || deposed_) return;
     }
     const SteadyClock::time_point sent = SteadyClock::now();
-    absl::StatusOr<int64_t> ttl = etcd_->LeaseKeepAlive(
-        lease,
-        std::max(2 * options_.keepalive_interval, absl::Milliseconds(300)));
+    absl::StatusOr<int64_t> ttl =
+        etcd_->LeaseKeepAlive(lease, options_.renewal_timeout);
+    const SteadyClock::time_point now = SteadyClock::now();
     if (ttl.ok()) {
-      last_renewal_sent = sent;
+      // The gap (between two answers) and how long the gate was shut are
+      // what a person checking a stall at 3 a.m. and bench/etcd_leader_kill.sh
+      // read.
+      if (lapsed) {
+        MUSTER_LOG(WARNING)
+            << "replica " << options_.advertise_addr
+            << " confirmed its leadership again after a gap of "
+            << Ms(now - confirmed_at) << " ms without a renewal answered ("
+            << failures << " failed; unconfirmed for "
+            << Ms(now -
+                  SteadyAfter(confirmed_sent, options_.leadership_validity))
+            << " ms, during which it acted on nothing)";
+      } else if (failures > 0 ||
+                 now - confirmed_at > absl::ToChronoNanoseconds(
+                                          3 * options_.keepalive_interval)) {
+        MUSTER_LOG(INFO) << "replica " << options_.advertise_addr
+                         << ": lease renewed after a gap of "
+                         << Ms(now - confirmed_at) << " ms (" << failures
+                         << " renewals failed; the leadership stayed "
+                            "confirmed)";
+      }
+      confirmed_sent = sent;
+      confirmed_at = now;
+      failures = 0;
+      lapsed = false;
       server_.gate->SetValidUntil(
           SteadyAfter(sent, options_.leadership_validity));
     } else if (absl::IsNotFound(ttl.status())) {
@@ -398,15 +447,36 @@ void Replica::Lead(absl::Duration wait) {
           "its election lease is gone (expired or revoked by a standby): ",
           ttl.status().message())));
       return;
-    } else if (SteadyClock::now() - last_renewal_sent >
-               std::chrono::seconds(std::max<int64_t>(lease_ttl_seconds_, 1))) {
+    } else if (now - confirmed_at > absl::ToChronoNanoseconds(give_up)) {
       Depose(absl::UnavailableError(
-          absl::StrCat("no renewal of its election lease for the whole TTL (",
-                       lease_ttl_seconds_, "s): ", ttl.status().message())));
+          absl::StrCat("no renewal of its election lease answered for ",
+                       Ms(now - confirmed_at), " ms (it gives up after ",
+                       absl::FormatDuration(give_up),
+                       "; the other replicas lead once the lease expires): ",
+                       ttl.status().message())));
       return;
     } else {
-      MUSTER_LOG(WARNING) << "replica: lease renewal failed: "
-                          << ttl.status().message();
+      ++failures;
+      const SteadyClock::time_point valid_until =
+          SteadyAfter(confirmed_sent, options_.leadership_validity);
+      if (!lapsed && now >= valid_until) {
+        lapsed = true;
+        MUSTER_LOG(WARNING)
+            << "replica " << options_.advertise_addr
+            << " cannot confirm its leadership: no lease renewal answered "
+               "for "
+            << Ms(now - confirmed_at) << " ms (unconfirmed since "
+            << Ms(now - valid_until)
+            << " ms ago); it acts on nothing until etcd answers or another "
+               "replica leads, and gives up after "
+            << absl::FormatDuration(give_up) << " (" << ttl.status().message()
+            << ")";
+      } else if (failures == 1) {
+        MUSTER_LOG(WARNING) << "replica: lease renewal failed (the leadership "
+                               "stays confirmed for "
+                            << std::max<int64_t>(Ms(valid_until - now), 0)
+                            << " ms): " << ttl.status().message();
+      }
     }
     if (!serving && SteadyClock::now() >= serve_at && ttl.ok()) {
       if (absl::Status s = TakeOver(); !s.ok()) {
@@ -419,8 +489,33 @@ void Replica::Lead(absl::Duration wait) {
         SteadyAfter(sent, options_.keepalive_interval);
     // Not a renewal later than needed to start serving on time.
     if (!serving && serve_at < next) next = serve_at;
-    const auto now = SteadyClock::now();
-    if (next > now && SleepUnlessStopping(absl::FromChrono(next - now))) return;
+    const auto after = SteadyClock::now();
+    if (next > after && SleepUnlessStopping(absl::FromChrono(next - after)))
+      return;
+  }
+}
+
+absl::Status Replica::LoadRange(
+    const std::string& prefix, absl::string_view what, int64_t* revision,
+    absl::FunctionRef<void(const mvccpb::KeyValue&)> each) {
+  std::string from = prefix;
+  const std::string end = PrefixRangeEnd(prefix);
+  for (;;) {
+    etcdserverpb::RangeRequest page;
+    page.set_key(from);
+    page.set_range_end(end);
+    page.set_limit(kLoadPage);
+    page.set_revision(*revision);
+    absl::StatusOr<etcdserverpb::RangeResponse> r =
+        etcd_->Range(page, absl::Seconds(10));
+    if (!r.ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot load ", what, " from etcd: ", r.status().message()));
+    }
+    if (*revision == 0) *revision = r->header().revision();
+    for (const mvccpb::KeyValue& kv : r->kvs()) each(kv);
+    if (!r->more() || r->kvs().empty()) return absl::OkStatus();
+    from = r->kvs(r->kvs_size() - 1).key() + std::string(1, '\0');
   }
 }
 
@@ -429,39 +524,43 @@ absl::Status Replica::TakeOver() {
   const std::string store_prefix = StorePrefix();
   int64_t keys = 0;
   int64_t revision = 0;
-  std::string from = store_prefix;
-  const std::string end = PrefixRangeEnd(store_prefix);
-  for (;;) {
-    etcdserverpb::RangeRequest page;
-    page.set_key(from);
-    page.set_range_end(end);
-    page.set_limit(kLoadPage);
-    page.set_revision(revision);
-    absl::StatusOr<etcdserverpb::RangeResponse> r =
-        etcd_->Range(page, absl::Seconds(10));
-    if (!r.ok()) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot load the Store from etcd: ", r.status().message()));
-    }
-    if (revision == 0) revision = r->header().revision();
-    for (const mvccpb::KeyValue& kv : r->kvs()) {
-      absl::string_view rest = kv.key();
-      rest.remove_prefix(store_prefix.size());
-      // <job>/<round>/<key>: the namespace is the first two parts.
-      const size_t first = rest.find('/');
-      const size_t second =
-          first == absl::string_view::npos ? first : rest.find('/', first + 1);
-      if (second == absl::string_view::npos) continue;
-      (void)server_.store->Set(rest.substr(0, second), rest.substr(second + 1),
-                               kv.value());
-      ++keys;
-      absl::string_view job = rest.substr(0, first);
-      absl::MutexLock lock(&mu_);
-      loaded_jobs_.try_emplace(std::string(job),
-                               absl::Now() + options_.forget_unclaimed_after);
-    }
-    if (!r->more() || r->kvs().empty()) break;
-    from = r->kvs(r->kvs_size() - 1).key() + std::string(1, '\0');
+  absl::Status loaded_store = LoadRange(
+      store_prefix, "the Store", &revision, [&](const mvccpb::KeyValue& kv) {
+        absl::string_view rest = kv.key();
+        rest.remove_prefix(store_prefix.size());
+        // <job>/<round>/<key>: the namespace is the first two parts.
+        const size_t first = rest.find('/');
+        const size_t second = first == absl::string_view::npos
+                                  ? first
+                                  : rest.find('/', first + 1);
+        if (second == absl::string_view::npos) return;
+        (void)server_.store->Set(rest.substr(0, second),
+                                 rest.substr(second + 1), kv.value());
+        ++keys;
+        absl::string_view job = rest.substr(0, first);
+        absl::MutexLock lock(&mu_);
+        loaded_jobs_.try_emplace(std::string(job),
+                                 absl::Now() + options_.forget_unclaimed_after);
+      });
+  if (!loaded_store.ok()) return loaded_store;
+  // The closed namespaces (rounds that ended), oldest first, so that the
+  // store keeps the newest as the leader that closed them did. Before the
+  // committer is set: this closes them here only.
+  std::vector<std::pair<int64_t, std::string>> closed;
+  absl::Status loaded_closed =
+      LoadRange(ClosedPrefix(), "the closed Store namespaces", &revision,
+                [&](const mvccpb::KeyValue& kv) {
+                  closed.emplace_back(kv.create_revision(),
+                                      kv.key().substr(ClosedPrefix().size()));
+                });
+  if (!loaded_closed.ok()) return loaded_closed;
+  std::sort(closed.begin(), closed.end());
+  for (const auto& [unused, ns] : closed) {
+    server_.store->DropNamespace(ns);
+    // A job known only by its closed rounds is forgotten as the others.
+    absl::MutexLock lock(&mu_);
+    loaded_jobs_.try_emplace(ns.substr(0, ns.find('/')),
+                             absl::Now() + options_.forget_unclaimed_after);
   }
   // The jobs: their rounds, restart counts and token bindings.
   etcdserverpb::RangeRequest jobs;
@@ -496,16 +595,28 @@ absl::Status Replica::TakeOver() {
   c.leader_key = LeaderKey();
   c.leader_revision = leader_revision_;
   c.store_prefix = store_prefix;
+  c.closed_prefix = ClosedPrefix();
   c.on_failure = [this](const absl::Status& why) { Depose(why); };
   committer_ = std::make_unique<EtcdCommitter>(etcd_.get(), std::move(c));
+  // Records past the store's bound (left by a leader lost before it erased
+  // them) go now, oldest first, as the store forgot them.
+  if (closed.size() > KvStore::kMaxClosedNamespaces) {
+    for (size_t i = 0; i < closed.size() - KvStore::kMaxClosedNamespaces; ++i) {
+      committer_->CommitKey(ClosedPrefix() + closed[i].second, "",
+                            /*erase=*/true);
+    }
+  }
   server_.store->SetCommitter(committer_.get());
   SetState(State::kLeading);
   mirror_ready_.store(true);
-  server_.gate->Lead();
+  // Fencing token: every Session and Store answer from now on names this
+  // leadership, so a client that saw it ignores an older leader's leftovers.
+  server_.coordinator->SetEpoch(leader_revision_);
+  server_.gate->Lead(leader_revision_);
   MUSTER_LOG(INFO) << "replica " << options_.advertise_addr << " leads: loaded "
-                   << loaded << " jobs and " << keys
-                   << " Store keys from etcd (revision " << revision
-                   << "); agents re-announce their rounds";
+                   << loaded << " jobs, " << keys << " Store keys and "
+                   << closed.size() << " closed namespaces from etcd (revision "
+                   << revision << "); agents re-announce their rounds";
   return absl::OkStatus();
 }
 

@@ -12,7 +12,7 @@
 //                                           stopped answering)            kLeading
 //                                                                           │
 //          a renewal answered "no such lease", a write fenced, or no        │
-//          renewal for the election TTL: stop serving, then exit(75)  ◄─────┘
+//          renewal answered for give_up_after: stop serving, exit(75) ◄─────┘
 //                                                                       kDeposed
 // clang-format on
 //
@@ -32,6 +32,17 @@
 //     leadership_validity later — before the new one starts. A paused
 //     (SIGSTOP, a frozen VM) leader that resumes finds its validity over by
 //     its own clock before it does anything, then its lease gone, and exits.
+//   - Renewals that time out depose nobody: etcd extends every lease by its
+//     election timeout when it promotes a new leader of its own, so a lease
+//     does not expire because etcd changed leader, and a renewal that cannot
+//     reach etcd says nothing about the lease. Until one is answered the gate
+//     stays shut (nothing is acted on, docs/architecture.md "Fencing"); only
+//     "no such lease", a fenced write, or a silence of give_up_after (well
+//     beyond etcd's own failover) depose.
+//   - Closed Store namespaces (a round ended) are recorded at
+//     PREFIX/closed/<job>/<round> in the same transaction that deletes their
+//     keys, and a new leader loads them before it serves: it refuses them
+//     as the leader that closed them did.
 //   - A deposed leader exits (kDeposedExitCode) rather than turn standby: its
 //     Coordinator and Store hold a past it must not act on; a clean process,
 //     restarted by systemd or Kubernetes, stands by and loads the present from
@@ -50,6 +61,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -140,6 +152,12 @@ class Replica {
   std::string LeaderKey() const { return options_.prefix + "/leader"; }
   std::string JobsPrefix() const { return options_.prefix + "/jobs/"; }
   std::string StorePrefix() const { return options_.prefix + "/store/"; }
+  std::string ClosedPrefix() const { return options_.prefix + "/closed/"; }
+  // Calls `each` with every key-value under `prefix` at `*revision` (0: the
+  // newest, then set to it), page by page. Errors: UNAVAILABLE naming what.
+  absl::Status LoadRange(const std::string& prefix, absl::string_view what,
+                         int64_t* revision,
+                         absl::FunctionRef<void(const mvccpb::KeyValue&)> each);
   // The lease id a standby revoked last (see StandBy).
   std::string RevokedKey() const { return options_.prefix + "/revoked"; }
 

@@ -60,6 +60,9 @@ class KvStore {
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
+  // Every operation on a namespace closed by DropNamespace fails with ABORTED
+  // (checked before anything else the operation might answer).
+  //
   // RESOURCE_EXHAUSTED past a limit (KvStoreLimits).
   absl::Status Set(absl::string_view ns, absl::string_view key,
                    absl::string_view value);
@@ -80,13 +83,20 @@ class KvStore {
   absl::Status MultiSet(absl::string_view ns,
                         absl::Span<const std::string> keys,
                         absl::Span<const std::string> values);
-  bool Delete(absl::string_view ns, absl::string_view key);
+  // Whether the key existed.
+  absl::StatusOr<bool> Delete(absl::string_view ns, absl::string_view key);
+  // How many keys ns holds; ABORTED when it was dropped.
+  absl::StatusOr<int64_t> CountKeys(absl::string_view ns) const;
+  // As CountKeys, but 0 for a dropped namespace (metrics, tests). The Store
+  // services answer with CountKeys, so a worker of an ended round is told.
   int64_t NumKeys(absl::string_view ns) const;
 
   // Replication (musterd --etcd-endpoints): while a Committer is set, the
   // async writes below commit through it before they apply, and dropped
-  // namespaces are dropped there too. Implemented by the replica's etcd
-  // pipeline (rendezvous/src/replica/).
+  // namespaces are dropped there too, and recorded as closed, so that the
+  // next leader refuses them as this one does (it loads the records with
+  // DropNamespace before it sets its Committer). Implemented by the
+  // replica's etcd pipeline (rendezvous/src/replica/).
   class Committer {
    public:
     virtual ~Committer() = default;
@@ -103,8 +113,15 @@ class KvStore {
     // before returning.
     virtual void Commit(std::vector<Write> writes,
                         absl::AnyInvocable<void(absl::Status)> done) = 0;
-    // Deletes every key of every namespace whose name starts with
-    // `ns_prefix`, after every earlier batch. Never blocks.
+    // Deletes every key of namespace `ns` and records, in the same step,
+    // that it is closed (its name holds the job and the round); `forget`,
+    // when not empty, is an older namespace whose record goes in that step
+    // (the records are bounded as the store's own list is:
+    // kMaxClosedNamespaces). After every earlier batch. Never blocks.
+    virtual void CommitClose(std::string ns, std::string forget) = 0;
+    // Deletes every key and every closed record of every namespace whose
+    // name starts with `ns_prefix` (a job forgotten: "<job>/"), after every
+    // earlier batch. Never blocks.
     virtual void CommitDrop(std::string ns_prefix) = 0;
   };
   // Before serving; `committer` outlives the store or is unset (nullptr)
@@ -121,6 +138,13 @@ class KvStore {
   // each other at once (an Add counts from the Add before it, committed or
   // not). `done` runs outside the store's lock, may run on any thread, and
   // must not block.
+  //
+  // A write made before its namespace was dropped and still in flight then
+  // is answered with its commit's status: it committed before the drop (the
+  // Committer keeps their order), so it took effect before the drop on every
+  // replica, and if the drop itself never reaches etcd (the leader lost
+  // first) the next leader holds it. It is not applied here: nothing reads a
+  // dropped namespace. Every call made after the drop fails with ABORTED.
   using StatusCallback = absl::AnyInvocable<void(absl::Status)>;
   using Int64Callback = absl::AnyInvocable<void(absl::StatusOr<int64_t>)>;
   using StringCallback = absl::AnyInvocable<void(absl::StatusOr<std::string>)>;
@@ -153,7 +177,7 @@ class KvStore {
   // with ABORTED too, so that a worker still on the ended round cannot bring
   // it back with a write and then wait there for peers that are gone. Closed
   // until DropNamespacesWithPrefix forgets its job (the newest
-  // kMaxClosedNamespaces are remembered).
+  // kMaxClosedNamespaces are remembered; with a Committer, in etcd too).
   void DropNamespace(absl::string_view ns);
   // Removes every namespace whose name starts with prefix (a job's rounds:
   // "<job>/"), and forgets that those were closed (a job run again under the
@@ -248,6 +272,9 @@ class KvStore {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Namespace> data_ ABSL_GUARDED_BY(mu_);
   // Closed namespaces (DropNamespace), oldest first in closed_order_.
+  // Returns the namespace that fell off the list, if one did.
+  std::string CloseLocked(absl::string_view ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::flat_hash_set<std::string> closed_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> closed_order_ ABSL_GUARDED_BY(mu_);
   std::map<WaiterId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);

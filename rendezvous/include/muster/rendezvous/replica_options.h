@@ -52,6 +52,18 @@ struct ReplicaOptions {
   // revoked and a new leader act (see replica.h for the argument).
   absl::Duration keepalive_interval = absl::Milliseconds(200);
   absl::Duration leadership_validity = absl::Seconds(1);
+  // How long one renewal may try, member after member, before the next one
+  // starts (each member gets a share, at least 150 ms: etcd_client.h).
+  absl::Duration renewal_timeout = absl::Milliseconds(400);
+  // A leader that has had no renewal answered for this long gives up
+  // (exit(kDeposedExitCode)); at least twice the granted TTL. Renewals that
+  // time out depose nobody before: etcd extends every lease when it
+  // promotes a new leader of its own, so its failover (1-3 s on a loaded
+  // machine, docs/performance.md "etcd's leader killed") cannot end a lease,
+  // and meanwhile the unconfirmed leader acts on nothing (replica.h). A
+  // leader cut off from etcd is replaced after its TTL all the same; this
+  // only bounds how long it lingers, gate shut, before it exits.
+  absl::Duration give_up_after = absl::Seconds(10);
   // A standby probes the leader's --advertise-addr this often. When it
   // answered before and now refuses the connection (its process is gone:
   // kill -9, a crash), the standby revokes the leader's lease instead of
