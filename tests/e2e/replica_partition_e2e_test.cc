@@ -73,7 +73,9 @@ TEST_F(ReplicaPartitionE2eTest, ALeaderCutOffFromEtcdStepsDownAndExits) {
                                 "--sports", list, "-j", "DROP"})
           .ok());
 
-  // The leader gives up (no renewal for the TTL) and exits with 75.
+  // The leader gives up (no renewal answered for give_up_after, 10 s: a
+  // timeout alone deposes nobody, as etcd's own failover times renewals out
+  // too) and exits with 75.
   std::optional<int> code = leader->Wait(absl::Seconds(20));
   ASSERT_TRUE(code.has_value()) << leader->Output();
   EXPECT_EQ(*code, 75) << leader->Output();
