@@ -302,7 +302,10 @@ class RendezvousServer::Impl {
     session_service_.EndOpen(why, leader);
     store_service_.EndOpen(why, leader);
   }
-  void Lead() { gate_.Lead(); }
+  void Lead(int64_t epoch) {
+    coordinator_.SetEpoch(epoch);
+    gate_.Lead(epoch);
+  }
   LeaderGate& gate() { return gate_; }
   int64_t HeldEvents() const { return session_service_.HeldEvents(); }
   bool leading() const { return gate_.serving(); }
@@ -502,7 +505,7 @@ void RendezvousServer::StandBy(const std::string& self,
                                const std::string& leader) {
   impl_->StandBy(self, leader);
 }
-void RendezvousServer::Lead() { impl_->Lead(); }
+void RendezvousServer::Lead(int64_t epoch) { impl_->Lead(epoch); }
 void RendezvousServer::ConfirmLeadershipUntil(
     std::chrono::steady_clock::time_point until) {
   impl_->gate().SetValidUntil(until);

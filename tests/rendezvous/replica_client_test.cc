@@ -77,6 +77,30 @@ class FrozenReplica final : public v1::Rendezvous::Service {
   absl::Notification joined_;
 };
 
+// Answers the Join with a RoundReady of leadership `epoch`, then reads until
+// the client goes away: a replica as the agent sees one after a failover.
+class EpochReplica final : public v1::Rendezvous::Service {
+ public:
+  explicit EpochReplica(int64_t epoch) : epoch_(epoch) {}
+  grpc::Status Session(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream)
+      override {
+    v1::AgentMessage msg;
+    if (!stream->Read(&msg) || !msg.has_join()) return grpc::Status::OK;
+    v1::ServerMessage ready;
+    ready.set_epoch(epoch_);
+    ready.mutable_round_ready()->set_round(1);
+    stream->Write(ready);
+    while (stream->Read(&msg) && !context->IsCancelled()) {
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  const int64_t epoch_;
+};
+
 class ReplicaClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -227,6 +251,47 @@ TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
   EXPECT_EQ(memory->leader(), leader_->address());
   again->Close("");
   fake.server->Shutdown(std::chrono::system_clock::now());
+}
+
+// Fencing tokens (docs/architecture.md, "Fencing"): once the agent saw a
+// leader of epoch 10, a replica that answers with epoch 5 is a deposed one
+// (its message may have waited in a socket buffer while it was paused): the
+// message is not acted on, the session ends UNAVAILABLE naming both epochs,
+// and the replica is tried last. A newer epoch is taken and remembered.
+TEST_F(ReplicaClientTest, AMessageOfAnOlderEpochIsIgnoredAndEndsTheSession) {
+  EpochReplica old_leader(5);
+  testing::LoopbackService old_at = testing::ServeOnLoopback(&old_leader);
+  ASSERT_NE(old_at.server, nullptr);
+  EpochReplica new_leader(12);
+  testing::LoopbackService new_at = testing::ServeOnLoopback(&new_leader);
+  ASSERT_NE(new_at.server, nullptr);
+
+  auto memory = std::make_shared<ReplicaMemory>();
+  ASSERT_TRUE(memory->AcceptEpoch(10));
+  GrpcClientOptions o =
+      Options(absl::StrCat(old_at.endpoint, ",", new_at.endpoint));
+  o.replicas = memory;
+  auto client = NewGrpcRendezvousClient(o);
+  ASSERT_TRUE(client->Start(Join2("job")).ok());
+  absl::StatusOr<v1::ServerMessage> stale = client->Next(absl::Seconds(5));
+  ASSERT_FALSE(stale.ok()) << "a deposed leader's RoundReady was taken";
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(stale.status().message(), HasSubstr("epoch 5"));
+  EXPECT_THAT(stale.status().message(), HasSubstr("epoch 10"));
+  EXPECT_TRUE(memory->Avoided(old_at.endpoint, absl::Now()));
+  EXPECT_EQ(memory->newest_epoch(), 10);
+  client->Close("");
+
+  // The next session goes to the other replica first and takes its epoch.
+  auto again = NewGrpcRendezvousClient(o);
+  ASSERT_TRUE(again->Start(Join2("job")).ok());
+  absl::StatusOr<v1::ServerMessage> ready = again->Next(absl::Seconds(5));
+  ASSERT_TRUE(ready.ok()) << ready.status();
+  EXPECT_EQ(ready->epoch(), 12);
+  EXPECT_EQ(memory->newest_epoch(), 12);
+  again->Close("");
+  old_at.server->Shutdown(std::chrono::system_clock::now());
+  new_at.server->Shutdown(std::chrono::system_clock::now());
 }
 
 // A leader that stands down (or shuts down) ends every stream, and the end

@@ -483,6 +483,31 @@ TEST(StoreFailoverTest, ThreadsKeepWritingWhileLeadershipMoves) {
       << " errors, the first: " << (errors.empty() ? "" : errors[0]);
 }
 
+// Fencing tokens: once the Store took answers from a leader of epoch 7, a
+// replica that serves with an older epoch (a deposed leader, resumed from a
+// pause before it learned so) gets none of its ops; a newer leader does.
+TEST(StoreFailoverTest, AReplicaOfAnOlderEpochGetsNoOps) {
+  TwoReplicas r;
+  ASSERT_NO_FATAL_FAILURE(StartTwoReplicas(&r));
+  r.first->Lead(7);
+  auto store =
+      NewStore(absl::StrCat(r.a, ",", r.b), "job/1", absl::Milliseconds(800));
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Set("k", "v").ok());
+  r.first->StandBy(r.a, r.b);
+  r.second->Lead(3);
+  absl::Status s = store->Set("stale", "w");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  // Reported in the log ("leadership epoch 3 is older than epoch 7").
+  EXPECT_THAT(std::string(s.message()), HasSubstr("failover timeout"));
+  EXPECT_EQ(r.second->store().Get("job/1", "stale").status().code(),
+            absl::StatusCode::kNotFound)
+      << "a write reached the replica of the older epoch";
+  r.second->Lead(9);
+  ASSERT_TRUE(store->Set("fresh", "x").ok());
+  EXPECT_TRUE(r.second->store().Get("job/1", "fresh").ok());
+}
+
 TEST(StoreFailoverTest, WithNoReplicaLeftOpsFailAfterTheFailoverTimeout) {
   auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);

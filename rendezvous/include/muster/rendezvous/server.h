@@ -105,7 +105,10 @@ class RendezvousServer {
   // streams and calls end so, and /readyz answers 503. Lead: serve again.
   // A server serves from the start. Thread-safe; do not block.
   void StandBy(const std::string& self, const std::string& leader);
-  void Lead();
+  // `epoch`: the leadership's fencing token (its etcd election revision; 0
+  // for a single musterd), carried by every message and Store answer from now
+  // on (docs/architecture.md, "Fencing").
+  void Lead(int64_t epoch = 0);
   bool leading() const;
   // A leader acts only until `until` (steady clock) unless confirmed again
   // (the replica's etcd renewals call the gate directly; tests call this to
