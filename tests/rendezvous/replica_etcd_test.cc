@@ -5,7 +5,8 @@
 //     leader, whose every operation on it answers ABORTED, over gRPC too;
 //   - killing etcd's own leader member, again and again, deposes no replica
 //     and moves no leadership (renewals time out while etcd elects, but etcd
-//     extends every lease when it promotes a new leader);
+//     extends every lease when it promotes a new leader), and a Store write
+//     made meanwhile waits for etcd and is acknowledged;
 //   - lease renewals go through the members that answer: with one member
 //     frozen (SIGSTOP: its port accepts, nothing answers), each renewal still
 //     answers within its timeout.
@@ -172,6 +173,14 @@ TEST_F(ReplicaEtcdTest, KillingEtcdsLeaderDeposesNoReplica) {
                   absl::Seconds(20)))
         << etcd_->Logs();
     etcd_->Kill(*leader);
+    // A Store write made while etcd elects waits for it, and is acknowledged.
+    absl::Notification written;
+    absl::Status during = absl::UnknownError("no answer");
+    first->store().SetAsync("job/1", "during", absl::StrCat(run),
+                            [&](absl::Status s) {
+                              during = s;
+                              written.Notify();
+                            });
     // Another member leads: etcd's own failover.
     ASSERT_TRUE(WaitUntil(
         [&] {
@@ -180,6 +189,8 @@ TEST_F(ReplicaEtcdTest, KillingEtcdsLeaderDeposesNoReplica) {
         },
         absl::Seconds(20)))
         << etcd_->Logs();
+    ASSERT_TRUE(written.WaitForNotificationWithTimeout(absl::Seconds(15)));
+    EXPECT_TRUE(during.ok()) << "run " << run << ": " << during;
     // The leader confirms itself again (a committed write needs it).
     EXPECT_TRUE(Commit(first->store(), "job/1", "run", absl::StrCat(run)).ok())
         << "run " << run;

@@ -1,5 +1,6 @@
 #include "rendezvous/src/replica/etcd_committer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -208,11 +209,32 @@ absl::Status EtcdCommitter::Send(const std::vector<Item>& items) {
     }
   }
   if (ops == 0) return absl::OkStatus();  // barriers only: nothing to send
-  absl::StatusOr<etcdserverpb::TxnResponse> response =
-      etcd_->Txn(txn, options_.commit_timeout);
-  if (!response.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "a Store commit could not reach etcd: ", response.status().message()));
+  const absl::Time give_up = absl::Now() + options_.commit_timeout;
+  absl::StatusOr<etcdserverpb::TxnResponse> response;
+  for (int attempt = 1;; ++attempt) {
+    response = etcd_->Txn(
+        txn, std::min(options_.attempt_timeout,
+                      std::max(give_up - absl::Now(), absl::Milliseconds(1))));
+    if (response.ok()) break;
+    const bool retry = absl::IsUnavailable(response.status()) ||
+                       absl::IsDeadlineExceeded(response.status());
+    bool stopping;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping = stopping_;
+    }
+    if (!retry || stopping || absl::Now() >= give_up) {
+      return absl::UnavailableError(absl::StrCat(
+          "a Store commit could not reach etcd (", attempt, " tries in ",
+          absl::FormatDuration(options_.commit_timeout),
+          "): ", response.status().message()));
+    }
+    if (attempt == 1) {
+      MUSTER_LOG(WARNING) << "replica: a commit is waiting for etcd (tried "
+                             "again until "
+                          << absl::FormatDuration(options_.commit_timeout)
+                          << "): " << response.status().message();
+    }
   }
   if (!response->succeeded()) {
     return absl::AbortedError(

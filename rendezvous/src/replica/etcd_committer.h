@@ -52,9 +52,14 @@ struct EtcdCommitterOptions {
   // etcd's default --max-txn-ops and (under) --max-request-bytes.
   int max_ops = 128;
   int64_t max_bytes = 1 << 20;
-  // How long one transaction may try (every member in turn) before the
-  // leader gives up: a loaded machine's fsync can take hundreds of ms.
-  absl::Duration commit_timeout = absl::Seconds(5);
+  // How long one transaction may try before the leader gives up: tried
+  // again, every member in turn, `attempt_timeout` at a time, while etcd
+  // cannot answer (its own leader election takes 1-2.5 s on a loaded
+  // machine; a transaction guarded by the leader's key is safe to repeat).
+  // The replica sets its give_up_after: a timeout alone deposes no sooner
+  // than missing renewals do.
+  absl::Duration commit_timeout = absl::Seconds(10);
+  absl::Duration attempt_timeout = absl::Seconds(2);
   // Called once, on the committer's thread, when a transaction failed.
   std::function<void(const absl::Status&)> on_failure;
 };
@@ -78,7 +83,8 @@ class EtcdCommitter final : public KvStore::Committer {
 
   // From now on nothing more is sent: what is queued, and what comes later,
   // fails with UNAVAILABLE (on the committer's thread). Waits for the
-  // transaction in flight, if any, to end (up to commit_timeout).
+  // transaction in flight, if any, to end (up to attempt_timeout, then it
+  // is not tried again).
   // Idempotent.
   void Stop();
 

@@ -399,11 +399,7 @@ void Replica::Lead(absl::Duration wait) {
   SteadyClock::time_point confirmed_at = won;
   int failures = 0;     // renewals failed since the last answered one
   bool lapsed = false;  // the confirmation ran out during this silence
-  // Beyond etcd's own failover (renewals time out meanwhile, but the lease
-  // lives on: replica.h), and never before the lease surely ended.
-  const absl::Duration give_up =
-      std::max(options_.give_up_after,
-               2 * absl::Seconds(std::max<int64_t>(lease_ttl_seconds_, 1)));
+  const absl::Duration give_up = GiveUpAfter();
   bool serving = false;
   for (;;) {
     {
@@ -493,6 +489,14 @@ void Replica::Lead(absl::Duration wait) {
     if (next > after && SleepUnlessStopping(absl::FromChrono(next - after)))
       return;
   }
+}
+
+absl::Duration Replica::GiveUpAfter() const {
+  // Beyond etcd's own failover (renewals and commits time out meanwhile,
+  // but the lease lives on: replica.h), and never before the lease surely
+  // ended.
+  return std::max(options_.give_up_after,
+                  2 * absl::Seconds(std::max<int64_t>(lease_ttl_seconds_, 1)));
 }
 
 absl::Status Replica::LoadRange(
@@ -596,6 +600,7 @@ absl::Status Replica::TakeOver() {
   c.leader_revision = leader_revision_;
   c.store_prefix = store_prefix;
   c.closed_prefix = ClosedPrefix();
+  c.commit_timeout = GiveUpAfter();
   c.on_failure = [this](const absl::Status& why) { Depose(why); };
   committer_ = std::make_unique<EtcdCommitter>(etcd_.get(), std::move(c));
   // Records past the store's bound (left by a leader lost before it erased

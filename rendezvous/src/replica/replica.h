@@ -153,6 +153,9 @@ class Replica {
   std::string JobsPrefix() const { return options_.prefix + "/jobs/"; }
   std::string StorePrefix() const { return options_.prefix + "/store/"; }
   std::string ClosedPrefix() const { return options_.prefix + "/closed/"; }
+  // How long without an answer from etcd (renewals, commits) before this
+  // leader gives up: give_up_after, at least two granted TTLs.
+  absl::Duration GiveUpAfter() const;
   // Calls `each` with every key-value under `prefix` at `*revision` (0: the
   // newest, then set to it), page by page. Errors: UNAVAILABLE naming what.
   absl::Status LoadRange(const std::string& prefix, absl::string_view what,
