@@ -61,6 +61,7 @@
 #include <optional>
 #include <random>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1054,17 +1055,39 @@ TEST_F(NemesisE2eTest, FaultsOfReplicasAndEtcdRestartNoWorkerAndKeepTheStore) {
       out << "#" << i << " " << testing::DescribeOp(ops[i], t0_) << "\n";
     }
   }
+  // The key's writes in etcd around the explanation's: from the first write
+  // of a value the explanation names to its last (values are unique), with
+  // a few on either side; the last 40 when it names none.
   auto explain = [&](const LinearizabilityResult& r) {
     auto it = record.events.find(r.key);
     std::vector<std::string> events;
     if (it != record.events.end()) events = it->second;
-    if (events.size() > 40) events.erase(events.begin(), events.end() - 40);
+    size_t from = events.size(), to = 0;
+    static const std::regex kValue(R"(\d{13,})");
+    std::set<std::string> named;
+    for (auto m = std::sregex_iterator(r.explanation.begin(),
+                                       r.explanation.end(), kValue);
+         m != std::sregex_iterator(); ++m) {
+      named.insert("PUT " + m->str());
+    }
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (named.contains(events[i])) {
+        from = std::min(from, i);
+        to = std::max(to, i);
+      }
+    }
+    if (from > to)
+      from = events.size() > 40 ? events.size() - 40 : 0, to = events.size();
+    from = from > 3 ? from - 3 : 0;
+    to = std::min(events.size(), std::min(to + 4, from + 60));
     return absl::StrCat(
         "at key '", r.key, "':\n", r.explanation, "\nThe history: ", dir_,
         "/history.txt (times from the schedule's start); etcd's record of the "
         "namespace: ",
-        dir_, "/etcd-store.txt; the key's last writes in etcd, oldest first: ",
-        absl::StrJoin(events, ", "));
+        dir_,
+        "/etcd-store.txt; the key's writes in etcd around the ops above (",
+        from, " to ", to, " of ", events.size(), ", oldest first): ",
+        absl::StrJoin(events.begin() + from, events.begin() + to, ", "));
   };
   EXPECT_EQ(lin_sent.verdict, LinearizabilityResult::Verdict::kLinearizable)
       << tag_ << "the replicas' Store history is not linearizable ("
