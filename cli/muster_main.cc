@@ -86,9 +86,10 @@ int main(int argc, char** argv) {
     MUSTER_LOG(INFO) << line;
   }
   // `import muster.torch` in every worker with no setup: the launcher's own
-  // package when the interpreter finds none (the build tree, a prefix outside
-  // Python's path). Set before any thread starts; the agent copies the
-  // environment into every worker's.
+  // package when the interpreter finds none (a virtual environment, the build
+  // tree). Its directory holds only `muster`, so no other package comes with
+  // it. Set before any thread starts; the agent copies the environment into
+  // every worker's.
   const std::string python_dir =
       muster::cli::MusterPythonDir(muster::platform::os::LauncherPath());
   auto pythonpath = env.find("PYTHONPATH");

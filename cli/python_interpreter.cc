@@ -31,9 +31,6 @@ constexpr char kProbe[] =
     "  found = False\n"
     "sys.stdout.write('\\nmuster' if found else '\\n')\n";
 
-// Debian's python3 searches it whatever the environment says.
-constexpr char kDebianDistPackages[] = "/usr/lib/python3/dist-packages";
-
 }  // namespace
 
 absl::StatusOr<PythonFacts> ResolvePython(
@@ -108,7 +105,7 @@ std::string MusterPythonDir(const std::string& launcher_path) {
   if (launcher_path.empty()) return "";
   const std::filesystem::path dir =
       std::filesystem::path(launcher_path).parent_path().parent_path() / "lib" /
-      "python3" / "dist-packages";
+      "muster" / "python";
   std::error_code ec;
   if (!std::filesystem::is_regular_file(dir / "muster" / "torch.py", ec)) {
     return "";
@@ -119,10 +116,7 @@ std::string MusterPythonDir(const std::string& launcher_path) {
 std::optional<std::string> WorkerPythonPath(
     const std::optional<std::string>& current, const std::string& dir,
     bool runs_python, bool finds_muster) {
-  if (dir.empty()) return std::nullopt;
-  if (runs_python ? finds_muster : dir == kDebianDistPackages) {
-    return std::nullopt;
-  }
+  if (dir.empty() || (runs_python && finds_muster)) return std::nullopt;
   if (!current.has_value() || current->empty()) return dir;
   for (absl::string_view entry :
        absl::StrSplit(*current, os::kPathListSeparator)) {

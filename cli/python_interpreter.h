@@ -53,19 +53,21 @@ std::string ResolvePythonInterpreter(
     bool* finds_muster = nullptr);
 
 // The directory of the launcher's own Python package (import muster.torch):
-// <directory of the launcher>/../lib/python3/dist-packages, the same in the
-// build tree and under every install prefix; "" when that directory holds no
+// <directory of the launcher>/../lib/muster/python, the same in the build
+// tree and under every install prefix (/usr/lib/muster/python from the .deb).
+// It holds the package `muster` and nothing else, so that putting it on a
+// worker's path adds no other package: a virtual environment's torch and
+// numpy are never shadowed by the system's. "" when that directory holds no
 // muster/torch.py (a launcher built without it).
 std::string MusterPythonDir(const std::string& launcher_path);
 
 // The workers' PYTHONPATH so that `import muster.torch` works with no setup,
 // or nullopt to leave it as it is. `dir` (MusterPythonDir) goes last, after
-// the user's entries, when the workers run Python that does not find `muster`
-// itself (`runs_python` and not `finds_muster`), or, for a program not run
-// through Python (--no-python python3 ...: no interpreter to ask), when
-// `dir` is not Debian's own /usr/lib/python3/dist-packages (which every
-// Debian python3 searches; adding it would put system packages before a
-// virtual environment's). Nothing when `dir` is empty or already listed.
+// the user's entries, unless the workers run Python that finds `muster`
+// itself (`runs_python` and `finds_muster`: installed, or on the user's
+// path); a program not run through Python (--no-python python3 ...: no
+// interpreter to ask) gets it too. Nothing when `dir` is empty or already
+// listed.
 std::optional<std::string> WorkerPythonPath(
     const std::optional<std::string>& current, const std::string& dir,
     bool runs_python, bool finds_muster);

@@ -8,8 +8,9 @@
 #   PREFIX/include/muster/{platform,common,rendezvous,comm,v1}/...   public headers (v1: generated protos)
 #   PREFIX/lib/libmuster_*.a, PREFIX/lib/cmake/muster/      find_package(muster) -> muster::comm
 #   PREFIX/lib/muster/examples/train                         the demo trainer
-#   PREFIX/lib/python3/dist-packages/muster/                 import muster.torch (Debian's Python
-#                                                            path when PREFIX is /usr)
+#   PREFIX/lib/muster/python/muster/                         import muster.torch: a directory of
+#                                                            its own (the launcher adds only it)
+#   /usr/lib/python3/dist-packages/muster.pth                the package: Debian's python3 finds it
 #   PREFIX/share/doc/muster/                                 README, deployment guide, examples
 #   the systemd unit and /etc/muster/musterd.conf: /lib/systemd/system and /etc/muster when
 #   PREFIX is /usr (the package), else PREFIX/lib/systemd/system and PREFIX/etc/muster.
@@ -64,12 +65,22 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/musterConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/musterConfig.cmake ${PROJECT_BINARY_DIR}/musterConfigVersion.cmake
   DESTINATION ${MUSTER_INSTALL_CMAKEDIR} COMPONENT dev)
 
-# --- the Python package (python/CMakeLists.txt): Debian's /usr/lib/python3/dist-packages in the
-# package. Under another prefix the launcher adds the directory to its workers' PYTHONPATH when
-# their interpreter does not find `muster` by itself (cli/python_interpreter.h).
+# --- the Python package (python/CMakeLists.txt) in PREFIX/lib/muster/python, a directory that holds
+# nothing else: the launcher puts it, and only it, on the workers' PYTHONPATH when their
+# interpreter does not find `muster` by itself (a virtual environment: cli/python_interpreter.h),
+# so Debian's packages never shadow the environment's. In the package (PREFIX /usr) a .pth file
+# in Debian's dist-packages names it too, so that Debian's own python3 imports muster anywhere,
+# as it did when the package lived there; a virtual environment reads no system .pth file.
 if(TARGET muster_python)
-  install(DIRECTORY ${MUSTER_PYTHON_DIR}/muster DESTINATION lib/python3/dist-packages
-    COMPONENT runtime FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+  install(DIRECTORY ${MUSTER_PYTHON_DIR}/muster DESTINATION lib/muster/python
+    COMPONENT runtime FILES_MATCHING PATTERN "*.py" PATTERN "py.typed" PATTERN "__pycache__" EXCLUDE)
+  install(CODE "
+    if(CMAKE_INSTALL_PREFIX STREQUAL \"/usr\")
+      set(_pth \"${PROJECT_BINARY_DIR}/install-staging/muster.pth\")
+      file(WRITE \"\${_pth}\" \"/usr/lib/muster/python\\n\")
+      file(INSTALL DESTINATION \"/usr/lib/python3/dist-packages\" TYPE FILE FILES \"\${_pth}\")
+    endif()
+  " COMPONENT runtime)
 endif()
 
 # --- the demo trainer and the documentation
@@ -141,9 +152,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # muster's Depends: the runtime libraries its programs link, found by dpkg-shlibdeps
 # (libgrpc++1.51, libprotobuf32, libabsl20220623, libgloo0, libsystemd0, ...).
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
+# import muster.torch needs torch (Debian's, or a virtual environment's); the package itself needs
+# only Python's standard library (its Store client speaks gRPC itself: python/muster/_h2.py).
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "muster-dev, python3-torch")
-# import muster.torch needs them (and torch); the launcher itself does not.
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS "python3-grpcio, python3-protobuf")
 # muster-dev: what a worker project linking the static libraries needs to build.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "muster (= ${PROJECT_VERSION}), libgrpc++-dev, libprotobuf-dev, protobuf-compiler-grpc, libabsl-dev, libgloo-dev, libcivetweb-dev, cmake")

@@ -9,8 +9,9 @@ packages=(
   libabsl-dev libgloo-dev libcli11-dev nlohmann-json3-dev libsystemd-dev libcivetweb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch
-  # import muster.torch (python/): the generated Store client
-  python3-grpcio python3-protobuf
+  # python/ (import muster.torch needs nothing else): its tests, its type check, and the test of
+  # a worker in a virtual environment (python3 -m venv)
+  python3-pytest mypy python3-venv
   iproute2 iptables procps psmisc hyperfine
   gnuplot-nox
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes

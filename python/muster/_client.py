@@ -1,43 +1,64 @@
 """A client of musterd's Store service (proto/muster/v1/store.proto), bound to
 one round's namespace.
 
-What rendezvous/src/grpc_store*.cc does for C++ workers, for Python ones:
-the endpoint list of MUSTER_STORE_ENDPOINT ("H:P" or "H1:P1,H2:P2" of
-replicas), the round's credential (MUSTER_STORE_TOKEN, sent as
-``authorization: Bearer``), TLS (MUSTER_STORE_TLS_CA/CERT/KEY), and following
-the leader: a standby refuses with UNAVAILABLE and names the leader in the
-``muster-leader`` trailer; an unreachable replica makes the client try the
-others for up to ``failover_timeout``.
+What the C++ GrpcStore does for C++ workers, for Python ones: the endpoint
+list of MUSTER_STORE_ENDPOINT ("H:P" or "H1:P1,H2:P2" of replicas), the
+round's credential (MUSTER_STORE_TOKEN, sent as ``authorization: Bearer``),
+TLS (MUSTER_STORE_TLS_CA/CERT/KEY), and following the leader: a standby
+refuses with UNAVAILABLE and names the leader in the ``muster-leader``
+trailer; an unreachable replica makes the client try the others for up to
+``failover_timeout``.
 
-One unary call per op: torch's Store calls are synchronous, one at a time per
-calling thread, so the Store.Stream's pipelining would buy nothing here.
+gRPC without grpcio: the calls go over muster._h2 (HTTP/2 in pure Python)
+with the messages of muster._wire, so the package needs nothing but the
+standard library (a virtual environment's interpreter imports it with no
+system package on its path). One unary call per op: torch's Store calls are
+synchronous, one at a time per calling thread, so the Store.Stream's
+pipelining would buy nothing here.
 
 No torch here: muster.torch wraps this in a torch.distributed.Store.
-Thread-safe (grpc channels are; the endpoint choice is under a lock).
+Thread-safe: each call borrows a connection of its own from a pool (a
+waiting Get holds one for its wait; the others make another), and the
+endpoint choice is under a lock.
 """
 
+from __future__ import annotations
+
 import math
+import ssl
 import threading
 import time
+from typing import (Dict, List, Mapping, Optional, Sequence, Tuple)
 
-import grpc
+from muster import _h2
+from muster import _wire
+from muster._h2 import StatusCode
 
-from muster.v1 import store_pb2
-from muster.v1 import store_pb2_grpc
+__all__ = ["CALL_TIMEOUT_S", "DEFAULT_PORT", "RoundEnded", "StatusCode",
+           "StoreClient", "StoreError", "StoreTimeout", "WAIT_MARGIN_S",
+           "parse_endpoints"]
 
 DEFAULT_PORT = 29400
 # A call that does not wait gets this long; a waiting one its wait plus the
-# margin (rendezvous/src/grpc_store_stream.h: kCallTimeout, kWaitMargin).
+# margin (the C++ Store client's kCallTimeout and kWaitMargin).
 CALL_TIMEOUT_S = 30.0
 WAIT_MARGIN_S = 5.0
+_CONNECT_TIMEOUT_S = 10.0
 _INT64_MAX = (1 << 63) - 1
 _LEADER_TRAILER = "muster-leader"
+_SERVICE = "/muster.v1.Store/"
+# Idle connections kept per endpoint.
+_POOL_SIZE = 4
+# A connection is retired before its stream ids run out (2^31).
+_MAX_STREAM_ID = 1 << 30
 
 
 class StoreError(RuntimeError):
-    """A Store call failed. ``code`` is the grpc.StatusCode."""
+    """A Store call failed. ``code`` is the gRPC status (StatusCode), or
+    None for an error found before any call."""
 
-    def __init__(self, message, code=None):
+    def __init__(self, message: str,
+                 code: Optional[StatusCode] = None) -> None:
         super().__init__(message)
         self.code = code
 
@@ -50,7 +71,7 @@ class RoundEnded(StoreError):
     """The namespace was dropped: its round has ended (ABORTED)."""
 
 
-def parse_endpoints(text):
+def parse_endpoints(text: Optional[str]) -> List[str]:
     """["host:port", ...] from MUSTER_STORE_ENDPOINT's syntax.
 
     A missing port is 29400, a missing host 127.0.0.1; IPv6 hosts in
@@ -64,7 +85,7 @@ def parse_endpoints(text):
                 f"bad store endpoint '{text}': expected HOST:PORT or a "
                 "comma-separated list H1:P1,H2:P2 of musterd replicas (an "
                 "empty entry)")
-        host, port = part, DEFAULT_PORT
+        host, port_text = part, str(DEFAULT_PORT)
         if part.startswith("["):
             close = part.find("]")
             if close < 0:
@@ -73,14 +94,14 @@ def parse_endpoints(text):
             if rest:
                 if not rest.startswith(":"):
                     raise ValueError(f"bad store endpoint '{part}'")
-                port = rest[1:]
+                port_text = rest[1:]
         elif part.count(":") == 1:
-            host, port = part.split(":")
+            host, port_text = part.split(":")
         try:
-            port = int(port)
+            port = int(port_text)
         except ValueError:
             raise ValueError(f"bad store endpoint '{part}': the port "
-                             f"'{port}' is no number") from None
+                             f"'{port_text}' is no number") from None
         if not 0 < port < 65536:
             raise ValueError(f"bad store endpoint '{part}': port {port} is "
                              "out of range")
@@ -88,7 +109,7 @@ def parse_endpoints(text):
     return out
 
 
-def _timeout_ms(timeout_s):
+def _timeout_ms(timeout_s: Optional[float]) -> int:
     """The request's timeout_ms: 0 = do not wait, at least 1 ms otherwise."""
     if timeout_s is None or timeout_s <= 0:
         return 0
@@ -97,49 +118,77 @@ def _timeout_ms(timeout_s):
     return max(1, math.ceil(timeout_s * 1000))
 
 
-def _read(path, what):
+def _tls_context(tls: Tuple[str, str, str]) -> ssl.SSLContext:
+    """The client context of MUSTER_STORE_TLS_CA/CERT/KEY (as grpcio's
+    ssl_channel_credentials: the CA verifies the server and its name, the
+    pair is the client's certificate)."""
+    ca, cert, key = tls
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    for path, what in ((ca, "MUSTER_STORE_TLS_CA"),
+                       (cert, "MUSTER_STORE_TLS_CERT"),
+                       (key, "MUSTER_STORE_TLS_KEY")):
+        if path:
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as e:
+                raise StoreError(f"cannot read {what} {path}: "
+                                 f"{e.strerror}") from None
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise StoreError(f"cannot read {what} {path}: {e.strerror}") from None
+        context.load_verify_locations(cafile=ca)
+        if cert:
+            context.load_cert_chain(cert, key)
+    except (ssl.SSLError, ValueError) as e:
+        raise StoreError(f"bad TLS files (MUSTER_STORE_TLS_CA={ca}, "
+                         f"MUSTER_STORE_TLS_CERT={cert}): {e}") from None
+    context.set_alpn_protocols(["h2"])
+    return context
 
 
-class _Channels:
-    """The channels of one set of endpoints and TLS files, shared by the
-    clients of every round (a new round changes the prefix and the token,
-    not the servers)."""
+class _Pool:
+    """Idle connections per (endpoint, TLS files), shared by the clients of
+    every round (a new round changes the prefix and the token, not the
+    servers)."""
 
     _lock = threading.Lock()
-    _cache = {}
+    _idle: Dict[Tuple[str, Tuple[str, str, str]],
+                List[_h2.Connection]] = {}
+    _contexts: Dict[Tuple[str, str, str], ssl.SSLContext] = {}
 
     @classmethod
-    def get(cls, target, tls):
+    def take(cls, target: str, tls: Tuple[str, str, str]
+             ) -> _h2.Connection:
+        """An idle live connection to ``target``, or a new one (blocks up
+        to the connect timeout; raises _h2.RpcError UNAVAILABLE)."""
         with cls._lock:
-            key = (target, tls)
-            if key not in cls._cache:
-                cls._cache[key] = cls._make(target, tls)
-            return cls._cache[key]
+            idle = cls._idle.setdefault((target, tls), [])
+            context = cls._contexts.get(tls)
+        while True:
+            with cls._lock:
+                conn = idle.pop() if idle else None
+            if conn is None:
+                break
+            if conn.alive():
+                return conn
+        if tls[0] and context is None:
+            context = _tls_context(tls)
+            with cls._lock:
+                cls._contexts[tls] = context
+        return _h2.Connection(target, _CONNECT_TIMEOUT_S, context)
 
-    @staticmethod
-    def _make(target, tls):
-        options = [
-            ("grpc.initial_reconnect_backoff_ms", 100),
-            ("grpc.max_reconnect_backoff_ms", 1000),
-            ("grpc.keepalive_time_ms", 10000),
-            ("grpc.keepalive_timeout_ms", 10000),
-        ]
-        ca, cert, key = tls
-        if not ca:
-            channel = grpc.insecure_channel(target, options=options)
-        else:
-            creds = grpc.ssl_channel_credentials(
-                root_certificates=_read(ca, "MUSTER_STORE_TLS_CA"),
-                private_key=_read(key, "MUSTER_STORE_TLS_KEY") if key else None,
-                certificate_chain=(_read(cert, "MUSTER_STORE_TLS_CERT")
-                                   if cert else None))
-            channel = grpc.secure_channel(target, creds, options=options)
-        return channel, store_pb2_grpc.StoreStub(channel)
+    @classmethod
+    def give_back(cls, target: str, tls: Tuple[str, str, str],
+                  conn: _h2.Connection) -> None:
+        if conn.closed or conn.next_stream > _MAX_STREAM_ID:
+            conn.close()
+            return
+        with cls._lock:
+            idle = cls._idle.setdefault((target, tls), [])
+            if len(idle) < _POOL_SIZE:
+                idle.append(conn)
+                return
+        conn.close()
 
 
 class StoreClient:
@@ -151,8 +200,9 @@ class StoreClient:
     token never appears in one.
     """
 
-    def __init__(self, endpoint, prefix, token="", tls_ca="", tls_cert="",
-                 tls_key="", failover_timeout=15.0):
+    def __init__(self, endpoint: str, prefix: str, token: str = "",
+                 tls_ca: str = "", tls_cert: str = "", tls_key: str = "",
+                 failover_timeout: float = 15.0) -> None:
         if not endpoint:
             raise StoreError(
                 "the store endpoint is empty: run under muster (it sets "
@@ -171,13 +221,16 @@ class StoreClient:
             raise StoreError(str(e)) from None
         self.prefix = prefix
         self._tls = (tls_ca or "", tls_cert or "", tls_key or "")
-        self._metadata = (("authorization", "Bearer " + token),) if token else ()
+        self._metadata: Tuple[Tuple[str, str], ...] = (
+            (("authorization", "Bearer " + token),) if token else ())
         self._failover_timeout = failover_timeout
         self._lock = threading.Lock()
         self._current = 0
 
     @classmethod
-    def from_env(cls, env, prefix=None, token=None, endpoint=None):
+    def from_env(cls, env: Mapping[str, str], prefix: Optional[str] = None,
+                 token: Optional[str] = None,
+                 endpoint: Optional[str] = None) -> "StoreClient":
         """The client of the round named by ``env`` (os.environ or the
         values of the control channel's ``round`` file)."""
         return cls(
@@ -192,62 +245,72 @@ class StoreClient:
             tls_key=env.get("MUSTER_STORE_TLS_KEY", ""))
 
     @property
-    def endpoints(self):
+    def endpoints(self) -> str:
         return ",".join(self._endpoints)
 
     # ---- the ops
 
-    def set(self, key, value):
-        self._call("Set", key, store_pb2.SetRequest(
-            prefix=self.prefix, key=key, value=value), 0)
+    def set(self, key: str, value: bytes) -> None:
+        self._call("Set", key, _wire.encode(
+            "SetRequest", prefix=self.prefix, key=key, value=value), 0)
 
-    def get(self, key, timeout):
+    def get(self, key: str, timeout: Optional[float]) -> bytes:
         """The value at ``key``, waiting up to ``timeout`` s for it (0: none,
         then StoreError with NOT_FOUND when absent)."""
-        return self._call("Get", key, store_pb2.GetRequest(
-            prefix=self.prefix, key=key,
-            timeout_ms=_timeout_ms(timeout)), timeout).value
+        value = self._call("Get", key, _wire.encode(
+            "GetRequest", prefix=self.prefix, key=key,
+            timeout_ms=_timeout_ms(timeout)), timeout)["value"]
+        assert isinstance(value, bytes)
+        return value
 
-    def add(self, key, delta):
-        return self._call("Add", key, store_pb2.AddRequest(
-            prefix=self.prefix, key=key, delta=delta), 0).value
+    def add(self, key: str, delta: int) -> int:
+        value = self._call("Add", key, _wire.encode(
+            "AddRequest", prefix=self.prefix, key=key, delta=delta),
+            0)["value"]
+        assert isinstance(value, int)
+        return value
 
-    def compare_set(self, key, expected, desired):
+    def compare_set(self, key: str, expected: bytes, desired: bytes) -> bytes:
         """Sets ``key`` to ``desired`` when its value is ``expected`` (an
         absent key matches b""); returns the value stored now."""
-        return self._call("CompareSet", key, store_pb2.CompareSetRequest(
-            prefix=self.prefix, key=key, expected=expected,
-            desired=desired), 0).value
+        value = self._call("CompareSet", key, _wire.encode(
+            "CompareSetRequest", prefix=self.prefix, key=key,
+            expected=expected, desired=desired), 0)["value"]
+        assert isinstance(value, bytes)
+        return value
 
-    def wait(self, keys, timeout):
-        self._call("Wait", ",".join(keys), store_pb2.WaitRequest(
-            prefix=self.prefix, keys=keys,
+    def wait(self, keys: Sequence[str], timeout: Optional[float]) -> None:
+        self._call("Wait", ",".join(keys), _wire.encode(
+            "WaitRequest", prefix=self.prefix, keys=list(keys),
             timeout_ms=_timeout_ms(timeout)), timeout)
 
-    def check(self, keys):
+    def check(self, keys: Sequence[str]) -> bool:
         """Whether every key exists (no wait)."""
         try:
-            self._call("Wait", ",".join(keys), store_pb2.WaitRequest(
-                prefix=self.prefix, keys=keys, timeout_ms=0), 0)
+            self._call("Wait", ",".join(keys), _wire.encode(
+                "WaitRequest", prefix=self.prefix, keys=list(keys),
+                timeout_ms=0), 0)
             return True
         except StoreTimeout:
             return False
 
-    def delete(self, key):
-        return self._call("Delete", key, store_pb2.DeleteRequest(
-            prefix=self.prefix, key=key), 0).deleted
+    def delete(self, key: str) -> bool:
+        return bool(self._call("Delete", key, _wire.encode(
+            "DeleteRequest", prefix=self.prefix, key=key), 0)["deleted"])
 
-    def num_keys(self):
-        return self._call("NumKeys", "", store_pb2.NumKeysRequest(
-            prefix=self.prefix), 0).count
+    def num_keys(self) -> int:
+        count = self._call("NumKeys", "", _wire.encode(
+            "NumKeysRequest", prefix=self.prefix), 0)["count"]
+        assert isinstance(count, int)
+        return count
 
     # ---- one call, following the leader
 
-    def _target(self):
+    def _target(self) -> Tuple[int, str]:
         with self._lock:
             return self._current, self._endpoints[self._current]
 
-    def _follow(self, failed_index, leader):
+    def _follow(self, failed_index: int, leader: str) -> None:
         """Makes the leader (or, without one, the next replica) current."""
         with self._lock:
             if leader:
@@ -257,7 +320,8 @@ class StoreClient:
             elif self._current == failed_index:
                 self._current = (failed_index + 1) % len(self._endpoints)
 
-    def _call(self, method, keys, request, wait_s):
+    def _call(self, method: str, keys: str, request: bytes,
+              wait_s: Optional[float]) -> Dict[str, _wire.Value]:
         what = f"{method} '{keys}'" if keys else method
         deadline_s = (CALL_TIMEOUT_S if not wait_s or wait_s <= 0 else
                       (wait_s if not math.isinf(wait_s) else 10 * 365 * 86400)
@@ -267,18 +331,20 @@ class StoreClient:
         leader_hops = 0
         while True:
             index, target = self._target()
-            _, stub = _Channels.get(target, self._tls)
             try:
-                return getattr(stub, method)(request, timeout=deadline_s,
-                                             metadata=self._metadata)
-            except grpc.RpcError as e:
-                code, details = e.code(), e.details() or ""
-                leader = ""
-                for k, v in (e.trailing_metadata() or ()):
-                    if k == _LEADER_TRAILER:
-                        leader = v.decode() if isinstance(v, bytes) else v
-                if code != grpc.StatusCode.UNAVAILABLE:
-                    raise self._error(what, target, code, details, wait_s)
+                conn = _Pool.take(target, self._tls)
+                try:
+                    response, _ = conn.call(_SERVICE + method, request,
+                                            self._metadata, deadline_s)
+                finally:
+                    _Pool.give_back(target, self._tls, conn)
+                return _wire.decode(method + "Response", response)
+            except _h2.RpcError as e:
+                code, details = e.code, e.details
+                leader = e.trailers.get(_LEADER_TRAILER, "")
+                if code != StatusCode.UNAVAILABLE:
+                    raise self._error(what, target, code, details,
+                                      wait_s) from None
                 if leader and leader_hops < 3:
                     # A standby's refusal: the op was not applied.
                     leader_hops += 1
@@ -288,17 +354,23 @@ class StoreClient:
                 # applied already, and repeating it could count twice.
                 if method == "Add" or time.monotonic() + backoff > give_up:
                     raise self._error(what, target, code, details, wait_s,
-                                      unreachable=True)
+                                      unreachable=True) from None
                 self._follow(index, "")
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
+            except ValueError as e:  # a response that does not parse
+                raise StoreError(f"{what}: a bad response from the store at "
+                                 f"{target}: {e}",
+                                 StatusCode.INTERNAL) from None
 
-    def _error(self, what, target, code, details, wait_s, unreachable=False):
-        if code == grpc.StatusCode.ABORTED:
+    def _error(self, what: str, target: str, code: StatusCode, details: str,
+               wait_s: Optional[float], unreachable: bool = False
+               ) -> StoreError:
+        if code == StatusCode.ABORTED:
             return RoundEnded(f"{what} in store namespace '{self.prefix}': "
                               f"{details}", code)
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            if details == "Deadline Exceeded":  # gRPC's own, not musterd's
+        if code == StatusCode.DEADLINE_EXCEEDED:
+            if details == "Deadline Exceeded":  # the client's own, not musterd's
                 return StoreTimeout(
                     f"the store at {target} did not answer {what} within "
                     f"{wait_s or 0:.3g} s (+ a margin)", code)
@@ -308,8 +380,7 @@ class StoreClient:
                 f"{what} on the store at {self.endpoints} failed: {details} "
                 "(is musterd running and reachable? `muster doctor "
                 f"--rdzv-endpoint={target}` says why not)", code)
-        if code == grpc.StatusCode.UNAUTHENTICATED or \
-                code == grpc.StatusCode.PERMISSION_DENIED:
+        if code in (StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED):
             return StoreError(
                 f"{what} on the store at {target} was refused: {details} "
                 "(a worker needs its round's MUSTER_STORE_TOKEN)", code)

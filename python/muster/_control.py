@@ -6,15 +6,20 @@ No torch here. Not thread-safe (muster.torch calls it from the training
 thread).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import time
+from typing import Any, Dict, Mapping, MutableMapping, Optional
+
+__all__ = ["ControlChannel", "POLL_INTERVAL_S", "PROTOCOL_VERSION", "Round"]
 
 PROTOCOL_VERSION = 1
 POLL_INTERVAL_S = 0.002  # the contract's 2 ms
 
 # os.environ names of the round's fields (the worker environment contract).
-_ENV_FIELDS = {
+_ENV_FIELDS: Dict[str, str] = {
     "rank": "RANK",
     "world_size": "WORLD_SIZE",
     "local_rank": "LOCAL_RANK",
@@ -40,44 +45,45 @@ class Round:
     file, or of the environment the worker started with. ``seq`` is None
     when it came from the environment."""
 
-    def __init__(self, fields, seq=None):
-        self.fields = dict(fields)
+    def __init__(self, fields: Mapping[str, Any],
+                 seq: Optional[int] = None) -> None:
+        self.fields: Dict[str, Any] = dict(fields)
         self.seq = seq
 
     @property
-    def round(self):
+    def round(self) -> int:
         return int(self.fields.get("round", 0))
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         return int(self.fields["rank"])
 
     @property
-    def world_size(self):
+    def world_size(self) -> int:
         return int(self.fields["world_size"])
 
     @property
-    def store_prefix(self):
-        return self.fields.get("store_prefix", "")
+    def store_prefix(self) -> str:
+        return str(self.fields.get("store_prefix", ""))
 
     @property
-    def store_endpoint(self):
-        return self.fields.get("store_endpoint", "")
+    def store_endpoint(self) -> str:
+        return str(self.fields.get("store_endpoint", ""))
 
     @property
-    def store_token(self):
+    def store_token(self) -> str:
         # A secret: never printed (Round has no __repr__ showing it).
-        return self.fields.get("store_token", "")
+        return str(self.fields.get("store_token", ""))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Round(round={self.round}, rank={self.fields.get('rank')}, "
                 f"world_size={self.fields.get('world_size')}, seq={self.seq})")
 
     @classmethod
-    def from_env(cls, env):
+    def from_env(cls, env: Mapping[str, str]) -> Round:
         """The worker's first round from its environment. Raises ValueError
         naming a missing or bad variable."""
-        fields = {}
+        fields: Dict[str, Any] = {}
         for field, name in _ENV_FIELDS.items():
             if name in env:
                 fields[field] = env[name]
@@ -97,7 +103,7 @@ class Round:
         fields["store_token"] = env.get("MUSTER_STORE_TOKEN", "")
         return cls(fields)
 
-    def export(self, environ):
+    def export(self, environ: MutableMapping[str, str]) -> None:
         """Writes the round into ``environ`` (os.environ), so that the
         environment and torch.distributed agree after a recovery."""
         for field, name in _ENV_FIELDS.items():
@@ -112,18 +118,18 @@ class Round:
 class ControlChannel:
     """The control directory of this worker process."""
 
-    def __init__(self, directory):
+    def __init__(self, directory: str) -> None:
         self.directory = directory
         self.round_path = os.path.join(directory, "round")
 
     @classmethod
-    def from_env(cls, env):
+    def from_env(cls, env: Mapping[str, str]) -> Optional[ControlChannel]:
         """The channel named by MUSTER_CONTROL_DIR; None without it
         (--recovery=restart, or not under muster)."""
         directory = env.get("MUSTER_CONTROL_DIR", "")
         return cls(directory) if directory else None
 
-    def read(self):
+    def read(self) -> Optional[Dict[str, Any]]:
         """The ``round`` file as a dict; None when it is missing or cannot be
         parsed (reads as "no change", per the contract)."""
         try:
@@ -133,13 +139,13 @@ class ControlChannel:
             return None
         return data if isinstance(data, dict) else None
 
-    def write_hello(self, library):
+    def write_hello(self, library: str) -> None:
         """Tells the agent that this process (its pid) can recover in place."""
         body = json.dumps({"version": PROTOCOL_VERSION, "pid": os.getpid(),
                            "library": library})
         _write_atomically(os.path.join(self.directory, "hello"), body)
 
-    def changed_since(self, formed):
+    def changed_since(self, formed: Optional[Round]) -> bool:
         """Whether the round the group was formed on (a Round) has ended:
         the file's seq differs and it says ``changing``, or ``running`` with
         a later round. One small read; never blocks."""
@@ -153,7 +159,8 @@ class ControlChannel:
             return int(data.get("round", 0)) >= formed.round
         return state == "running" and int(data.get("round", 0)) > formed.round
 
-    def wait_running_after(self, round_number, deadline):
+    def wait_running_after(self, round_number: int,
+                           deadline: float) -> Optional[Round]:
         """Polls every 2 ms until the file says ``running`` with a round after
         ``round_number``; returns that Round, or None at ``deadline``
         (time.monotonic())."""
@@ -166,14 +173,14 @@ class ControlChannel:
                 return None
             time.sleep(POLL_INTERVAL_S)
 
-    def current_running(self):
+    def current_running(self) -> Optional[Round]:
         """The file's round when it says ``running``, else None."""
         data = self.read()
         if data is not None and data.get("state") == "running":
             return Round(data, seq=data.get("seq"))
         return None
 
-    def describe(self):
+    def describe(self) -> str:
         """What the file says now, for error messages (no secrets)."""
         data = self.read()
         if data is None:
@@ -184,7 +191,7 @@ class ControlChannel:
                 (f": {reason}" if reason else ""))
 
 
-def _write_atomically(path, text):
+def _write_atomically(path: str, text: str) -> None:
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:

@@ -17,15 +17,20 @@ only (/proc/self/fd); elsewhere ``snapshot`` is empty and aborting does
 nothing (the group's timeout then bounds a blocked collective).
 """
 
+from __future__ import annotations
+
 import os
 import socket
+from typing import Dict, Iterable
+
+__all__ = ["GroupSockets", "socket_inodes"]
 
 _FD_DIR = "/proc/self/fd"
 
 
-def socket_inodes():
+def socket_inodes() -> Dict[int, int]:
     """{inode: fd} of this process's sockets; {} where /proc is absent."""
-    out = {}
+    out: Dict[int, int] = {}
     try:
         names = os.listdir(_FD_DIR)
     except OSError:
@@ -43,11 +48,11 @@ def socket_inodes():
 _TCP_LISTEN = "0A"
 
 
-def _connections_by_inode():
+def _connections_by_inode() -> Dict[int, int]:
     """{inode: remote port} of this process's connected TCP sockets (IPv4
     and IPv6); listening ones are left out (gloo's listener stays as it
     is: only connections carry ops)."""
-    out = {}
+    out: Dict[int, int] = {}
     for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
         try:
             with open(table) as f:
@@ -65,15 +70,15 @@ class GroupSockets:
     """The sockets a process group opened: ``begin`` before it forms,
     ``end`` after, ``shutdown`` to abort it."""
 
-    def __init__(self, store_ports):
+    def __init__(self, store_ports: Iterable[int]) -> None:
         self._store_ports = set(store_ports)
-        self._before = {}
-        self.inodes = {}
+        self._before: Dict[int, int] = {}
+        self.inodes: Dict[int, int] = {}
 
-    def begin(self):
+    def begin(self) -> None:
         self._before = socket_inodes()
 
-    def end(self):
+    def end(self) -> None:
         after = socket_inodes()
         remote = _connections_by_inode()
         self.inodes = {
@@ -82,7 +87,7 @@ class GroupSockets:
             remote[inode] not in self._store_ports
         }
 
-    def shutdown(self):
+    def shutdown(self) -> int:
         """Shuts down every socket of the group that is still open (checked
         by inode). Returns how many. Never raises."""
         done = 0

@@ -31,22 +31,39 @@ handled here (see docs/migrating-from-torchrun.md, "torch versions").
 Not thread-safe: call these from the training thread.
 """
 
+from __future__ import annotations
+
 import atexit
 import datetime
 import os
 import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import torch.distributed as dist
+try:
+    import torch.distributed as dist
+except ImportError as _e:  # torch absent, or broken in this environment
+    raise ImportError(
+        f"muster.torch needs PyTorch, which this Python cannot import "
+        f"({_e}): install torch into the environment that runs the workers "
+        "(pip install torch; Debian: python3-torch), or run them with a "
+        "Python that has it (muster --python=PATH)") from _e
 
 from muster import _client
 from muster import _control
 from muster import _sockets
 
+__all__ = ["DEFAULT_RECOVER_TIMEOUT", "LIBRARY", "MusterStore",
+           "RecoveryError", "destroy_process_group", "init_process_group",
+           "recover", "recovery_enabled", "round_changed", "store"]
+
+# A timeout as torch takes it: a timedelta, or seconds.
+Timeout = Union[datetime.timedelta, float]
+
 LIBRARY = "muster.torch"
 DEFAULT_RECOVER_TIMEOUT = datetime.timedelta(minutes=5)
 # torch's default_pg_timeout (30 minutes), also the Store's waits.
-_DEFAULT_PG_TIMEOUT = getattr(dist, "default_pg_timeout",
-                              datetime.timedelta(minutes=30))
+_DEFAULT_PG_TIMEOUT: datetime.timedelta = getattr(
+    dist, "default_pg_timeout", datetime.timedelta(minutes=30))
 # The sub-namespace of torch's keys in the round's namespace, apart from
 # libmuster_comm's and the application's own.
 _KEY_PREFIX = "torch/"
@@ -56,7 +73,7 @@ class RecoveryError(RuntimeError):
     """recover() found no round to join in time, or cannot recover here."""
 
 
-def _to_bytes(value):
+def _to_bytes(value: Union[str, bytes, Sequence[int]]) -> bytes:
     # torch 1.13 passes compare_set's values as lists of ints, 2.x as bytes;
     # a Python caller may pass str.
     if isinstance(value, str):
@@ -64,7 +81,7 @@ def _to_bytes(value):
     return bytes(value)
 
 
-def _seconds(timeout):
+def _seconds(timeout: Timeout) -> float:
     if isinstance(timeout, datetime.timedelta):
         return timeout.total_seconds()
     return float(timeout)
@@ -84,80 +101,89 @@ class MusterStore(dist.Store):
     "torch/" in the namespace.
     """
 
-    def __init__(self, client, timeout=_DEFAULT_PG_TIMEOUT):
+    def __init__(self, client: _client.StoreClient,
+                 timeout: Timeout = _DEFAULT_PG_TIMEOUT) -> None:
         super().__init__()
         self._client = client
         self.set_timeout(timeout)
 
     @property
-    def client(self):
+    def client(self) -> _client.StoreClient:
         return self._client
 
-    def _wait_s(self, timeout=None):
+    def _wait_s(self, timeout: Optional[Timeout] = None) -> float:
         return _seconds(self.timeout if timeout is None else timeout)
 
-    def set(self, key, value):
+    def set(self, key: str, value: Union[str, bytes, Sequence[int]]
+            ) -> None:
         self._client.set(_KEY_PREFIX + key, _to_bytes(value))
 
-    def get(self, key):
+    def get(self, key: str) -> bytes:
         return self._client.get(_KEY_PREFIX + key, self._wait_s())
 
-    def add(self, key, value):
+    def add(self, key: str, value: int) -> int:
         return self._client.add(_KEY_PREFIX + key, int(value))
 
-    def compare_set(self, key, expected_value, desired_value):
+    def compare_set(self, key: str,
+                    expected_value: Union[str, bytes, Sequence[int]],
+                    desired_value: Union[str, bytes, Sequence[int]]
+                    ) -> bytes:
         return self._client.compare_set(_KEY_PREFIX + key,
                                         _to_bytes(expected_value),
                                         _to_bytes(desired_value))
 
-    def wait(self, keys, timeout=None):
+    def wait(self, keys: Sequence[str],
+             timeout: Optional[Timeout] = None) -> None:
         self._client.wait([_KEY_PREFIX + k for k in keys],
                           self._wait_s(timeout))
 
-    def check(self, keys):
+    def check(self, keys: Sequence[str]) -> bool:
         return self._client.check([_KEY_PREFIX + k for k in keys])
 
-    def deleteKey(self, key):  # noqa: N802 (c10d's name)
+    def deleteKey(self, key: str) -> bool:  # noqa: N802 (c10d's name)
         return self._client.delete(_KEY_PREFIX + key)
 
-    def delete_key(self, key):
+    def delete_key(self, key: str) -> bool:
         return self.deleteKey(key)
 
-    def getNumKeys(self):  # noqa: N802 (c10d's name)
+    def getNumKeys(self) -> int:  # noqa: N802 (c10d's name)
         # The whole namespace's keys (musterd counts per namespace).
         return self._client.num_keys()
 
-    def num_keys(self):
+    def num_keys(self) -> int:
         return self.getNumKeys()
 
 
 class _Group:
     """What this module formed: the default group's round and how."""
 
-    def __init__(self, channel, backend, timeout, kwargs):
+    def __init__(self, channel: Optional[_control.ControlChannel],
+                 backend: str, timeout: Timeout,
+                 kwargs: Dict[str, Any]) -> None:
         self.channel = channel
         self.backend = backend
         self.timeout = timeout
         self.kwargs = kwargs
-        self.round = None  # the _control.Round formed on
-        self.store = None
-        self.sockets = None
-        # The default group itself: see _retired.
-        self.pg = None
+        # The round formed on.
+        self.round: Optional[_control.Round] = None
+        self.store: Optional[MusterStore] = None
+        self.sockets: Optional[_sockets.GroupSockets] = None
+        # The default group itself (a torch ProcessGroup): see _retired.
+        self.pg: Any = None
 
 
-_group = None
+_group: Optional[_Group] = None
 # Process groups of ended rounds, kept alive for a while. torch 1.13 frees a
 # gloo group with the GIL held (from DDP's Reducer, say) and joins its worker
 # threads; a worker that is just dropping the tensors of its last op may need
 # the GIL for them, and the process deadlocks (torch 2.x frees groups without
 # the GIL). Held here, a group is freed later, when its threads are long idle:
 # at the next recovery, or at exit.
-_retired = []
+_retired: List[Tuple[Any, Optional[MusterStore]]] = []
 
 
 @atexit.register
-def _release():
+def _release() -> None:
     # At exit every group is idle: free them while the interpreter is whole,
     # not in its finalisation, where their threads could outlive it.
     del _retired[:]
@@ -166,7 +192,9 @@ def _release():
         _group.store = None
 
 
-def init_process_group(backend="gloo", timeout=_DEFAULT_PG_TIMEOUT, **kwargs):
+def init_process_group(backend: str = "gloo",
+                       timeout: Timeout = _DEFAULT_PG_TIMEOUT,
+                       **kwargs: Any) -> None:
     """Initialises torch.distributed's default process group for this
     worker's round, over musterd's Store.
 
@@ -211,7 +239,7 @@ def init_process_group(backend="gloo", timeout=_DEFAULT_PG_TIMEOUT, **kwargs):
     _group = group
 
 
-def round_changed():
+def round_changed() -> bool:
     """True when the agent announced that this group's round has ended (a
     newcomer waits, a node was lost, a worker failed elsewhere): call
     recover() at the next step boundary. One small file read; never blocks.
@@ -223,7 +251,7 @@ def round_changed():
     return g.channel.changed_since(g.round)
 
 
-def recover(timeout=DEFAULT_RECOVER_TIMEOUT):
+def recover(timeout: Timeout = DEFAULT_RECOVER_TIMEOUT) -> Tuple[int, int]:
     """Joins the next round in place and returns ``(rank, world_size)``.
 
     Call it on every kept rank after a collective failed or round_changed()
@@ -253,19 +281,19 @@ def recover(timeout=DEFAULT_RECOVER_TIMEOUT):
     return _join_next(g, time.monotonic() + _seconds(timeout), None)
 
 
-def recovery_enabled():
+def recovery_enabled() -> bool:
     """Whether this worker runs under --recovery=in-place (it has a control
     channel), so that recover() can keep it."""
     return _control.ControlChannel.from_env(os.environ) is not None
 
 
-def store():
+def store() -> Optional[MusterStore]:
     """The MusterStore of the current round (None before
     init_process_group). Its namespace changes at every recovery."""
     return _group.store if _group is not None else None
 
 
-def destroy_process_group():
+def destroy_process_group() -> None:
     """torch.distributed.destroy_process_group() for a group made here, at
     the end of a script: the group itself is freed at exit (see _retired),
     so that dropping DDP right after the last collective cannot deadlock
@@ -279,7 +307,7 @@ def destroy_process_group():
 # ---- internals
 
 
-def _form(group, rnd):
+def _form(group: _Group, rnd: _control.Round) -> None:
     """Forms the default group on round ``rnd``; exports it to os.environ."""
     client = _client.StoreClient.from_env(
         os.environ, prefix=rnd.store_prefix, token=rnd.store_token,
@@ -305,10 +333,13 @@ def _form(group, rnd):
     rnd.export(os.environ)
 
 
-def _join_next(group, deadline, last_error):
+def _join_next(group: _Group, deadline: float,
+               last_error: Optional[BaseException]) -> Tuple[int, int]:
     """Waits for a round after group.round and forms on it, again after a
-    round that ends while forming, until ``deadline``."""
+    round that ends while forming, until ``deadline``. The group has a
+    control channel and a round (the callers check)."""
     channel = group.channel
+    assert channel is not None and group.round is not None
     waited_from = group.round.round
     while True:
         nxt = channel.wait_running_after(group.round.round, deadline)
@@ -329,7 +360,7 @@ def _join_next(group, deadline, last_error):
             group.round = nxt
 
 
-def _abort(group):
+def _abort(group: _Group) -> None:
     """Ends the current default group so that nothing waits on it: its
     connections shut down (gloo has no abort), NCCL's communicators aborted
     where torch can, then destroyed. Never raises."""
@@ -353,7 +384,7 @@ def _abort(group):
     _destroy()
 
 
-def _destroy():
+def _destroy() -> None:
     try:
         dist.destroy_process_group()
     except Exception:  # noqa: BLE001 (already gone)

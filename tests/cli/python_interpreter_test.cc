@@ -17,17 +17,14 @@ namespace {
 using ::muster::testing::MakeTempDir;
 
 // A launcher at DIR/bin/muster with the package at
-// DIR/lib/python3/dist-packages/muster (the build tree's layout and an
-// install's).
+// DIR/lib/muster/python/muster (the build tree's layout and an install's).
 std::string FakeInstall(bool with_package) {
   const std::string dir = MakeTempDir("python_interpreter");
   std::filesystem::create_directories(dir + "/bin");
   testing::WriteFile(dir + "/bin/muster", "", 0755);
   if (with_package) {
-    std::filesystem::create_directories(dir +
-                                        "/lib/python3/dist-packages/muster");
-    testing::WriteFile(dir + "/lib/python3/dist-packages/muster/torch.py", "",
-                       0644);
+    std::filesystem::create_directories(dir + "/lib/muster/python/muster");
+    testing::WriteFile(dir + "/lib/muster/python/muster/torch.py", "", 0644);
   }
   return dir;
 }
@@ -36,13 +33,13 @@ TEST(MusterPythonDirTest, FindsThePackageNextToTheLauncher) {
   const std::string dir = FakeInstall(true);
   EXPECT_EQ(MusterPythonDir(dir + "/bin/muster"),
             std::filesystem::weakly_canonical(dir).string() +
-                "/lib/python3/dist-packages");
+                "/lib/muster/python");
   EXPECT_EQ(MusterPythonDir(FakeInstall(false) + "/bin/muster"), "");
   EXPECT_EQ(MusterPythonDir(""), "");
 }
 
 TEST(WorkerPythonPathTest, AddsThePackageWhenPythonDoesNotFindIt) {
-  const std::string d = "/opt/muster/lib/python3/dist-packages";
+  const std::string d = "/opt/muster/lib/muster/python";
   EXPECT_EQ(WorkerPythonPath(std::nullopt, d, true, false), d);
   EXPECT_EQ(WorkerPythonPath("", d, true, false), d);
   // After the user's entries, which win.
@@ -55,16 +52,15 @@ TEST(WorkerPythonPathTest, AddsThePackageWhenPythonDoesNotFindIt) {
   EXPECT_EQ(WorkerPythonPath("/a", "", true, false), std::nullopt);
 }
 
-TEST(WorkerPythonPathTest, ProgramsNotRunThroughPythonGetItUnlessSystemDir) {
-  // --no-python python3 train.py: no interpreter to ask.
-  EXPECT_EQ(WorkerPythonPath(std::nullopt, "/build/lib/python3/dist-packages",
-                             false, false),
-            "/build/lib/python3/dist-packages");
-  // Debian's own directory is searched anyway; listing it would put system
-  // packages before a virtual environment's.
-  EXPECT_EQ(WorkerPythonPath(std::nullopt, "/usr/lib/python3/dist-packages",
-                             false, false),
-            std::nullopt);
+TEST(WorkerPythonPathTest, ProgramsNotRunThroughPythonGetIt) {
+  // --no-python python3 train.py: no interpreter to ask, and the directory
+  // holds only muster, so adding it cannot shadow anything.
+  EXPECT_EQ(WorkerPythonPath(std::nullopt, "/usr/lib/muster/python", false,
+                             false),
+            "/usr/lib/muster/python");
+  EXPECT_EQ(WorkerPythonPath(std::nullopt, "/usr/lib/muster/python", false,
+                             true),
+            "/usr/lib/muster/python");
 }
 
 TEST(ResolvePythonTest, TellsWhetherThePackageIsFound) {
@@ -72,7 +68,7 @@ TEST(ResolvePythonTest, TellsWhetherThePackageIsFound) {
     GTEST_SKIP() << "no /usr/bin/python3";
   }
   const std::string dir = FakeInstall(true);
-  const std::string pkg = dir + "/lib/python3/dist-packages";
+  const std::string pkg = dir + "/lib/muster/python";
   testing::WriteFile(pkg + "/muster/__init__.py", "", 0644);
   absl::StatusOr<PythonFacts> with = ResolvePython(
       "/usr/bin/python3", {{"PYTHONPATH", pkg}}, absl::Seconds(60));
@@ -82,8 +78,10 @@ TEST(ResolvePythonTest, TellsWhetherThePackageIsFound) {
   absl::StatusOr<PythonFacts> without = ResolvePython(
       "/usr/bin/python3", {{"PYTHONPATH", dir}}, absl::Seconds(60));
   ASSERT_TRUE(without.ok()) << without.status();
-  // (Unless muster is installed system-wide on this machine.)
-  if (!std::filesystem::exists("/usr/lib/python3/dist-packages/muster")) {
+  // (Unless muster is installed system-wide on this machine: the .deb's
+  // muster.pth, or a package of old.)
+  if (!std::filesystem::exists("/usr/lib/python3/dist-packages/muster.pth") &&
+      !std::filesystem::exists("/usr/lib/python3/dist-packages/muster")) {
     EXPECT_FALSE(without->finds_muster);
   }
 }

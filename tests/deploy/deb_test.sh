@@ -4,7 +4,8 @@
 # carries no maintainer scripts (installs, enables and starts nothing), puts the unit in
 # /lib/systemd/system and the config (a conffile) in /etc/muster; unpacked into a temporary
 # root, its musterd answers --version and reads its config, its unit verifies and scores as the
-# source one, and its muster runs the demo (2 workers of the example trainer).
+# source one, its muster runs the demo (2 workers of the example trainer), and a worker run by a
+# virtual environment's Python imports the packaged muster with no Debian package on its path.
 # usage: deb_test.sh BUILD_DIR
 source "$(dirname "$0")/lib.sh"
 build=$1
@@ -43,6 +44,14 @@ for path in ./usr/bin/muster ./usr/bin/musterd ./lib/systemd/system/musterd.serv
   grep -qxF "$path" <<<"$contents" || fail "muster lacks $path"
 done
 grep -q '^./usr/include/\|\.a$' <<<"$contents" && fail "muster carries development files"
+# The Python package in a directory of its own (the launcher adds only it to a worker's path),
+# and a .pth file that names it to Debian's python3; nothing else of muster in dist-packages.
+for path in ./usr/lib/muster/python/muster/__init__.py ./usr/lib/muster/python/muster/torch.py \
+  ./usr/lib/muster/python/muster/py.typed ./usr/lib/python3/dist-packages/muster.pth; do
+  grep -qxF "$path" <<<"$contents" || fail "muster lacks $path"
+done
+grep -q '^./usr/lib/python3/dist-packages/muster/' <<<"$contents" &&
+  fail "the Python package is still in Debian's dist-packages"
 dev_contents=$(dpkg-deb -c "$dev" | awk '{print $6}')
 for path in ./usr/lib/cmake/muster/musterConfig.cmake ./usr/lib/libmuster_comm.a \
   ./usr/include/muster/comm/communicator.h ./usr/include/muster/v1/rendezvous.pb.h; do
@@ -87,4 +96,26 @@ timeout 120 "$root/usr/bin/muster" --standalone --nproc-per-node=2 \
   { cat "$SCRATCH/demo.log"; fail "the demo failed"; }
 grep '^rank [0-9]' "$SCRATCH/demo.log"  # torchrun's console: the workers' own lines
 grep -q 'all 2 ranks agree' "$SCRATCH/demo.log" || { cat "$SCRATCH/demo.log"; fail "the ranks did not agree"; }
+step "a virtual environment's worker imports muster, with no Debian package on its path"
+if /usr/bin/python3 -m venv --without-pip "$SCRATCH/venv" >"$SCRATCH/venv-make.log" 2>&1; then
+  cat >"$SCRATCH/venv_worker.py" <<'EOF'
+import os, sys
+import muster
+from muster import _client
+bad = [p for p in sys.path if "dist-packages" in p]
+assert not bad, f"system package directories on the worker's path: {bad}"
+store = _client.StoreClient.from_env(os.environ)
+store.set("venv", b"ok")
+print("venv worker: muster", muster.__version__, "from", muster.__file__,
+      "store", store.get("venv", 10).decode(), "no dist-packages on sys.path")
+EOF
+  env -u PYTHONPATH -u PYTHON_EXEC PATH="$SCRATCH/venv/bin:$PATH" VIRTUAL_ENV="$SCRATCH/venv" \
+    timeout 60 "$root/usr/bin/muster" --standalone --nproc-per-node=1 "$SCRATCH/venv_worker.py" \
+    >"$SCRATCH/venv.log" 2>&1 || { cat "$SCRATCH/venv.log"; fail "the virtual environment's worker failed"; }
+  grep -F "from $root/usr/lib/muster/python/muster/__init__.py store ok" "$SCRATCH/venv.log" ||
+    { cat "$SCRATCH/venv.log"; fail "the worker did not import the packaged muster"; }
+else
+  echo "python3 -m venv failed (Debian package python3-venv): the venv worker is not run here"
+  cat "$SCRATCH/venv-make.log"
+fi
 echo "deb: ok"

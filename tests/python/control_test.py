@@ -2,17 +2,21 @@
 written as the agent writes them: round_changed's rule, the 2 ms wait for a
 running round, hello, and a partial file read as "no change"."""
 
+from __future__ import annotations
+
 import json
 import os
 import stat
 import tempfile
 import time
-import unittest
+from typing import Any
+
+import pytest
 
 from muster import _control
 
 
-def write_round(directory, **fields):
+def write_round(directory: str, **fields: Any) -> None:
     """As the agent: round.tmp, then rename over round."""
     body = {"version": 1, "state": "running", "round": 1, "rank": 0,
             "world_size": 2, "store_prefix": "job/1"}
@@ -23,79 +27,76 @@ def write_round(directory, **fields):
     os.replace(tmp, os.path.join(directory, "round"))
 
 
-class ControlTest(unittest.TestCase):
-    def setUp(self):
+class ControlTest:
+    @pytest.fixture(autouse=True)
+    def channel_dir(self) -> None:
         self.dir = tempfile.mkdtemp(prefix="muster-control-")
         self.channel = _control.ControlChannel(self.dir)
 
-    def test_round_changed_follows_the_contract(self):
+    def test_round_changed_follows_the_contract(self) -> None:
         write_round(self.dir, seq=1, round=3)
         formed = self.channel.current_running()
-        self.assertEqual((formed.round, formed.seq), (3, 1))
-        self.assertFalse(self.channel.changed_since(formed))
+        assert (formed.round, formed.seq) == (3, 1)
+        assert not self.channel.changed_since(formed)
         # The same seq never counts, whatever it says.
         write_round(self.dir, seq=1, round=3, state="changing")
-        self.assertFalse(self.channel.changed_since(formed))
+        assert not self.channel.changed_since(formed)
         write_round(self.dir, seq=2, round=3, state="changing",
                     reason="node b lost")
-        self.assertTrue(self.channel.changed_since(formed))
-        self.assertIn("node b lost", self.channel.describe())
+        assert self.channel.changed_since(formed)
+        assert "node b lost" in self.channel.describe()
         # A later running round counts; a rewrite of the same round does not.
         write_round(self.dir, seq=3, round=4)
-        self.assertTrue(self.channel.changed_since(formed))
+        assert self.channel.changed_since(formed)
         write_round(self.dir, seq=4, round=3)
-        self.assertFalse(self.channel.changed_since(formed))
+        assert not self.channel.changed_since(formed)
 
-    def test_partial_or_missing_file_is_no_change(self):
+    def test_partial_or_missing_file_is_no_change(self) -> None:
         formed = _control.Round({"round": 1, "rank": 0, "world_size": 1},
                                 seq=1)
-        self.assertFalse(self.channel.changed_since(formed))
+        assert not self.channel.changed_since(formed)
         with open(os.path.join(self.dir, "round"), "w") as f:
             f.write('{"version": 1, "seq": 2, "state": "chan')
-        self.assertFalse(self.channel.changed_since(formed))
-        self.assertIsNone(self.channel.read())
+        assert not self.channel.changed_since(formed)
+        assert self.channel.read() is None
 
-    def test_wait_running_after(self):
+    def test_wait_running_after(self) -> None:
         write_round(self.dir, seq=5, round=2, state="changing")
         began = time.monotonic()
-        self.assertIsNone(self.channel.wait_running_after(
-            2, time.monotonic() + 0.05))
-        self.assertLess(time.monotonic() - began, 5)
+        assert self.channel.wait_running_after(
+            2, time.monotonic() + 0.05) is None
+        assert time.monotonic() - began < 5
         write_round(self.dir, seq=6, round=3, rank=1, world_size=2,
                     store_token="secret-token", master_addr="h",
                     master_port=29500)
         nxt = self.channel.wait_running_after(2, time.monotonic() + 5)
-        self.assertEqual((nxt.round, nxt.rank, nxt.world_size), (3, 1, 2))
-        self.assertNotIn("secret-token", repr(nxt))
+        assert (nxt.round, nxt.rank, nxt.world_size) == (3, 1, 2)
+        assert "secret-token" not in repr(nxt)
         env = {"MUSTER_STORE_TOKEN": "old"}
         nxt.export(env)
-        self.assertEqual(env["RANK"], "1")
-        self.assertEqual(env["WORLD_SIZE"], "2")
-        self.assertEqual(env["MASTER_PORT"], "29500")
-        self.assertEqual(env["MUSTER_ROUND"], "3")
-        self.assertEqual(env["MUSTER_STORE_TOKEN"], "secret-token")
+        assert env["RANK"] == "1"
+        assert env["WORLD_SIZE"] == "2"
+        assert env["MASTER_PORT"] == "29500"
+        assert env["MUSTER_ROUND"] == "3"
+        assert env["MUSTER_STORE_TOKEN"] == "secret-token"
 
-    def test_hello(self):
+    def test_hello(self) -> None:
         self.channel.write_hello("muster.torch")
         path = os.path.join(self.dir, "hello")
         with open(path) as f:
             hello = json.load(f)
-        self.assertEqual(hello, {"version": 1, "pid": os.getpid(),
-                                 "library": "muster.torch"})
-        self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600)
-        self.assertFalse(os.path.exists(path + ".tmp"))
+        assert hello == {"version": 1, "pid": os.getpid(),
+                         "library": "muster.torch"}
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert not os.path.exists(path + ".tmp")
 
-    def test_round_from_env_names_what_is_missing(self):
-        with self.assertRaisesRegex(ValueError, "RANK is not set"):
+    def test_round_from_env_names_what_is_missing(self) -> None:
+        with pytest.raises(ValueError, match="RANK is not set"):
             _control.Round.from_env({"WORLD_SIZE": "2"})
-        with self.assertRaisesRegex(ValueError, "WORLD_SIZE='x' is no int"):
+        with pytest.raises(ValueError, match="WORLD_SIZE='x' is no int"):
             _control.Round.from_env({"RANK": "0", "WORLD_SIZE": "x"})
         r = _control.Round.from_env({"RANK": "1", "WORLD_SIZE": "2",
                                      "MUSTER_ROUND": "4",
                                      "MUSTER_STORE_PREFIX": "j/4"})
-        self.assertEqual((r.rank, r.world_size, r.round, r.store_prefix),
-                         (1, 2, 4, "j/4"))
+        assert (r.rank, r.world_size, r.round, r.store_prefix) == (1, 2, 4, "j/4")
 
-
-if __name__ == "__main__":
-    unittest.main()

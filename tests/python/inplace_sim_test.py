@@ -9,13 +9,17 @@ and every rank ends with the same parameters. Without the agent, no
 namespace is dropped here (the real agent's tests are in
 tests/e2e/torch_e2e_test.cc)."""
 
+from __future__ import annotations
+
 import json
 import os
 import re
 import signal
 import tempfile
 import time
-import unittest
+from typing import Dict, Iterator, List, Optional
+
+import pytest
 
 import harness
 
@@ -23,21 +27,21 @@ PYTHON = "/usr/bin/python3"
 JOB = "simjob"
 
 
-@harness.require("torch", "grpc")
-class InPlaceSimTest(unittest.TestCase):
-    def setUp(self):
+@harness.require("torch")
+class InPlaceSimTest:
+    @pytest.fixture(autouse=True)
+    def processes(self) -> Iterator[None]:
         self.musterd = harness.Musterd()
-        self.addCleanup(self.musterd.kill)
         self.tmp = tempfile.mkdtemp(prefix="muster-inplace-sim-")
-        self.seq = {}
-        self.children = []
-
-    def tearDown(self):
+        self.seq: Dict[int, int] = {}
+        self.children: List[harness.Child] = []
+        yield
         for c in self.children:
             c.kill()
+        self.musterd.kill()
 
-    def write_round(self, worker, state, round_number, rank, world_size,
-                    reason=""):
+    def write_round(self, worker: int, state: str, round_number: int,
+                    rank: int, world_size: int, reason: str = "") -> str:
         d = os.path.join(self.tmp, f"w{worker}")
         os.makedirs(d, mode=0o700, exist_ok=True)
         self.seq[worker] = self.seq.get(worker, 0) + 1
@@ -55,7 +59,8 @@ class InPlaceSimTest(unittest.TestCase):
         os.replace(os.path.join(d, "round.tmp"), os.path.join(d, "round"))
         return d
 
-    def start(self, worker, round_number, rank, world_size, steps):
+    def start(self, worker: int, round_number: int, rank: int,
+              world_size: int, steps: int) -> harness.Child:
         d = self.write_round(worker, "running", round_number, rank,
                              world_size)
         env = dict(os.environ)
@@ -74,19 +79,20 @@ class InPlaceSimTest(unittest.TestCase):
         self.children.append(c)
         return c
 
-    def hello_pid(self, worker):
+    def hello_pid(self, worker: int) -> Optional[int]:
         try:
             with open(os.path.join(self.tmp, f"w{worker}", "hello")) as f:
-                return json.load(f)["pid"]
+                pid: int = json.load(f)["pid"]
+                return pid
         except (OSError, ValueError):
             return None
 
-    def test_shrink_then_grow(self):
+    def test_shrink_then_grow(self) -> None:
         w = [self.start(i, 1, i, 3, steps=400) for i in range(3)]
         for i, c in enumerate(w):
             c.wait_for(rf"start: rank {i} of 3 pid {c.pid}", 120)
-            self.assertEqual(harness.wait_until(
-                lambda i=i: self.hello_pid(i), 10, "hello"), c.pid)
+            assert harness.wait_until(
+                lambda i=i: self.hello_pid(i), 10, "hello") == c.pid
         w[0].wait_for(r"step 50:", 120)
 
         # Worker 2 is lost; the agent tells the others, then the next round.
@@ -101,9 +107,9 @@ class InPlaceSimTest(unittest.TestCase):
             w[i].wait_for(rf"recovered: rank {i} of 2 at step \d+", 60)
         shrink_s = time.monotonic() - lost
         for i in (0, 1):
-            self.assertEqual(len(re.findall(r"^start:", w[i].output(), re.M)),
-                             1, w[i].output())
-            self.assertIsNone(w[i].proc.poll())
+            assert len(re.findall(r"^start:", w[i].output(),
+                                  re.M)) == 1, w[i].output()
+            assert w[i].proc.poll() is None
 
         # A newcomer waits: round 2 ends, round 3 has three ranks.
         for i in (0, 1):
@@ -116,13 +122,10 @@ class InPlaceSimTest(unittest.TestCase):
         newcomer.wait_for(r"start: rank 2 of 3", 120)
 
         for c in (w[0], w[1], newcomer):
-            self.assertEqual(c.wait(300), 0, c.output())
-        self.assertIn("all 3 ranks agree", w[0].output())
+            assert c.wait(300) == 0, c.output()
+        assert "all 3 ranks agree" in w[0].output()
         sums = {re.search(r"checksum (\w+)", c.output()).group(1)
                 for c in (w[0], w[1], newcomer)}
-        self.assertEqual(len(sums), 1, sums)
+        assert len(sums) == 1, sums
         print(f"survivors recovered {shrink_s:.2f} s after the loss")
 
-
-if __name__ == "__main__":
-    unittest.main()
