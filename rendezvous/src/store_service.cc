@@ -408,7 +408,13 @@ class StoreService::Rpcs final : public v1::Store::CallbackService {
                                     const v1::NumKeysRequest* request,
                                     v1::NumKeysResponse* response) override {
     absl::Status check = s_->CheckAccess(context, request->prefix());
-    if (check.ok()) response->set_count(s_->store_->NumKeys(request->prefix()));
+    if (check.ok()) {
+      // ABORTED on a dropped namespace, as every other op (a worker of an
+      // ended round is told, not given 0).
+      absl::StatusOr<int64_t> count = s_->store_->CountKeys(request->prefix());
+      if (count.ok()) response->set_count(*count);
+      check = count.status();
+    }
     return FinishNow(context, check);
   }
 

@@ -418,9 +418,12 @@ absl::Status StoreService::StreamCore::DispatchRead(const std::string& prefix,
   KvStore* store = s_->store_;
   switch (request.op_case()) {
     case v1::StoreRequest::kNumKeys: {
+      // ABORTED on a dropped namespace, as every other op.
+      absl::StatusOr<int64_t> count = store->CountKeys(prefix);
+      if (!count.ok()) return count.status();
       v1::StoreResponse out;
       out.set_id(id);
-      out.mutable_num_keys()->set_count(store->NumKeys(prefix));
+      out.mutable_num_keys()->set_count(*count);
       Answer(std::move(out));
       return absl::OkStatus();
     }
