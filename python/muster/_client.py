@@ -25,6 +25,7 @@ endpoint choice is under a lock.
 from __future__ import annotations
 
 import math
+import os
 import ssl
 import threading
 import time
@@ -149,9 +150,11 @@ def _tls_context(tls: Tuple[str, str, str]) -> ssl.SSLContext:
 class _Pool:
     """Idle connections per (endpoint, TLS files), shared by the clients of
     every round (a new round changes the prefix and the token, not the
-    servers)."""
+    servers). A forked child (a DataLoader worker) starts with none: the
+    parent's connections stay the parent's."""
 
     _lock = threading.Lock()
+    _pid = os.getpid()
     _idle: Dict[Tuple[str, Tuple[str, str, str]],
                 List[_h2.Connection]] = {}
     _contexts: Dict[Tuple[str, str, str], ssl.SSLContext] = {}
@@ -162,6 +165,8 @@ class _Pool:
         """An idle live connection to ``target``, or a new one (blocks up
         to the connect timeout; raises _h2.RpcError UNAVAILABLE)."""
         with cls._lock:
+            if cls._pid != os.getpid():
+                cls._idle, cls._pid = {}, os.getpid()
             idle = cls._idle.setdefault((target, tls), [])
             context = cls._contexts.get(tls)
         while True:
@@ -351,8 +356,10 @@ class StoreClient:
                     self._follow(index, leader)
                     continue
                 # Unreachable, or the connection broke: an Add may have been
-                # applied already, and repeating it could count twice.
-                if method == "Add" or time.monotonic() + backoff > give_up:
+                # applied already, and repeating it could count twice (unless
+                # the server refused the stream: then it was not).
+                if ((method == "Add" and not e.unprocessed) or
+                        time.monotonic() + backoff > give_up):
                     raise self._error(what, target, code, details, wait_s,
                                       unreachable=True) from None
                 self._follow(index, "")

@@ -76,11 +76,15 @@ class RpcError(Exception):
     headers and trailers (lower-case names, str values)."""
 
     def __init__(self, code: StatusCode, details: str,
-                 trailers: Optional[Dict[str, str]] = None) -> None:
+                 trailers: Optional[Dict[str, str]] = None,
+                 unprocessed: bool = False) -> None:
         super().__init__(f"{code.name}: {details}")
         self.code = code
         self.details = details
         self.trailers: Dict[str, str] = dict(trailers or {})
+        # The server did not process the call (it refused the stream):
+        # safe to repeat whatever the call was.
+        self.unprocessed = unprocessed
 
 
 # gRPC's mapping of an HTTP status without grpc-status (PROTOCOL-HTTP2.md).
@@ -90,7 +94,8 @@ _HTTP_TO_GRPC = {400: StatusCode.INTERNAL, 401: StatusCode.UNAUTHENTICATED,
                  502: StatusCode.UNAVAILABLE, 503: StatusCode.UNAVAILABLE,
                  504: StatusCode.UNAVAILABLE}
 # And of a RST_STREAM's error code (the rest: INTERNAL).
-_RST_TO_GRPC = {7: StatusCode.UNAVAILABLE, 8: StatusCode.CANCELLED,
+_REFUSED_STREAM = 7
+_RST_TO_GRPC = {_REFUSED_STREAM: StatusCode.UNAVAILABLE, 8: StatusCode.CANCELLED,
                 11: StatusCode.RESOURCE_EXHAUSTED,
                 12: StatusCode.PERMISSION_DENIED}
 
@@ -287,7 +292,12 @@ def grpc_timeout(seconds: float) -> str:
 
 
 class _Closed(Exception):
-    """The connection ended (EOF, reset, GOAWAY before our stream)."""
+    """The connection ended (EOF, reset, GOAWAY before our stream).
+    ``unprocessed``: the server said it did not start our stream (GOAWAY)."""
+
+    def __init__(self, message: str, unprocessed: bool = False) -> None:
+        super().__init__(message)
+        self.unprocessed = unprocessed
 
 
 class Connection:
@@ -354,20 +364,36 @@ class Connection:
         try:
             self._sock.setblocking(False)
             try:
-                data = self._sock.recv(65536)
+                while True:
+                    data = self._sock.recv(65536)
+                    if not data:
+                        self.close()
+                        return False
+                    self._buffer += data
             finally:
                 self._sock.setblocking(True)
         except (BlockingIOError, ssl.SSLWantReadError):
-            return True
+            pass
         except OSError:
             self.close()
             return False
-        if not data:
+        # Frames that came while idle: answered now, and a GOAWAY retires
+        # the connection before a call is lost on it.
+        windows = {"stream": self._stream_initial}
+        try:
+            while self._has_frame():
+                kind, flags, sid, payload = self._pop_frame()
+                if kind == _GOAWAY:
+                    self.close()
+                    return False
+                if kind == _WINDOW_UPDATE and sid == 0:
+                    self._send_window += struct.unpack(
+                        ">I", payload[:4])[0] & _MAX_WINDOW
+                elif sid == 0:
+                    self._on_control(kind, flags, payload, windows)
+        except OSError:
             self.close()
             return False
-        # Frames that arrived while idle (a PING, SETTINGS, GOAWAY): handled
-        # at the start of the next call.
-        self._buffer += data
         return True
 
     @staticmethod
@@ -375,11 +401,21 @@ class Connection:
         return struct.pack(">I", len(payload))[1:] + struct.pack(
             ">BBI", kind, flags, stream) + payload
 
+    def _has_frame(self) -> bool:
+        return len(self._buffer) >= 9 and len(self._buffer) >= 9 + \
+            int.from_bytes(self._buffer[:3], "big")
+
+    def _pop_frame(self) -> Tuple[int, int, int, bytes]:
+        length = int.from_bytes(self._buffer[:3], "big")
+        kind, flags, stream = struct.unpack(">BBI", self._buffer[3:9])
+        payload = self._buffer[9:9 + length]
+        self._buffer = self._buffer[9 + length:]
+        return kind, flags, stream & _MAX_WINDOW, payload
+
     def _recv_frame(self, deadline: float
                     ) -> Tuple[int, int, int, bytes]:
         ping_sent = False
-        while len(self._buffer) < 9 or len(self._buffer) < 9 + int.from_bytes(
-                self._buffer[:3], "big"):
+        while not self._has_frame():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise socket.timeout()
@@ -399,11 +435,7 @@ class Connection:
                 raise _Closed("the server closed the connection")
             self._buffer += data
             ping_sent = False
-        length = int.from_bytes(self._buffer[:3], "big")
-        kind, flags, stream = struct.unpack(">BBI", self._buffer[3:9])
-        payload = self._buffer[9:9 + length]
-        self._buffer = self._buffer[9 + length:]
-        return kind, flags, stream & _MAX_WINDOW, payload
+        return self._pop_frame()
 
     def _on_control(self, kind: int, flags: int, payload: bytes,
                     windows: Dict[str, int]) -> None:
@@ -442,7 +474,12 @@ class Connection:
             self.close()
             raise RpcError(StatusCode.DEADLINE_EXCEEDED,
                            "Deadline Exceeded") from None
-        except (_Closed, OSError, ssl.SSLError) as e:
+        except _Closed as e:
+            self.close()
+            raise RpcError(StatusCode.UNAVAILABLE,
+                           f"connection to {self.target} lost: {e}",
+                           unprocessed=e.unprocessed) from None
+        except OSError as e:  # ssl.SSLError included
             self.close()
             raise RpcError(StatusCode.UNAVAILABLE,
                            f"connection to {self.target} lost: {e}") from None
@@ -489,7 +526,8 @@ class Connection:
                 last_id = struct.unpack(">I", payload[:4])[0] & _MAX_WINDOW
                 self._next_stream = _MAX_WINDOW + 1  # no new streams here
                 if last_id < stream:
-                    raise _Closed("the server is going away (GOAWAY)")
+                    raise _Closed("the server is going away (GOAWAY)",
+                                  unprocessed=True)
                 continue
             if kind in (_HEADERS, _CONTINUATION):
                 if kind == _HEADERS:
@@ -519,7 +557,8 @@ class Connection:
                 error = struct.unpack(">I", payload[:4])[0]
                 raise RpcError(_RST_TO_GRPC.get(error, StatusCode.INTERNAL),
                                f"stream reset by the server (HTTP/2 error "
-                               f"{error})", received)
+                               f"{error})", received,
+                               unprocessed=error == _REFUSED_STREAM)
         if self._next_stream > _MAX_WINDOW:
             self.close()  # GOAWAY'd: our stream done, nothing more here
         return self._result(bytes(data), received)

@@ -6,6 +6,7 @@ Store client alone (no torch) run wherever Python does."""
 from __future__ import annotations
 
 import datetime
+import os
 import threading
 import time
 from typing import Any, Iterator
@@ -136,3 +137,30 @@ class StoreTest:
         with pytest.raises(_client.StoreError, match="NOT_FOUND") as e:
             c.get("absent", 0)
         assert e.value.code == _client.StatusCode.NOT_FOUND
+
+    def test_client_survives_a_musterd_restart(self) -> None:
+        # A pooled connection whose server went away is noticed before a
+        # call is sent on it: even an Add (never repeated after a broken
+        # call) goes to the new server without an error.
+        port = harness.free_port()
+        endpoint = f"127.0.0.1:{port}"
+
+        def start() -> harness.Child:
+            server = harness.Child([os.path.join(harness.BIN_DIR, "musterd"),
+                                    f"--listen={endpoint}"], tag="musterd")
+            server.wait_for("listening on", 30)
+            return server
+
+        first = start()
+        try:
+            c = _client.StoreClient(endpoint, "job/7", failover_timeout=10)
+            assert c.add("n", 1) == 1
+        finally:
+            first.kill()
+        second = start()
+        try:
+            assert c.add("n", 1) == 1  # a new server: a new count
+            c.set("k", b"v")
+            assert c.get("k", 0) == b"v"
+        finally:
+            second.kill()
