@@ -8,6 +8,11 @@
 //    (<module>/include/muster/<module>/); "comm/src/..." from cli/ or bench/
 //    fails. Tests may include the internals they test.
 // 3. No source file in a product module is longer than 800 lines.
+// 4. libmuster_comm's folders are a one-way graph (docs/architecture.md,
+//    "libmuster_comm"): the core (comm/src/) includes no backend, no backend
+//    includes the selection layer or another backend, the kernels
+//    (comm/reduce/) include no backend, and every folder of comm/ has its
+//    place in that graph.
 // A failure names the file, the line and the rule. Reads the source tree at
 // $MUSTER_SOURCE_DIR (set by muster_test).
 #include <algorithm>
@@ -45,6 +50,9 @@ const char* const kOsHeaders =
     R"(semaphore\.h|systemd/[^>]+|windows\.h|winsock2\.h|ws2tcpip\.h|)"
     R"(iphlpapi\.h|winsvc\.h|io\.h|process\.h)";
 // clang-format on
+
+// An #include "path" line, the path in group 1.
+const char* const kQuotedInclude = R"re(^\s*#\s*include\s*"([^"]+)")re";
 
 std::string SourceDir() {
   const char* dir = std::getenv("MUSTER_SOURCE_DIR");
@@ -114,6 +122,50 @@ bool IncludesAnotherModulesPrivates(const std::string& rel,
          target != top;
 }
 
+// Rule 4: each private folder of comm/ and the folders of comm/ it may
+// include ("comm/<folder>/..."); its own always. comm/store/ is left out: it
+// becomes the store module (issue 36), and until then Gloo's store adapter
+// there and the Gloo backend include each other.
+struct CommFolder {
+  const char* name;
+  std::vector<std::string> may_include;
+};
+const CommFolder kCommFolders[] = {
+    {"c_api", {}},                                         // public API only
+    {"api", {"src", "select", "store"}},                   // Communicator
+    {"select", {"src", "gloo", "direct", "shm", "nccl"}},  // picks backends
+    {"gloo", {"src", "reduce", "store"}},                  // backends ...
+    {"direct", {"src", "reduce"}},
+    {"shm", {"src", "reduce"}},
+    {"nccl", {"src"}},
+    {"reduce", {}},  // kernels
+    {"src", {}},     // the core
+};
+
+// The folder of comm/ that `rel` is in ("gloo" for "comm/gloo/x.cc"), or ""
+// outside comm/'s folders.
+std::string CommFolderOf(const std::string& rel) {
+  if (rel.rfind("comm/", 0) != 0) return "";
+  const std::string rest = rel.substr(5);
+  const size_t slash = rest.find('/');
+  return slash == std::string::npos ? "" : rest.substr(0, slash);
+}
+
+// Rule 4 for one #include "path" in file `rel`.
+bool BreaksCommsGraph(const std::string& rel, const std::string& path) {
+  const std::string from = CommFolderOf(rel);
+  const std::string to = CommFolderOf(path);
+  if (from.empty() || to.empty() || to == "include" || from == to) {
+    return false;
+  }
+  for (const CommFolder& f : kCommFolders) {
+    if (from != f.name) continue;
+    return std::find(f.may_include.begin(), f.may_include.end(), to) ==
+           f.may_include.end();
+  }
+  return false;  // comm/store/ (see kCommFolders)
+}
+
 TEST(LayoutTest, FindsTheSourceTree) {
   ASSERT_FALSE(SourceDir().empty()) << "MUSTER_SOURCE_DIR is not set";
   // Guards against a rule that passes because it read nothing.
@@ -130,6 +182,16 @@ TEST(LayoutTest, FindsTheSourceTree) {
   EXPECT_FALSE(
       IncludesAnotherModulesPrivates("cli/c.cc", "muster/comm/comm.h"));
   EXPECT_FALSE(IncludesAnotherModulesPrivates("tests/t.cc", "comm/src/core.h"));
+  EXPECT_TRUE(BreaksCommsGraph("comm/src/core.cc", "comm/gloo/gloo_device.h"));
+  EXPECT_TRUE(
+      BreaksCommsGraph("comm/shm/s.cc", "comm/gloo/gloo_communicator.h"));
+  EXPECT_TRUE(BreaksCommsGraph("comm/gloo/g.cc", "comm/select/select.h"));
+  EXPECT_TRUE(BreaksCommsGraph("comm/reduce/r.h", "comm/src/core.h"));
+  EXPECT_FALSE(
+      BreaksCommsGraph("comm/select/s.cc", "comm/nccl/nccl_backend.h"));
+  EXPECT_FALSE(BreaksCommsGraph("comm/direct/d.cc", "comm/reduce/reduce.h"));
+  EXPECT_FALSE(BreaksCommsGraph("comm/src/core.cc", "muster/comm/types.h"));
+  EXPECT_FALSE(BreaksCommsGraph("tests/comm/t.cc", "comm/gloo/gloo_mesh.h"));
 }
 
 // Calls `check` with (file, line number, line) for every line of every source
@@ -191,14 +253,43 @@ TEST(LayoutTest, OnlyPlatformHasPosixOrWindowsFolders) {
 }
 
 TEST(LayoutTest, ModulesIncludeOthersOnlyThroughTheirPublicHeaders) {
-  const std::vector<std::string> offenders =
-      IncludesThat(std::regex(R"re(^\s*#\s*include\s*"([^"]+)")re"),
-                   IncludesAnotherModulesPrivates, "\"", "\"");
+  const std::vector<std::string> offenders = IncludesThat(
+      std::regex(kQuotedInclude), IncludesAnotherModulesPrivates, "\"", "\"");
   ExpectNone(
       offenders,
       "a module includes another only through its public headers "
       "(\"muster/<module>/...\", from <module>/include/muster/<module>/); "
       "make what is needed public there, or keep it in its module");
+}
+
+TEST(LayoutTest, CommsFoldersIncludeOneWay) {
+  const std::vector<std::string> offenders =
+      IncludesThat(std::regex(kQuotedInclude), BreaksCommsGraph, "\"", "\"");
+  ExpectNone(offenders,
+             "comm's folders include one way: api/ -> select/ -> the backends "
+             "(gloo/, direct/, shm/, nccl/; none includes another) -> "
+             "reduce/ (the kernels), and all of them -> src/ (the core, which "
+             "includes no backend); hand a backend what it builds on as a "
+             "BackendConnector from select/ (tests/layout_test.cc, "
+             "kCommFolders)");
+}
+
+TEST(LayoutTest, EveryCommFolderHasItsPlaceInTheGraph) {
+  std::vector<std::string> offenders;
+  std::error_code ec;
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(SourceDir()) / "comm", ec)) {
+    if (!entry.is_directory(ec)) continue;
+    const std::string name = entry.path().filename().string();
+    if (name == "include" || name == "store") continue;
+    bool known = false;
+    for (const CommFolder& f : kCommFolders) known = known || name == f.name;
+    if (!known) offenders.push_back(absl::StrCat("comm/", name, "/"));
+  }
+  ExpectNone(offenders,
+             "every folder of comm/ has its place in the include graph: add "
+             "it to kCommFolders with the folders it may include, and to "
+             "docs/architecture.md's picture");
 }
 
 TEST(LayoutTest, OsHeadersOnlyInPlatform) {

@@ -25,9 +25,7 @@
 #include "comm/gloo/gloo_device.h"
 #include "comm/gloo/gloo_mesh.h"
 #include "comm/gloo/gloo_status.h"
-#include "comm/gloo/reduce.h"
-#include "comm/src/direct_allreduce.h"
-#include "comm/src/direct_backend.h"
+#include "comm/reduce/reduce.h"
 #include "comm/store/gloo_store.h"
 #include "gloo/algorithm.h"
 #include "gloo/allgather.h"
@@ -123,9 +121,10 @@ class RebindableRing final : public ::gloo::AllreduceRing<T> {
   void Rebind(void* data) { this->ptrs_[0] = static_cast<T*>(data); }
 };
 
-// Allreduces up to this size run on the direct mesh (DirectAllreduce, on
+// Allreduces up to this size run on the direct mesh (comm/direct/, on
 // sockets libmuster_comm owns; 0: no such mesh), as long as the N-1 copies
-// each rank sends stay within kDirectBudgetBytes.
+// each rank sends stay within kDirectBudgetBytes. ConnectGloo's caller
+// (comm/select/) connects it, so that this backend names no other.
 //
 // Why: one network step instead of Gloo's two or more, and a waiting thread
 // that reads its own sockets instead of being woken by Gloo's event loop
@@ -174,10 +173,10 @@ class GlooP2P final : public PendingP2P {
 
 class GlooBackend final : public Backend {
  public:
-  // `direct` (may be null) runs allreduces of up to `direct_max_bytes`
-  // when the algorithm is chosen automatically.
+  // `direct` (may be null: the direct mesh) runs allreduces of up to
+  // `direct_max_bytes` when the algorithm is chosen automatically.
   GlooBackend(int rank, int world_size, AllReduceAlgorithm algorithm,
-              GlooMesh mesh, std::unique_ptr<DirectAllreduce> direct,
+              GlooMesh mesh, std::unique_ptr<Backend> direct,
               size_t direct_max_bytes)
       : rank_(rank),
         world_size_(world_size),
@@ -225,7 +224,7 @@ class GlooBackend final : public Backend {
   }
 
   // Fails every operation of both meshes, pending or later, through their
-  // owners (AbortableTransport, DirectAllreduce): whatever waits throws or
+  // owners (AbortableTransport, the direct mesh): whatever waits throws or
   // returns at once (CommCore reports `why`, not Gloo's words), and the
   // peers read EOF, so they stop too instead of waiting for this rank.
   void Abort(const absl::Status& why) override {
@@ -233,7 +232,7 @@ class GlooBackend final : public Backend {
     if (aborted_ || context_ == nullptr) return;
     aborted_ = true;
     MUSTER_LOG(DEBUG) << "rank " << rank_ << ": aborting Gloo (" << why << ")";
-    if (direct_ != nullptr) direct_->Abort();
+    if (direct_ != nullptr) direct_->Abort(why);
     transport_->Abort();
   }
 
@@ -402,20 +401,20 @@ class GlooBackend final : public Backend {
 
   absl::Status AllReduce(const Op& op, size_t bytes, absl::Time deadline) {
     if (bytes == 0) return absl::OkStatus();
-    if (op.input != op.output) std::memcpy(op.output, op.input, bytes);
-    if (world_size_ == 1) return absl::OkStatus();
+    // direct_max_bytes_ is 0 without a direct mesh, and there is none for one
+    // rank. The direct mesh copies, reduces and averages as below.
     if (algorithm_ == AllReduceAlgorithm::kAuto && bytes <= direct_max_bytes_ &&
         bytes * (world_size_ - 1) <= kDirectBudgetBytes) {
-      MUSTER_RETURN_IF_ERROR(
-          direct_->Run(op.output, op.count, op.dtype, op.op, deadline));
-    } else {
-      const AllReduceAlgorithm algorithm =
-          algorithm_ != AllReduceAlgorithm::kAuto
-              ? algorithm_
-              : ChooseAllReduceAlgorithm(bytes, world_size_);
-      MUSTER_RETURN_IF_ERROR(RunAllReduce(algorithm, op.output, op.count,
-                                          op.dtype, op.op, deadline));
+      return direct_->Run(op, deadline);
     }
+    if (op.input != op.output) std::memcpy(op.output, op.input, bytes);
+    if (world_size_ == 1) return absl::OkStatus();
+    const AllReduceAlgorithm algorithm =
+        algorithm_ != AllReduceAlgorithm::kAuto
+            ? algorithm_
+            : ChooseAllReduceAlgorithm(bytes, world_size_);
+    MUSTER_RETURN_IF_ERROR(RunAllReduce(algorithm, op.output, op.count,
+                                        op.dtype, op.op, deadline));
     if (op.op == ReduceOp::kAvg) {
       DivideInPlace(op.output, op.count, op.dtype, world_size_);
     }
@@ -728,7 +727,7 @@ class GlooBackend final : public Backend {
   // Sizes the send buffers before the first algorithm class runs; null
   // where Gloo has no bound buffers.
   std::unique_ptr<SendBufferSizer> sizer_;
-  std::unique_ptr<DirectAllreduce> direct_;  // May be null.
+  std::unique_ptr<Backend> direct_;  // The direct mesh; may be null.
   const size_t direct_max_bytes_;
   std::vector<char> scratch_;
   uint32_t tag_ = 0;
@@ -748,8 +747,9 @@ class GlooBackend final : public Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
-                                                     absl::Time deadline) {
+absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(
+    const CoreConfig& config, absl::Time deadline,
+    const BackendConnector& connect_direct) {
   const std::string who =
       absl::StrCat("rank ", config.rank, "/", config.world_size);
   IgnoreBrokenPipeUnlessHandled();
@@ -772,10 +772,9 @@ absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
       ConnectMesh(config, device, config.key_prefix, "connecting to its peers",
                   pin_bytes, deadline));
   const size_t direct_max_bytes = DirectMaxBytes();
-  std::unique_ptr<DirectAllreduce> direct;
+  std::unique_ptr<Backend> direct;
   if (direct_max_bytes > 0 && config.world_size > 1) {
-    MUSTER_ASSIGN_OR_RETURN(
-        direct, ConnectDirectMesh(config, "direct allreduce mesh", deadline));
+    MUSTER_ASSIGN_OR_RETURN(direct, connect_direct(config, deadline));
   }
   return std::unique_ptr<Backend>(new GlooBackend(
       config.rank, config.world_size, config.options.allreduce_algorithm,

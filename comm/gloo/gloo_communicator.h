@@ -14,10 +14,13 @@
 namespace muster::comm::internal {
 
 // Joins the Gloo full mesh of communicator config.key_prefix as config.rank
-// of config.world_size, binding config.iface or config.hostname. Blocks until
-// every peer is connected or `deadline`. Errors as Communicator::Create.
-absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(const CoreConfig& config,
-                                                     absl::Time deadline);
+// of config.world_size, binding config.iface or config.hostname, then (with
+// more than one rank, unless MUSTER_GLOO_SYNC_BYTES=0) connects the direct
+// mesh through `connect_direct` for the small allreduces. Blocks until every
+// peer is connected or `deadline`. Errors as Communicator::Create.
+absl::StatusOr<std::unique_ptr<Backend>> ConnectGloo(
+    const CoreConfig& config, absl::Time deadline,
+    const BackendConnector& connect_direct);
 
 // The allreduce algorithm kAuto picks for `bytes` bytes over `world_size`
 // ranks. The thresholds come from measurements on this project's reference

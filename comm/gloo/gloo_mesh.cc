@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "comm/gloo/gloo_device.h"
 #include "comm/gloo/gloo_status.h"
-#include "comm/src/direct_backend.h"
+#include "comm/src/missing_peers.h"
 #include "comm/store/gloo_store.h"
 #include "gloo/transport/buffer.h"
 #include "gloo/transport/pair.h"

@@ -44,6 +44,19 @@ absl::StatusOr<bool> AgreeOnNccl(rendezvous::Store& store,
 absl::StatusOr<std::unique_ptr<Backend>> ConnectNccl(const CoreConfig& config,
                                                      absl::Time deadline);
 
+// The NCCL backend of a communicator formed under the control channel
+// (config.round set; not a group): every rank publishes where it was
+// (`nccl_previous/<rank>`: "ROUND:RANK:WORLD" of the ended round, or "new"),
+// and when this round holds exactly the ended round's survivors in their old
+// order, `previous` (this rank's backend of that round, aborted; may be null)
+// is taken and shrunk (Backend::Shrink: ncclCommShrink). Otherwise, or where
+// the library cannot shrink, ConnectNccl. Blocks as ConnectNccl, plus one
+// store exchange. Errors: the store's, Shrink's (but UNIMPLEMENTED),
+// ConnectNccl's.
+absl::StatusOr<std::unique_ptr<Backend>> ShrinkOrConnectNccl(
+    const CoreConfig& config, std::unique_ptr<Backend>& previous,
+    absl::Time deadline);
+
 }  // namespace muster::comm::internal
 
 #endif  // MUSTER_COMM_NCCL_NCCL_BACKEND_H_

@@ -18,8 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "comm/gloo/gloo_communicator.h"
-#include "comm/gloo/reduce.h"
+#include "comm/reduce/reduce.h"
 #include "comm/shm/platform.h"
 #include "comm/shm/topology.h"
 #include "muster/common/logging.h"
@@ -666,7 +665,7 @@ bool AllLocalPidsVisible(SharedRegion& region, int local_size) {
 
 absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
     const CoreConfig& config, std::unique_ptr<Backend> gloo,
-    absl::Time deadline) {
+    absl::Time deadline, const BackendConnector& connect_leaders) {
   const int n = config.world_size;
   const int rank = config.rank;
   if (n < 2) return gloo;
@@ -780,7 +779,7 @@ absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
     across.key_prefix = absl::StrCat(root, "leaders/");
     across.options.allreduce_algorithm = AllReduceAlgorithm::kAuto;
     absl::StatusOr<std::unique_ptr<Backend>> connected =
-        ConnectGloo(across, deadline);
+        connect_leaders(across, deadline);
     if (!connected.ok()) {
       return Annotate(connected.status(),
                       absl::StrCat(who, ": connecting the hosts' leaders"));

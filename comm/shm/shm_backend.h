@@ -59,12 +59,13 @@ namespace muster::comm::internal {
 // Gloo backend, connected) when at least one host runs two or more of its
 // ranks; returns `gloo` itself otherwise, or when MUSTER_SHM=0, or when some
 // rank could not map the segment (a warning says why). Blocks for a few store
-// round trips (and, across hosts, the leaders' Gloo mesh) until `deadline`.
-// Errors: the store's (DEADLINE_EXCEEDED, ABORTED, UNAVAILABLE), and those of
-// connecting the leaders' mesh (as ConnectGloo).
+// round trips (and, across hosts, the leaders' mesh, which `connect_leaders`
+// connects: Gloo, chosen by comm/select/) until `deadline`. Errors: the
+// store's (DEADLINE_EXCEEDED, ABORTED, UNAVAILABLE), and those of connecting
+// the leaders' mesh.
 absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
     const CoreConfig& config, std::unique_ptr<Backend> gloo,
-    absl::Time deadline);
+    absl::Time deadline, const BackendConnector& connect_leaders);
 
 // Whether AllReduceAlgorithm::kAuto sends an allreduce of `bytes` bytes
 // through shared memory: on one host (`hierarchical` false) or across hosts.

@@ -9,11 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "comm/gloo/gloo_communicator.h"
-#include "comm/gloo/gloo_device.h"
-#include "comm/nccl/nccl_backend.h"
-#include "comm/shm/shm_backend.h"
-#include "comm/src/direct_backend.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
 
@@ -30,41 +25,6 @@ constexpr absl::Duration kVerdictGrace = absl::Milliseconds(300);
 constexpr absl::Duration kEchoVerdictGrace = absl::Seconds(2);
 
 constexpr absl::string_view kEchoPayload = "type.muster.dev/comm.EchoedFailure";
-
-// The host-memory backend: Gloo, with the shared-memory transport in front
-// of it where ranks share a host (comm/shm/shm_backend.h).
-absl::StatusOr<std::unique_ptr<Backend>> ConnectHost(const CoreConfig& config,
-                                                     absl::Time deadline) {
-  CoreConfig gloo_config = config;
-  if (gloo_config.options.allreduce_algorithm == AllReduceAlgorithm::kShm) {
-    // What Gloo runs when shared memory does not apply.
-    gloo_config.options.allreduce_algorithm = AllReduceAlgorithm::kAuto;
-  }
-  // Gloo's TCP (Linux) and libuv (Windows) transports do not interoperate:
-  // a job with both runs on libmuster_comm's own mesh (direct_backend.h).
-  bool forced = false;
-  MUSTER_ASSIGN_OR_RETURN(const std::string mine,
-                          MeshKind(GlooTransportName(), &forced));
-  MUSTER_ASSIGN_OR_RETURN(const std::string mismatch,
-                          MeshMismatch(config, mine, deadline));
-  absl::StatusOr<std::unique_ptr<Backend>> gloo;
-  if (mismatch.empty() && !forced) {
-    gloo = ConnectGloo(gloo_config, deadline);
-  } else {
-    const std::string why =
-        mismatch.empty() ? "MUSTER_COMM_MESH=direct" : mismatch;
-    if (config.rank == 0) {
-      MUSTER_LOG(WARNING)
-          << "rank 0/" << config.world_size
-          << ": the ranks cannot share a Gloo mesh (" << why
-          << "): collectives run on libmuster_comm's own mesh (AllReduce, "
-             "AllGather, Broadcast, Barrier)";
-    }
-    gloo = ConnectDirectBackend(config, why, deadline);
-  }
-  if (!gloo.ok()) return gloo.status();
-  return WithSharedMemory(config, std::move(*gloo), deadline);
-}
 
 }  // namespace
 
@@ -177,65 +137,28 @@ CommCore::CommCore(CoreConfig config)
 CommCore::~CommCore() { Shutdown(); }
 
 absl::string_view CommCore::backend_name() const {
-  return host_ != nullptr ? host_->name() : device_->name();
+  return backends_.host != nullptr ? backends_.host->name()
+                                   : backends_.device->name();
 }
 
 absl::StatusOr<std::unique_ptr<CommCore>> CommCore::Connect(
-    CoreConfig config, std::unique_ptr<Backend> previous_device) {
+    CoreConfig config, const BackendsConnector& connect,
+    std::unique_ptr<Backend> previous_device) {
   std::unique_ptr<CommCore> core(new CommCore(std::move(config)));
-  core->previous_device_ = std::move(previous_device);
-  absl::Status status = core->ConnectImpl();
-  if (core->previous_device_ != nullptr) {
-    core->previous_device_->Close();
-    core->previous_device_.reset();
+  core->backends_.previous_device = std::move(previous_device);
+  absl::Status status = core->ConnectImpl(connect);
+  if (core->backends_.previous_device != nullptr) {
+    core->backends_.previous_device->Close();
+    core->backends_.previous_device.reset();
   }
   if (!status.ok()) return status;
   return core;
 }
 
-absl::Status CommCore::ConnectImpl() {
+absl::Status CommCore::ConnectImpl(const BackendsConnector& connect) {
   const absl::Time deadline =
       std::min(absl::Now() + config_.options.timeout, config_.connect_deadline);
-  switch (config_.options.backend) {
-    case comm::Backend::kGloo: {
-      MUSTER_ASSIGN_OR_RETURN(host_, ConnectHost(config_, deadline));
-      break;
-    }
-    case comm::Backend::kNccl: {
-      MUSTER_ASSIGN_OR_RETURN(device_, ConnectDevice(deadline));
-      break;
-    }
-    case comm::Backend::kAuto: {
-      MUSTER_ASSIGN_OR_RETURN(host_, ConnectHost(config_, deadline));
-      // NCCL joins only when every rank can run it; rank 0 decides from every
-      // rank's answer, so no rank waits in NCCL for one that never comes.
-      std::string why_not;
-      const bool can = NcclUsable(&why_not);
-      absl::StatusOr<bool> all =
-          AgreeOnNccl(*config_.store, config_.key_prefix, config_.rank,
-                      config_.world_size, can, deadline);
-      if (!all.ok()) return Annotate(all.status(), who_);
-      if (*all) {
-        absl::StatusOr<std::unique_ptr<Backend>> nccl = ConnectDevice(deadline);
-        if (nccl.ok()) {
-          device_ = std::move(*nccl);
-        } else {
-          MUSTER_LOG(WARNING)
-              << who_ << ": NCCL could not start (" << nccl.status()
-              << "): falling back to Gloo; device buffers "
-                 "will be refused";
-        }
-      } else if (can) {
-        MUSTER_LOG(WARNING) << who_
-                            << ": NCCL is usable here but not on every rank: "
-                               "falling back to Gloo";
-      } else {
-        MUSTER_LOG(DEBUG) << who_ << ": backend auto: Gloo only (" << why_not
-                          << ")";
-      }
-      break;
-    }
-  }
+  MUSTER_RETURN_IF_ERROR(connect(config_, deadline, backends_));
   if (config_.world_size > 1 && !config_.without_monitor) {
     PeerMonitorOptions m;
     m.rank = config_.rank;
@@ -262,27 +185,33 @@ absl::Status CommCore::ConnectImpl() {
     return Annotate(ready, "confirming that every rank is connected");
   }
   MUSTER_LOG(DEBUG) << who_ << ": connected (" << backend_name()
-                    << (device_ != nullptr && host_ != nullptr ? " + nccl" : "")
+                    << (backends_.device != nullptr && backends_.host != nullptr
+                            ? " + nccl"
+                            : "")
                     << ")";
   return absl::OkStatus();
 }
 
 absl::StatusOr<Backend*> CommCore::Pick(const Op& op) {
-  if (device_ == nullptr) {
-    if (host_ != nullptr &&
-        (IsDevicePointer(op.input) || IsDevicePointer(op.output))) {
+  auto on_device = [this](const void* p) {
+    return backends_.is_device_pointer != nullptr &&
+           backends_.is_device_pointer(p);
+  };
+  if (backends_.device == nullptr) {
+    if (backends_.host != nullptr &&
+        (on_device(op.input) || on_device(op.output))) {
       return absl::FailedPreconditionError(
           "device memory needs the NCCL backend, which this communicator "
           "does not have (CommOptions::backend, and the warning at start-up)");
     }
-    return host_.get();
+    return backends_.host.get();
   }
-  if (host_ == nullptr) return device_.get();
+  if (backends_.host == nullptr) return backends_.device.get();
   // Both: the memory decides.
-  if (IsDevicePointer(op.output) || IsDevicePointer(op.input)) {
-    return device_.get();
+  if (on_device(op.output) || on_device(op.input)) {
+    return backends_.device.get();
   }
-  return host_.get();
+  return backends_.host.get();
 }
 
 absl::Status CommCore::CheckUsable(const Op& op) {
@@ -374,8 +303,8 @@ void CommCore::OnAbort(const absl::Status& why) {
     if (!abort_reason_.ok()) return;
     abort_reason_ = why;
   }
-  if (host_ != nullptr) host_->Abort(why);
-  if (device_ != nullptr) device_->Abort(why);
+  if (backends_.host != nullptr) backends_.host->Abort(why);
+  if (backends_.device != nullptr) backends_.device->Abort(why);
 }
 
 absl::Status CommCore::Fail(const Op& op, absl::Status status) {
@@ -442,8 +371,8 @@ absl::Status CommCore::Fail(const Op& op, absl::Status status) {
   if (started_here) {
     MUSTER_LOG(DEBUG) << result;
     if (monitor_ != nullptr) monitor_->TellPeers(result);
-    if (host_ != nullptr) host_->Abort(result);
-    if (device_ != nullptr) device_->Abort(result);
+    if (backends_.host != nullptr) backends_.host->Abort(result);
+    if (backends_.device != nullptr) backends_.device->Abort(result);
   }
   return result;
 }
@@ -575,7 +504,7 @@ void CommCore::Shutdown() {
               (config_.round == nullptr ||
                !config_.round->Ended(config_.round_generation));
   }
-  if (healthy && host_ != nullptr && config_.world_size > 1) {
+  if (healthy && backends_.host != nullptr && config_.world_size > 1) {
     // A collective can return on one rank while its last message to a peer
     // is still in this host's socket buffer; Gloo closes its pairs with a
     // reset, which discards that message, and the peer's collective fails
@@ -586,17 +515,18 @@ void CommCore::Shutdown() {
     Op goodbye;
     goodbye.kind = OpKind::kBarrier;
     goodbye.timeout = std::min(config_.options.timeout, absl::Seconds(10));
-    absl::Status s = host_->Run(goodbye, absl::Now() + goodbye.timeout);
+    absl::Status s =
+        backends_.host->Run(goodbye, absl::Now() + goodbye.timeout);
     if (!s.ok()) MUSTER_LOG(DEBUG) << who_ << ": shutdown barrier: " << s;
   }
   if (monitor_ != nullptr) monitor_->Stop();
-  if (host_ != nullptr) host_->Close();
+  if (backends_.host != nullptr) backends_.host->Close();
   bool keep_device = false;
   {
     absl::MutexLock lock(&mu_);
     keep_device = keep_device_;
   }
-  if (device_ != nullptr && !keep_device) device_->Close();
+  if (backends_.device != nullptr && !keep_device) backends_.device->Close();
 }
 
 std::unique_ptr<Backend> CommCore::EndForRecovery(const absl::Status& why) {
@@ -605,10 +535,10 @@ std::unique_ptr<Backend> CommCore::EndForRecovery(const absl::Status& why) {
     if (broken_.ok()) broken_ = why;
     keep_device_ = true;
   }
-  if (host_ != nullptr) host_->Abort(why);
-  if (device_ != nullptr) device_->Abort(why);
+  if (backends_.host != nullptr) backends_.host->Abort(why);
+  if (backends_.device != nullptr) backends_.device->Abort(why);
   Shutdown();  // No goodbye barrier: the communicator is broken.
-  return std::move(device_);
+  return std::move(backends_.device);
 }
 
 void CommCore::CrashForTesting() {
@@ -618,8 +548,8 @@ void CommCore::CrashForTesting() {
     absl::MutexLock lock(&mu_);
     if (broken_.ok()) broken_ = crash;
   }
-  if (host_ != nullptr) host_->Abort(crash);
-  if (device_ != nullptr) device_->Abort(crash);
+  if (backends_.host != nullptr) backends_.host->Abort(crash);
+  if (backends_.device != nullptr) backends_.device->Abort(crash);
 }
 
 }  // namespace muster::comm::internal

@@ -1,7 +1,9 @@
 // CommCore: what every communicator does whatever its backend — ordering of
 // operations (blocking and asynchronous), timeouts, the failure state, the
 // peer monitor's verdicts, progress, subgroups and shutdown. Backends
-// (comm/src/backend.h) only move bytes.
+// (comm/src/backend.h) only move bytes. The core names no backend: which ones
+// a communicator runs on is decided above it (comm/select/), and handed to
+// Connect as a BackendsConnector.
 //
 // Execution model:
 //   * Collectives run one at a time in issue order. A blocking call runs on
@@ -18,12 +20,11 @@
 #define MUSTER_COMM_SRC_CORE_H_
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -52,7 +53,7 @@ class WorkState {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-// Everything the factories resolved (src/init.cc): options after the
+// Everything the factories resolved (api/init.cc): options after the
 // environment, and where Gloo binds.
 struct CoreConfig {
   int rank = 0;
@@ -87,14 +88,40 @@ struct CoreConfig {
   absl::Time connect_deadline = absl::InfiniteFuture();
 };
 
+// The backends of one communicator, as a BackendsConnector fills them in.
+struct Backends {
+  std::unique_ptr<Backend> host;    // Gloo, or null for NCCL only.
+  std::unique_ptr<Backend> device;  // NCCL, or null.
+  // In: the ended round's NCCL backend (Recover), aborted and kept so that
+  // NCCL can shrink it when only survivors remain; null otherwise. The
+  // connector takes it when it does; the core closes what is left.
+  std::unique_ptr<Backend> previous_device;
+  // Whether a pointer is device memory, which only `device` takes; null: no
+  // pointer is.
+  bool (*is_device_pointer)(const void* p) = nullptr;
+};
+
+// Connects the backends of `config`'s communicator into `backends` by
+// `deadline`. Whatever it has connected when it fails is the core's to close
+// (Shutdown), as on any later failure.
+using BackendsConnector = std::function<absl::Status(
+    const CoreConfig& config, absl::Time deadline, Backends& backends)>;
+
+// Connects one backend over `config`'s ranks and store namespace by
+// `deadline`: how a backend that builds on another (the shared-memory
+// leaders' mesh, Gloo's small allreduces) gets it without naming it.
+using BackendConnector = std::function<absl::StatusOr<std::unique_ptr<Backend>>(
+    const CoreConfig& config, absl::Time deadline)>;
+
 class CommCore {
  public:
-  // Connects the backend(s) and the peer monitor, then confirms with a
-  // barrier. Blocks until done or the timeout.
+  // Connects the backend(s) through `connect` and the peer monitor, then
+  // confirms with a barrier. Blocks until done or the timeout.
   // `previous_device`: the ended round's NCCL backend (Recover), which NCCL
   // shrinks when only survivors remain; null otherwise.
   static absl::StatusOr<std::unique_ptr<CommCore>> Connect(
-      CoreConfig config, std::unique_ptr<Backend> previous_device = nullptr);
+      CoreConfig config, const BackendsConnector& connect,
+      std::unique_ptr<Backend> previous_device = nullptr);
 
   ~CommCore();
 
@@ -146,14 +173,7 @@ class CommCore {
   };
 
   explicit CommCore(CoreConfig config);
-  absl::Status ConnectImpl();
-  // The NCCL backend: shrunk from previous_device_ when the new round holds
-  // exactly the survivors of the last, in their order; else initialised.
-  absl::StatusOr<std::unique_ptr<Backend>> ConnectDevice(absl::Time deadline);
-  // The ranks of the ended round missing from this one, when every rank of
-  // this round is a survivor in its old order; nullopt otherwise.
-  absl::StatusOr<std::optional<std::vector<int>>> SurvivorsOnly(
-      absl::Time deadline);
+  absl::Status ConnectImpl(const BackendsConnector& connect);
 
   // The backend for op's memory; FAILED_PRECONDITION when there is none.
   absl::StatusOr<Backend*> Pick(const Op& op);
@@ -182,10 +202,10 @@ class CommCore {
   const std::string who_;  // "rank 2/4"
   ProgressFile* const progress_;
 
-  std::unique_ptr<Backend> host_;    // Gloo, or null for NCCL only.
-  std::unique_ptr<Backend> device_;  // NCCL, or null.
+  // Set while connecting; constant after. previous_device until
+  // ConnectImpl is done.
+  Backends backends_;
   std::unique_ptr<PeerMonitor> monitor_;
-  std::unique_ptr<Backend> previous_device_;  // Until ConnectImpl is done.
 
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

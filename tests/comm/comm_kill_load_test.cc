@@ -3,7 +3,7 @@
 // within 5 s. This is the test that caught the missed abort (a survivor
 // waiting for the collective's 30 s timeout in about 1 run of 5 on a loaded
 // machine; see comm/gloo/abortable_transport.h and
-// comm/src/direct_allreduce.h). The runs alternate a 4 MB message (Gloo's
+// comm/direct/direct_allreduce.h). The runs alternate a 4 MB message (Gloo's
 // option-based collectives on libmuster_comm's AbortableTransport) and a
 // 4 KB one (the direct mesh), with no launcher (tcp:// init), so only the
 // ranks themselves can tell each other.

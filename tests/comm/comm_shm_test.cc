@@ -23,10 +23,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "comm/api/init.h"
 #include "comm/shm/shm_backend.h"
 #include "comm/src/backend.h"
 #include "comm/src/core.h"
-#include "comm/src/init.h"
 #include "comm/store/file_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -230,7 +230,8 @@ TEST(ShmTransportTest, AllReduceNeverReachesGloo) {
       auto backend = internal::WithSharedMemory(
           BareConfig(store, r, 2),
           std::make_unique<RecordingBackend>(&gloo_runs),
-          absl::Now() + absl::Seconds(30));
+          absl::Now() + absl::Seconds(30),
+          /*connect_leaders=*/nullptr);
       ASSERT_TRUE(backend.ok()) << backend.status();
       for (size_t count : {size_t{3}, size_t{1} << 20}) {
         std::vector<int32_t> data(count, r + 1);
@@ -258,7 +259,8 @@ TEST(ShmTransportTest, ALargeMisalignedOutputIsComplete) {
       auto backend = internal::WithSharedMemory(
           BareConfig(store, r, 3),
           std::make_unique<RecordingBackend>(&gloo_runs),
-          absl::Now() + absl::Seconds(30));
+          absl::Now() + absl::Seconds(30),
+          /*connect_leaders=*/nullptr);
       ASSERT_TRUE(backend.ok()) << backend.status();
       const size_t count = (3 << 20) + 5;  // 12 MB of int32, 6+ chunks.
       std::vector<int32_t> in(count);
@@ -301,7 +303,8 @@ TEST(ShmTransportTest, APeerProcessThatDiesIsNamedWithoutAMonitor) {
     auto backend = internal::WithSharedMemory(
         BareConfig(*store, 1, 2),
         std::make_unique<RecordingBackend>(&gloo_runs),
-        absl::Now() + absl::Seconds(30));
+        absl::Now() + absl::Seconds(30),
+        /*connect_leaders=*/nullptr);
     if (!backend.ok()) _exit(11);
     std::vector<int32_t> data(1000, 2);
     if (!(*backend)->Run(SumOp(data), absl::Now() + absl::Seconds(30)).ok()) {
@@ -315,7 +318,8 @@ TEST(ShmTransportTest, APeerProcessThatDiesIsNamedWithoutAMonitor) {
   ASSERT_TRUE(store.ok()) << store.status();
   auto backend = internal::WithSharedMemory(
       BareConfig(*store, 0, 2), std::make_unique<RecordingBackend>(&gloo_runs),
-      absl::Now() + absl::Seconds(30));
+      absl::Now() + absl::Seconds(30),
+      /*connect_leaders=*/nullptr);
   ASSERT_TRUE(backend.ok()) << backend.status();
   std::vector<int32_t> data(1000, 1);
   absl::Status first =

@@ -2,8 +2,8 @@
 // templated allreduce algorithms and muster's own ring reduce-scatter), and the
 // dispatch from DataType to a C++ type. A new DataType needs one case in
 // VisitDataType and, if its arithmetic is not C++'s, an Elem specialization.
-#ifndef MUSTER_COMM_GLOO_REDUCE_H_
-#define MUSTER_COMM_GLOO_REDUCE_H_
+#ifndef MUSTER_COMM_REDUCE_REDUCE_H_
+#define MUSTER_COMM_REDUCE_REDUCE_H_
 
 #include <cmath>
 #include <cstddef>
@@ -144,4 +144,4 @@ void DivideInPlace(void* data, size_t count, DataType dtype, int n);
 
 }  // namespace muster::comm::internal
 
-#endif  // MUSTER_COMM_GLOO_REDUCE_H_
+#endif  // MUSTER_COMM_REDUCE_REDUCE_H_

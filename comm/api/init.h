@@ -1,7 +1,7 @@
-// Internal pieces of the factories (src/init.cc), shared with NewGroup, the C
+// Internal pieces of the factories (api/init.cc), shared with NewGroup, the C
 // API and the tests.
-#ifndef MUSTER_COMM_SRC_INIT_H_
-#define MUSTER_COMM_SRC_INIT_H_
+#ifndef MUSTER_COMM_API_INIT_H_
+#define MUSTER_COMM_API_INIT_H_
 
 #include <memory>
 #include <string>
@@ -65,4 +65,4 @@ void CrashForTesting(Communicator& comm);
 
 }  // namespace muster::comm::internal
 
-#endif  // MUSTER_COMM_SRC_INIT_H_
+#endif  // MUSTER_COMM_API_INIT_H_

@@ -21,8 +21,8 @@
 //
 // Thread-compatible: one Run at a time (the backend serialises collectives);
 // Abort may be called from any thread at any time.
-#ifndef MUSTER_COMM_SRC_DIRECT_ALLREDUCE_H_
-#define MUSTER_COMM_SRC_DIRECT_ALLREDUCE_H_
+#ifndef MUSTER_COMM_DIRECT_DIRECT_ALLREDUCE_H_
+#define MUSTER_COMM_DIRECT_DIRECT_ALLREDUCE_H_
 
 #include <atomic>
 #include <cstddef>
@@ -95,4 +95,4 @@ class DirectAllreduce {
 
 }  // namespace muster::comm::internal
 
-#endif  // MUSTER_COMM_SRC_DIRECT_ALLREDUCE_H_
+#endif  // MUSTER_COMM_DIRECT_DIRECT_ALLREDUCE_H_

@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "comm/api/init.h"
 #include "comm/src/backend.h"
 #include "comm/src/core.h"
-#include "comm/src/init.h"
 #include "muster/common/status.h"
 
 namespace muster::comm {

@@ -1,4 +1,4 @@
-#include "comm/gloo/reduce.h"
+#include "comm/reduce/reduce.h"
 
 namespace muster::comm::internal {
 

@@ -1,21 +1,17 @@
 // In-place recovery (muster --recovery=in-place): Communicator::RoundChanged
 // and Recover, which wait on the control channel (control_channel.h) for the
-// next round and re-form every transport on it, and the NCCL part of a
-// re-formed core (shrink when only survivors remain).
+// next round and re-form every transport on it. The NCCL part of a re-formed
+// core (shrink when only survivors remain) is nccl/nccl_shrink.cc's.
 #include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
-#include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "comm/nccl/nccl_backend.h"
+#include "comm/api/init.h"
 #include "comm/src/control_channel.h"
 #include "comm/src/core.h"
-#include "comm/src/init.h"
 #include "muster/comm/communicator.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
@@ -82,76 +78,6 @@ absl::StatusOr<std::shared_ptr<rendezvous::Store>> OpenRoundStore(
 }
 
 }  // namespace
-
-absl::StatusOr<std::optional<std::vector<int>>> CommCore::SurvivorsOnly(
-    absl::Time deadline) {
-  // Every rank says where it was: "ROUND:RANK:WORLD" for a survivor holding
-  // its old NCCL communicator, "new" otherwise.
-  const std::string root = absl::StrCat(config_.key_prefix, "nccl_previous/");
-  const std::string mine =
-      previous_device_ != nullptr
-          ? absl::StrCat(config_.previous_round, ":", config_.previous_rank,
-                         ":", config_.previous_world_size)
-          : "new";
-  MUSTER_RETURN_IF_ERROR(
-      config_.store->Set(absl::StrCat(root, config_.rank), mine));
-  std::vector<std::string> keys;
-  for (int r = 0; r < config_.world_size; ++r) {
-    keys.push_back(absl::StrCat(root, r));
-  }
-  MUSTER_ASSIGN_OR_RETURN(
-      std::vector<std::string> values,
-      config_.store->MultiGet(
-          keys, std::max(deadline - absl::Now(), absl::Milliseconds(1))));
-  // ncclCommShrink keeps the survivors in their order, ranks compacted:
-  // usable when this round is exactly that.
-  std::vector<bool> kept(std::max(config_.previous_world_size, 0), false);
-  int last = -1;
-  for (const std::string& v : values) {
-    std::vector<std::string> parts = absl::StrSplit(v, ':');
-    int64_t round = 0;
-    int rank = 0;
-    int world = 0;
-    if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &round) ||
-        !absl::SimpleAtoi(parts[1], &rank) ||
-        !absl::SimpleAtoi(parts[2], &world) ||
-        round != config_.previous_round ||
-        world != config_.previous_world_size || rank <= last || rank >= world) {
-      return std::optional<std::vector<int>>();
-    }
-    kept[rank] = true;
-    last = rank;
-  }
-  std::vector<int> excluded;
-  for (int r = 0; r < config_.previous_world_size; ++r) {
-    if (!kept[r]) excluded.push_back(r);
-  }
-  return std::optional<std::vector<int>>(std::move(excluded));
-}
-
-absl::StatusOr<std::unique_ptr<Backend>> CommCore::ConnectDevice(
-    absl::Time deadline) {
-  if (config_.round != nullptr && !config_.is_group) {
-    MUSTER_ASSIGN_OR_RETURN(std::optional<std::vector<int>> excluded,
-                            SurvivorsOnly(deadline));
-    if (excluded.has_value() && !excluded->empty() &&
-        previous_device_ != nullptr) {
-      std::unique_ptr<Backend> previous = std::move(previous_device_);
-      absl::StatusOr<std::unique_ptr<Backend>> shrunk = previous->Shrink(
-          *excluded, config_.rank, config_.world_size, deadline);
-      if (shrunk.ok()) {
-        MUSTER_LOG(DEBUG) << who_ << ": NCCL communicator shrunk from "
-                          << config_.previous_world_size << " ranks";
-        return shrunk;
-      }
-      // Every rank runs the same library: all of them get here together.
-      if (!absl::IsUnimplemented(shrunk.status())) return shrunk.status();
-      MUSTER_LOG(DEBUG) << who_ << ": " << shrunk.status()
-                        << ": initialising a new NCCL communicator";
-    }
-  }
-  return ConnectNccl(config_, deadline);
-}
 
 }  // namespace internal
 

@@ -1,8 +1,8 @@
 // Communicator's factories: option defaults and validation, the choice of the
 // network interface, and the per-communicator key namespace. The store behind
 // an init method (env://, tcp://, file://) comes from the StoreFactory its
-// scheme names (comm/store/store_factory.h).
-#include "comm/src/init.h"
+// scheme names (comm/store/store_factory.h); the backends from comm/select/.
+#include "comm/api/init.h"
 
 #include <mutex>
 #include <string>
@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "comm/select/select.h"
 #include "comm/src/core.h"
 #include "comm/src/environment.h"
 #include "comm/src/host.h"
@@ -291,7 +292,8 @@ absl::StatusOr<std::unique_ptr<CommCore>> ConnectCore(
   MUSTER_LOG(DEBUG) << who << ": joining communicator " << config.key_prefix
                     << " (timeout "
                     << absl::FormatDuration(config.options.timeout) << ")";
-  return CommCore::Connect(std::move(config), std::move(previous_device));
+  return CommCore::Connect(std::move(config), ConnectBackends,
+                           std::move(previous_device));
 }
 
 }  // namespace internal

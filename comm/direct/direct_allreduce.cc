@@ -1,4 +1,4 @@
-#include "comm/src/direct_allreduce.h"
+#include "comm/direct/direct_allreduce.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "comm/gloo/reduce.h"
+#include "comm/reduce/reduce.h"
 #include "muster/common/status.h"
 
 namespace muster::comm::internal {
