@@ -13,8 +13,8 @@ stream, answering SETTINGS and PING, keeping the HPACK dynamic table in step,
 honouring the server's flow-control windows when sending and opening ours
 wide when receiving. A connection idle for ``KEEPALIVE_S`` during a call gets
 a PING; one unanswered for another ``KEEPALIVE_S`` ends the call with
-UNAVAILABLE (musterd allows a ping every 5 s: rendezvous/src/server.cc), so
-a cut network ends a long wait as grpcio's keepalive did.
+UNAVAILABLE (musterd accepts a ping every 5 s), so a cut network ends a long
+wait, as grpcio's keepalive did.
 
 A ``Connection`` is not thread-safe: the client keeps a pool and lends each
 one to one call at a time (muster._client).

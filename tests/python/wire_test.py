@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, Tuple
+import socket
+import threading
+from typing import Dict, Iterator, Tuple
 
 import pytest
 
@@ -32,6 +34,36 @@ def proto_messages() -> Dict[str, Dict[str, Tuple[int, str]]]:
             fields[field] = (int(number), (repeated or "") + kind)
         out[name] = fields
     return out
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A TCP server that accepts and reads but never answers (a frozen
+    musterd, or a cut network that still completes the handshake)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    stop = threading.Event()
+
+    def serve() -> None:
+        conns = []
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+                conn.setblocking(False)
+                conns.append(conn)
+            except OSError:
+                pass
+        for c in conns:
+            c.close()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    listener.close()
 
 
 class WireTest:
@@ -107,3 +139,21 @@ class WireTest:
         for module in (muster, _client, _control, _sockets, _h2, _wire):
             for name in module.__all__:
                 assert hasattr(module, name), (module.__name__, name)
+
+    def test_silent_server_deadline_and_keepalive(
+            self, silent_server: str,
+            monkeypatch: pytest.MonkeyPatch) -> None:
+        conn = _h2.Connection(silent_server, 5)
+        with pytest.raises(_h2.RpcError) as e:
+            conn.call("/muster.v1.Store/NumKeys", b"", (), 0.3)
+        assert e.value.code == _h2.StatusCode.DEADLINE_EXCEEDED
+        assert e.value.details == "Deadline Exceeded"
+        assert conn.closed
+        # A long call on a connection that stops answering: a keepalive
+        # ping, unanswered, ends it long before its deadline.
+        monkeypatch.setattr(_h2, "KEEPALIVE_S", 0.2)
+        conn = _h2.Connection(silent_server, 5)
+        with pytest.raises(_h2.RpcError) as e:
+            conn.call("/muster.v1.Store/Wait", b"", (), 60)
+        assert e.value.code == _h2.StatusCode.UNAVAILABLE
+        assert "keepalive ping" in e.value.details
