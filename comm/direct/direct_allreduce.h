@@ -6,10 +6,10 @@
 // data, EOF, or a shutdown(2) of a descriptor Gloo does not hand out. Finding
 // those descriptors from outside (scanning /proc/self/fd) was racy, and a
 // missed abort left a survivor waiting for the collective's timeout. Here the
-// sockets are ours: an abort signals a wake-up (comm/src/socket.h) that the
-// waiting poll watches, then shuts every connection down so every peer's call
-// fails too. No scan, no window between the verdict and the wake-up, and the
-// per-call deadline is exact.
+// sockets are ours: an abort signals a wake-up (Wakeup, in
+// muster/platform/socket.h) that the waiting poll watches, then shuts every
+// connection down so every peer's call fails too. No scan, no window between
+// the verdict and the wake-up, and the per-call deadline is exact.
 //
 // The algorithm: every rank sends its whole message to every peer at once
 // (non-blocking, so no pair of ranks can block each other), then reduces the

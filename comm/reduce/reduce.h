@@ -1,7 +1,10 @@
-// Element-wise reduction kernels (for Gloo's option-based collectives, its
-// templated allreduce algorithms and muster's own ring reduce-scatter), and the
-// dispatch from DataType to a C++ type. A new DataType needs one case in
-// VisitDataType and, if its arithmetic is not C++'s, an Elem specialization.
+// Element-wise reduction kernels, and the dispatch from DataType to a C++
+// type, in one place for every backend that reduces on the host: Gloo's
+// option-based collectives, its templated allreduce algorithms and muster's
+// own ring reduce-scatter (comm/gloo/), the direct mesh (comm/direct/) and the
+// shared-memory transport (comm/shm/). They include no backend. A new DataType
+// needs one case in VisitDataType and, if its arithmetic is not C++'s, an Elem
+// specialization.
 #ifndef MUSTER_COMM_REDUCE_REDUCE_H_
 #define MUSTER_COMM_REDUCE_REDUCE_H_
 
