@@ -18,6 +18,7 @@
 #ifndef MUSTER_RENDEZVOUS_SRC_FENCED_INBOX_H_
 #define MUSTER_RENDEZVOUS_SRC_FENCED_INBOX_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -43,12 +44,22 @@ class FencedInbox {
   // wait or are being replayed), stores make() (a callable that acts on it
   // later) and returns true; otherwise returns false and the caller acts
   // now. Does not block beyond the inbox's lock.
+  //
+  // The common case (confirmed, nothing waiting) takes no lock: every
+  // heartbeat of 10,000 agents passes here. Events of one stream come one at
+  // a time, after the previous one's Handle returned, so a stream whose last
+  // event was held sees `busy_` set; events of different streams have no
+  // order to keep.
   template <typename Make>
   bool HoldIfFenced(Make make) ABSL_LOCKS_EXCLUDED(mu_) {
     if (gate_ == nullptr) return false;
+    if (gate_->serving() && busy_.load(std::memory_order_acquire) == 0) {
+      return false;
+    }
     absl::MutexLock lock(&mu_);
     if (gate_->serving() && !replaying_ && held_.empty()) return false;
     held_.push_back(make());
+    busy_.store(1, std::memory_order_release);
     ++held_total_;
     return true;
   }
@@ -58,18 +69,23 @@ class FencedInbox {
   // thread with no lock held that an event's action takes.
   int64_t Replay() ABSL_LOCKS_EXCLUDED(mu_) {
     int64_t n = 0;
-    absl::MutexLock lock(&mu_);
-    if (replaying_) return 0;
+    mu_.Lock();
+    if (replaying_ || held_.empty()) {
+      mu_.Unlock();
+      return 0;
+    }
     replaying_ = true;
     while (!held_.empty() && gate_ != nullptr && gate_->serving()) {
       std::function<void()> act = std::move(held_.front());
       held_.pop_front();
-      mu_.Unlock();
+      mu_.Unlock();  // the action takes the stream's and the Coordinator's
       act();
       ++n;
       mu_.Lock();
     }
     replaying_ = false;
+    if (held_.empty()) busy_.store(0, std::memory_order_release);
+    mu_.Unlock();
     return n;
   }
 
@@ -80,6 +96,7 @@ class FencedInbox {
     {
       absl::MutexLock lock(&mu_);
       gone.swap(held_);
+      if (!replaying_) busy_.store(0, std::memory_order_release);
     }
     return static_cast<int64_t>(gone.size());
   }
@@ -99,6 +116,9 @@ class FencedInbox {
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> held_ ABSL_GUARDED_BY(mu_);
   bool replaying_ ABSL_GUARDED_BY(mu_) = false;
+  // 1 while anything waits or is being replayed (set and cleared under mu_,
+  // read without it by HoldIfFenced's fast path).
+  std::atomic<int> busy_{0};
   int64_t held_total_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
