@@ -98,11 +98,10 @@ void ElasticAgent::Impl::FenceWorkers() {
       << " before it could give their ranks to another round";
   if (group_ != nullptr) group_->Stop(kSignalTerminate, fence_->FenceGrace());
   ReleaseGroup();
-  Transition(AgentState::kJoining, "lease fence");
 }
 
-int ElasticAgent::Impl::OnSessionLost(const absl::Status& why) {
-  MUSTER_LOG(WARNING) << why.message();
+bool ElasticAgent::Impl::ResumeSession(const std::string& why) {
+  MUSTER_LOG(WARNING) << why;
   // A session that got a message or lasted a while ended for a new
   // reason (the server went away): a fresh reconnect window.
   constexpr absl::Duration kQuickEnd = absl::Seconds(2);
@@ -122,18 +121,14 @@ int ElasticAgent::Impl::OnSessionLost(const absl::Status& why) {
             unavailable_since_ + config_.reconnect_timeout - clock_->Now())));
     unavailable_backoff_ = std::min(unavailable_backoff_ * 2, absl::Seconds(1));
   }
-  if (Reconnect(unavailable_since_ + config_.reconnect_timeout)) {
-    session_started_ = clock_->Now();
-    session_got_message_ = false;
-    return -1;
-  }
-  if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
-  return Shutdown(kExitUnavailable);
-}
-
-absl::Status ElasticAgent::Impl::Rejoin() {
-  Transition(AgentState::kJoining, "rejoin");
-  return SendJoin();
+  reconnecting_ = true;
+  const bool resumed =
+      Reconnect(unavailable_since_ + config_.reconnect_timeout);
+  reconnecting_ = false;
+  if (!resumed) return false;
+  session_started_ = clock_->Now();
+  session_got_message_ = false;
+  return true;
 }
 
 absl::Status ElasticAgent::Impl::SendJoin() {
@@ -160,8 +155,13 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     if (stop_signal_.load() != 0) return false;
     ++attempts;
     // Lease fencing: a connect attempt ends before the fence is due, and the
-    // fence is checked between attempts.
-    if (FenceDue()) FenceWorkers();
+    // fence is checked between attempts (Decide: the workers stopped, no
+    // second reconnect).
+    if (FenceDue()) {
+      AgentEvent fence;
+      fence.kind = EventKind::kFenceDue;
+      Dispatch(std::move(fence));
+    }
     // With replicas the client paces its own passes over them (a second
     // each at most): 3 s lets a pass reach every replica of three, and a stop
     // signal is still seen within that.

@@ -49,7 +49,6 @@ std::string RandomSuffix() {
 }
 
 using platform::kSignalTerminate;
-using platform::SignalName;
 
 }  // namespace
 
@@ -309,212 +308,11 @@ void ElasticAgent::Impl::ReleaseGroup() {
   worker_params_.clear();
 }
 
-int ElasticAgent::Impl::OnRoundReady(const v1::RoundReady& ready) {
-  // --recovery=in-place: the kept workers are told the new round; none start.
-  if (state_ == AgentState::kKeeping && ResumeKeptWorkers(ready)) return -1;
-  if (attempt_ >= 0 && SameRound(ready) &&
-      (group_ != nullptr || state_ == AgentState::kReported)) {
-    // The same round again after a reconnect: the workers carry on, and an
-    // outcome this agent reported while the server was away is reported again.
-    if (state_ == AgentState::kReported && last_report_.has_value())
-      Report(*last_report_);
-    if (state_ == AgentState::kJoining)
-      Transition(AgentState::kRunning, "RoundReady resent after a reconnect");
-    return -1;
-  }
-  // Workers of an earlier round still running (the session was lost and the
-  // round moved on without this node) are stopped before the new round's start.
-  StopWorkers(kSignalTerminate);
-  last_report_.reset();
-  round_ = ready;
-  if (config_.preflight && ready.group_world_size() > 1) {
-    std::vector<v1::Peer> peers = ChoosePreflightPeers(ready);
-    if (auto blocked = RunPreflight(ready, peers, config_.preflight_timeout)) {
-      MUSTER_LOG(ERROR) << "preflight: cannot reach node "
-                        << blocked->peer_hostname() << " ("
-                        << blocked->peer_address() << ") on TCP port "
-                        << blocked->port() << ": " << blocked->outcome() << ". "
-                        << blocked->explanation();
-      v1::AgentMessage msg;
-      *msg.mutable_preflight_failed() = *std::move(blocked);
-      client_->SetRound(ready.round());
-      Transition(AgentState::kReported, "preflight failed");
-      Report(msg);
-      return -1;
-    }
-    MUSTER_LOG(DEBUG) << "preflight: " << peers.size() << " peers reachable";
-  }
-  client_->SetRound(ready.round());
-  ++attempt_;
-  last_waiting_joined_ = -1;
-  const std::string attempt_dir =
-      absl::StrCat(LogRunDir(), "/attempt_", attempt_);
-  std::map<std::string, std::string> base = CurrentEnvironment();
-  // Marks every process of the job for the keeper (job_keeper.h), also the
-  // ones that leave their worker's process group.
-  if (!platform::JobKeeperTag().empty()) {
-    base[platform::kJobTagVariable] = platform::JobKeeperTag();
-  }
-  RoundWorkers round = MakeRoundWorkers(config_, ready, attempt_dir, endpoint_,
-                                        security_, base, NumaCpus());
-  controls_.clear();
-  worker_params_.clear();
-  if (in_place() && !OpenControlChannels(round, attempt_dir)) {
-    // No channel: these workers are restarted at every round's end.
-    for (WorkerSpec& w : round.workers) {
-      w.env.erase("MUSTER_RECOVERY");
-      w.env.erase("MUSTER_CONTROL_DIR");
-    }
-  }
-
-  MUSTER_LOG(INFO) << DescribeRound(config_, ready);
-  if (!AwaitLease()) {  // lease fencing
-    MUSTER_LOG(WARNING) << "round " << ready.round()
-                        << ": this node's lease is about to end; not starting "
-                           "its workers";
-    fence_pending_ = true;
-    return -1;
-  }
-  auto group = WorkerGroup::Start(launcher_, std::move(round.workers),
-                                  std::move(round.output));
-  if (!group.ok()) {
-    // The program cannot run here (not found, not executable): no restart can
-    // mend that.
-    MUSTER_LOG(ERROR) << group.status().message();
-    client_->Close("cannot start the workers: " +
-                   std::string(group.status().message()));
-    return kExitConfigError;
-  }
-  group_ = *std::move(group);
-  for (int pid : group_->pids()) platform::KeeperWatchGroup(pid);
-  stacks_->SetWorkers(
-      CaptureTargets(group_->pids(), ready.rank_offset(), round.stacks_files),
-      join_.hostname(), join_.node_id());
-  Transition(AgentState::kRunning, "RoundReady: workers started");
-  WatchProgress(std::move(round.progress_files));
-  return -1;
-}
-
 GroupStatus ElasticAgent::Impl::StopWorkers(int sig) {
   if (group_ == nullptr) return GroupStatus{};
   GroupStatus status = group_->Stop(sig, config_.stop_grace);
   ReleaseGroup();
   return status;
-}
-
-void ElasticAgent::Impl::OnRestart(const v1::Restart& restart) {
-  if (KeepWorkers(restart.reason())) return;  // --recovery=in-place
-  MUSTER_LOG(WARNING) << "round " << restart.round()
-                      << " ended: " << restart.reason()
-                      << "; stopping workers and rejoining";
-  StopWorkers(kSignalTerminate);
-  if ((health_exit_ = CheckNodeHealth("before rejoining")) >= 0) return;
-  if (absl::Status s = Rejoin(); !s.ok()) {
-    MUSTER_LOG(ERROR) << "cannot rejoin: " << s.message();
-  }
-}
-
-void ElasticAgent::Impl::CheckWorkers() {
-  if (state_ == AgentState::kKeeping) {
-    CheckKeptWorkers();
-    return;
-  }
-  if (state_ != AgentState::kRunning || group_ == nullptr) return;
-  CheckWatchdog();
-  GroupStatus status = group_->Wait(absl::Milliseconds(10));
-  if (status.state == GroupState::kRunning) return;
-  v1::AgentMessage msg;
-  auto worker_event = [&](const WorkerExit& e, const char* state) {
-    RecordEvent(absl::StrCat("torchelastic.worker.status.", state),
-                {{"run_id", config_.run_id},
-                 {"global_rank", e.global_rank},
-                 {"local_rank", e.local_rank},
-                 {"group_rank", round_.group_rank()},
-                 {"worker_id", absl::StrCat(e.pid)},
-                 {"role", config_.role},
-                 {"hostname", join_.hostname()},
-                 {"state", state},
-                 {"restart_count", round_.restart_count()},
-                 {"exit_code", e.exit_code},
-                 {"signal", e.signal},
-                 {"raw_error", e.error_message}});
-  };
-  if (status.state == GroupState::kSucceeded) {
-    msg.mutable_workers_succeeded()->set_round(round_.round());
-    for (const WorkerExit& e : status.exits) worker_event(e, "SUCCEEDED");
-    ReleaseGroup();
-    MUSTER_LOG(INFO) << "round " << round_.round() << ": all "
-                     << config_.nproc_per_node
-                     << " workers of this node succeeded";
-  } else {
-    // Report the workers that failed on their own, not the ones this agent then
-    // stops.
-    std::vector<WorkerExit> failed;
-    for (const WorkerExit& e : status.exits) {
-      if (!e.succeeded()) failed.push_back(e);
-    }
-    // Kept workers have the ranks of the round they are in now, not those
-    // they were started with.
-    for (WorkerExit& e : failed)
-      e.global_rank = round_.rank_offset() + e.local_rank;
-    const GroupStatus stopped = StopWorkers(kSignalTerminate);
-    // The output is drained now: the last stderr line of each failed worker is
-    // complete, and stands in for the error file it did not write
-    // ("ModuleNotFoundError: No module named 'torch'").
-    for (WorkerExit& e : failed) {
-      for (const WorkerExit& s : stopped.exits) {
-        if (s.local_rank == e.local_rank)
-          e.last_stderr_line = s.last_stderr_line;
-      }
-      if (e.error_message.empty() && !e.last_stderr_line.empty()) {
-        e.error_message =
-            absl::StrCat(e.last_stderr_line, " (its last line on stderr)");
-      }
-      worker_event(e, "FAILED");
-    }
-    auto* report = msg.mutable_workers_failed();
-    report->set_round(round_.round());
-    for (const WorkerExit& e : failed) {
-      v1::WorkerFailure* f = report->add_failures();
-      f->set_node_id(join_.node_id());
-      f->set_hostname(join_.hostname());
-      f->set_local_rank(e.local_rank);
-      f->set_global_rank(e.global_rank);
-      f->set_pid(e.pid);
-      f->set_exit_code(e.exit_code);
-      f->set_signal(e.signal);
-      f->set_error_message(e.error_message);
-      f->set_traceback(e.traceback);
-      f->set_timestamp_unix_ms(absl::ToUnixMillis(e.end_time));
-      MUSTER_LOG(ERROR) << "worker rank " << e.global_rank << " (local rank "
-                        << e.local_rank << ", pid " << e.pid << ") "
-                        << DescribeExit(e.exit_code, e.signal)
-                        << (e.error_message.empty() ? "" : ": ")
-                        << e.error_message;
-    }
-  }
-  Transition(AgentState::kReported, "workers ended");
-  Report(msg);
-}
-
-void ElasticAgent::Impl::Report(const v1::AgentMessage& msg) {
-  last_report_ = msg;
-  if (absl::Status s = client_->Send(msg); !s.ok()) {
-    // The reader sees the broken stream too and reconnects; the report is sent
-    // again then.
-    MUSTER_LOG(WARNING) << "cannot report to the rendezvous server: "
-                        << s.message();
-  }
-}
-
-bool ElasticAgent::Impl::SameRound(const v1::RoundReady& ready) const {
-  return ready.round() == round_.round() &&
-         ready.group_rank() == round_.group_rank() &&
-         ready.rank_offset() == round_.rank_offset() &&
-         ready.world_size() == round_.world_size() &&
-         ready.master_addr() == round_.master_addr() &&
-         ready.master_port() == round_.master_port() &&
-         ready.store_prefix() == round_.store_prefix();
 }
 
 void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
@@ -523,76 +321,6 @@ void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
                config_.python_source, run_dir_, hang_report_});
   std::fputs(out.c_str(), stderr);
   std::fflush(stderr);
-}
-
-int ElasticAgent::Impl::Handle(const v1::ServerMessage& msg) {
-  switch (msg.kind_case()) {
-    case v1::ServerMessage::kWaiting: {
-      const v1::Waiting& w = msg.waiting();
-      // After a reconnect, workers of the last round may still run here. When
-      // the server already forms a later round (this node was lost and the
-      // others went on), theirs is over. Otherwise (musterd restarted: it
-      // forms round 1 again) they carry on until a RoundReady says whether the
-      // round re-formed as it was.
-      // Kept workers (KEEPING) wait for exactly that later round.
-      if (group_ != nullptr && state_ != AgentState::kKeeping &&
-          w.round() > round_.round() &&
-          !KeepWorkers(absl::StrCat("round ", round_.round(),
-                                    " went on without this node"))) {
-        MUSTER_LOG(WARNING)
-            << "round " << round_.round()
-            << " went on without this node; stopping its workers";
-        StopWorkers(kSignalTerminate);
-        Transition(AgentState::kJoining, "Waiting for a later round");
-      }
-      if (w.joined() != last_waiting_joined_) {
-        last_waiting_joined_ = w.joined();
-        std::string wanted = absl::StrCat(w.min_nodes());
-        if (w.max_nodes() > w.min_nodes())
-          absl::StrAppend(&wanted, " (up to ", w.max_nodes(), ")");
-        // A deadline of 0 means no deadline: a spare waiting for a place in the
-        // next round.
-        std::string until =
-            w.deadline_unix_ms() == 0
-                ? std::string("as a spare for the next round")
-                : absl::StrCat("giving up at ",
-                               FormatTime(w.deadline_unix_ms()));
-        MUSTER_LOG(INFO) << "waiting for nodes: " << w.joined()
-                         << " joined, need " << wanted << "; " << until;
-      }
-      return -1;
-    }
-    case v1::ServerMessage::kRoundReady:
-      return OnRoundReady(msg.round_ready());
-    case v1::ServerMessage::kRestart:
-      OnRestart(msg.restart());
-      return health_exit_;
-    case v1::ServerMessage::kJobSucceeded:
-      StopWorkers(kSignalTerminate);
-      MUSTER_LOG(INFO) << "job '" << config_.run_id << "' succeeded";
-      return kExitSuccess;
-    case v1::ServerMessage::kJobFailed:
-      StopWorkers(kSignalTerminate);
-      PrintFailureSummary(msg.job_failed());
-      return kExitJobFailed;
-    case v1::ServerMessage::kCaptureHang:
-      OnCaptureHang(msg.capture_hang());
-      return -1;
-    case v1::ServerMessage::kCaptureStacks:  // taken by the client's reader
-    case v1::ServerMessage::kLeaseRenewed:   // taken by the client's reader
-    case v1::ServerMessage::KIND_NOT_SET:
-      return -1;
-  }
-  return -1;
-}
-
-int ElasticAgent::Impl::StopForSignal(int sig) {
-  MUSTER_LOG(WARNING) << "received " << SignalName(sig) << "; stopping workers";
-  if (group_ != nullptr) group_->Signal(sig);
-  StopWorkers(sig);
-  if (client_ != nullptr)
-    client_->Close(absl::StrCat("agent stopped by ", SignalName(sig)));
-  return Shutdown(kExitSignalBase + sig);
 }
 
 int ElasticAgent::Impl::Shutdown(int exit_code) {
@@ -622,15 +350,17 @@ int ElasticAgent::Impl::Shutdown(int exit_code) {
 int ElasticAgent::Impl::Run() {
   if (int rc = Setup(); rc >= 0) return Shutdown(rc);
   while (true) {
-    if (int sig = stop_signal_.load(); sig != 0) return StopForSignal(sig);
-    CheckWorkers();
+    if (int sig = stop_signal_.load(); sig != 0) {
+      AgentEvent stop;
+      stop.kind = EventKind::kStopSignal;
+      stop.signal = sig;
+      return Dispatch(std::move(stop));
+    }
+    if (int rc = CheckWorkers(); rc >= 0) return rc;
     if (FenceDue() || std::exchange(fence_pending_, false)) {
-      FenceWorkers();  // lease fencing: the session is as good as lost
-      if (int rc = OnSessionLost(absl::UnavailableError(
-              "lease fence: no lease renewal from the rendezvous server; "
-              "reconnecting"));
-          rc >= 0)
-        return rc;
+      AgentEvent fence;
+      fence.kind = EventKind::kFenceDue;
+      if (int rc = Dispatch(std::move(fence)); rc >= 0) return rc;
       continue;
     }
     PublishHealth();
@@ -641,30 +371,17 @@ int ElasticAgent::Impl::Run() {
     absl::StatusOr<v1::ServerMessage> msg = client_->Next(wait);
     if (msg.ok()) {
       session_got_message_ = true;
-      if (int rc = Handle(*msg); rc >= 0) return Shutdown(rc);
+      if (int rc = Dispatch(EventOf(*msg)); rc >= 0) return rc;
       continue;
     }
     if (msg.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
-    if (msg.status().code() == absl::StatusCode::kUnavailable) {
-      if (int rc = OnSessionLost(msg.status()); rc >= 0) return rc;
-      continue;
-    }
-    // The session is over without a verdict.
-    const absl::Status& s = msg.status();
-    MUSTER_LOG(ERROR) << s.message();
-    int rc = kExitJobFailed;
-    if (s.code() == absl::StatusCode::kFailedPrecondition ||
-        s.code() == absl::StatusCode::kInvalidArgument ||
-        // A missing or wrong job token, or a node id taken by another agent:
-        // retrying cannot help.
-        s.code() == absl::StatusCode::kUnauthenticated ||
-        s.code() == absl::StatusCode::kPermissionDenied ||
-        s.code() == absl::StatusCode::kAlreadyExists) {
-      rc = kExitConfigError;
-    } else if (s.code() == absl::StatusCode::kUnavailable) {
-      rc = kExitUnavailable;
-    }
-    return Shutdown(rc);
+    AgentEvent ended;
+    ended.kind = msg.status().code() == absl::StatusCode::kUnavailable
+                     ? EventKind::kSessionLost
+                     : EventKind::kSessionEnded;
+    ended.code = msg.status().code();
+    ended.reason = std::string(msg.status().message());
+    if (int rc = Dispatch(std::move(ended)); rc >= 0) return rc;
   }
 }
 

@@ -1,6 +1,8 @@
 // ElasticAgent::Impl: the agent's state and its parts, shared by
-// elastic_agent.cc (rounds, workers, the main loop) and agent_session.cc (the
-// session with the server: reconnects, round claims, lease fencing).
+// elastic_agent.cc (start-up, the main loop), agent_actions.cc (the actions of
+// Decide, agent_decisions.h, executed), agent_session.cc (the session with the
+// server: reconnects, round claims, lease fencing), in_place_recovery.cc and
+// progress_watch.cc.
 #ifndef MUSTER_AGENT_SRC_ELASTIC_AGENT_IMPL_H_
 #define MUSTER_AGENT_SRC_ELASTIC_AGENT_IMPL_H_
 
@@ -20,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "agent/src/agent_decisions.h"
 #include "agent/src/agent_health.h"
 #include "agent/src/agent_state.h"
 #include "agent/src/control_channel.h"
@@ -74,13 +77,34 @@ class ElasticAgent::Impl {
   // in-process rendezvous, or gRPC.
   std::unique_ptr<rendezvous::RendezvousClient> NewClient(
       absl::Duration connect_timeout);
-  // One message from the server; returns an exit status when the job is over,
-  // or -1.
-  int Handle(const v1::ServerMessage& msg);
-  int OnRoundReady(const v1::RoundReady& ready);
-  void OnRestart(const v1::Restart& restart);
-  // Checks the running workers and reports their outcome.
-  void CheckWorkers();
+  // --- the decisions (agent_decisions.h), executed in agent_actions.cc
+  // Gathers the facts for `event`, asks Decide and executes its actions (and
+  // what a step's outcome makes Decide say next). Returns an exit status once
+  // a kExit shut everything down, or -1 to carry on.
+  int Dispatch(AgentEvent event);
+  AgentFacts GatherFacts(const AgentEvent& event);
+  // How one action went: on (exit < 0, no next event, not disproved), an
+  // exit status, a step's outcome event, or a step that disproved the fact it
+  // rested on.
+  struct ActionOutcome {
+    int exit = -1;
+    std::optional<AgentEvent> next;
+    bool disproved = false;
+  };
+  ActionOutcome Execute(const AgentAction& action, const AgentEvent& event);
+  // A server message as an event (its payload: `msg`, which must outlive the
+  // Dispatch).
+  static AgentEvent EventOf(const v1::ServerMessage& msg);
+  // RUNNING: the watchdog's verdict and the group's end; KEEPING: a kept
+  // worker's end; each dispatched as an event. Returns an exit status or -1.
+  int CheckWorkers();
+  // kStartRound: round_ = ready, the preflight, the lease, the workers.
+  // Returns the outcome (kPreflightBlocked with pending_report_ made,
+  // kLeaseNotHeld, kStartFailed, kWorkersStarted).
+  AgentEvent StartRound(const v1::RoundReady& ready);
+  // kReportOutcome: how the group ended, as pending_report_; the workers
+  // still running are stopped first (and the group let go).
+  void ReportOutcome(const GroupStatus& status);
   // Stops the workers of the current round, if any, and returns how they
   // ended (empty when there were none).
   GroupStatus StopWorkers(int sig);
@@ -107,29 +131,26 @@ class ElasticAgent::Impl {
                            const std::string& attempt_dir);
   // RUNNING: every worker runs and its `hello` names its pid.
   bool CanKeepWorkers();
-  // The round ended (`reason`): keeps the workers when CanKeepWorkers (writes
-  // `changing`, -> KEEPING, Join with kept workers) and returns true; false
-  // leaves everything to the restart path.
-  bool KeepWorkers(const std::string& reason);
-  // KEEPING and the next RoundReady came: `running` with its values to each
-  // kept worker, no process started. False when a kept worker is gone or a
-  // write failed (the workers are stopped then; start new ones).
+  // KEEPING: every kept worker still runs.
+  bool KeptWorkersAlive();
+  // kKeepWorkers: the round ended (`reason`): `changing` to each worker.
+  // False when a write failed (the restart path then).
+  bool WriteChanging(const std::string& reason);
+  // kResumeKeptWorkers: the next RoundReady came: `running` with its values
+  // to each kept worker, no process started. False when a write failed (the
+  // workers are then stopped and new ones started).
   bool ResumeKeptWorkers(const v1::RoundReady& ready);
-  // KEEPING: a kept worker that ended stops the others; the node joins as a
-  // newcomer.
-  void CheckKeptWorkers();
   // Sends join_ with the claim (JoinWithClaim).
   absl::Status SendJoin();
-  int StopForSignal(int sig);
-  absl::Status Rejoin();
   // --- lease fencing (agent/src/lease_fence.h) and round claims
   // Options of a session with the server, lease hooks included.
   rendezvous::GrpcClientOptions ClientOptions(absl::Duration connect_timeout);
   // join_ with the round this node's workers were last started for (a
   // restarted musterd re-adopts it; see RoundClaim in rendezvous.proto).
   v1::Join JoinWithClaim() const;
-  // The lease is about to end: stop the workers now (grace 0.2 lease, then
-  // SIGKILL), before musterd can give their ranks to another round.
+  // kFenceWorkers: the lease is about to end: stop the workers now (grace 0.2
+  // lease, then SIGKILL), before musterd can give their ranks to another
+  // round.
   void FenceWorkers();
   bool FenceDue() const { return group_ != nullptr && fence_->FenceDue(); }
   // Workers start only under a lease that is not about to end: one that lasts
@@ -141,9 +162,11 @@ class ElasticAgent::Impl {
   // fences only running workers (FenceDue), and musterd does not renew it.
   bool AwaitLease();
   bool fence_pending_ = false;  // AwaitLease failed: fence and reconnect
-  // The session is lost (the stream broke, or the lease ended): reconnect or
-  // give up. Returns an exit status, or -1 to carry on.
-  int OnSessionLost(const absl::Status& why);
+  // kReconnect: the session is lost (the stream broke, or the lease ended):
+  // reconnects within the window (a session the server keeps ending at once
+  // backs off). False when the window passed or a stop signal came.
+  bool ResumeSession(const std::string& why);
+  bool reconnecting_ = false;  // within ResumeSession
   // After a lost session: reconnects with backoff until `deadline`, keeping
   // the node id (and so its place in a running round). False when the window
   // passed or a stop signal came.
@@ -155,6 +178,10 @@ class ElasticAgent::Impl {
   // Sends a report of the workers' outcome, and keeps it to send again after a
   // reconnect.
   void Report(const v1::AgentMessage& msg);
+  // The report kReportOutcome or kStartRound made, for kSendReport.
+  std::optional<v1::AgentMessage> pending_report_;
+  // kLogWaiting: the Waiting's counts, when they changed.
+  void LogWaiting(const v1::Waiting& w);
   std::string LogRunDir();
   void PrintFailureSummary(const v1::JobFailed& failed);
 
@@ -196,11 +223,14 @@ class ElasticAgent::Impl {
   // longer when musterd watches too) and the heartbeats' progress_age_ms.
   void WatchProgress(std::vector<std::string> files);
   // The watchdog's check, at most every min(monitor interval, timeout/10):
-  // hung workers get the hang report, then are killed.
-  void CheckWatchdog();
-  // musterd saw no progress from any rank: the hang report, then every local
-  // worker is killed as hung (the round ends through WorkersFailed).
-  void OnCaptureHang(const v1::CaptureHang& hang);
+  // the local ranks of the hung workers (its verdict).
+  std::vector<int> CheckWatchdog();
+  // kKillHung: the hang report, then the hung workers are killed.
+  void KillHung(const std::vector<int>& hung);
+  // kCaptureHang: musterd saw no progress from any rank (`reason`): the hang
+  // report, then every local worker is killed as hung (the round ends through
+  // WorkersFailed).
+  void CaptureHang(const std::string& reason);
   // `muster stacks` and the hang report: the running workers' stacks. Shared
   // with the session's capture thread.
   const std::shared_ptr<StackCapturer> stacks_ =
@@ -211,7 +241,6 @@ class ElasticAgent::Impl {
   // there is none), else the exit status (kExitHealthCheckFailed), after
   // printing the check's output. `when`: "before joining", ...
   int CheckNodeHealth(const char* when);
-  int health_exit_ = -1;  // a failed check before a rejoin
   absl::Time next_watchdog_check_;
   int attempt_ = -1;
   std::string run_dir_;

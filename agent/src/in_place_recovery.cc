@@ -8,11 +8,8 @@
 #include "agent/src/elastic_agent_impl.h"
 #include "agent/src/round_workers.h"
 #include "muster/common/logging.h"
-#include "muster/platform/signals.h"
 
 namespace muster::agent {
-
-using platform::kSignalTerminate;
 
 void ElasticAgent::Impl::Transition(AgentState to, const char* why) {
   if (!TransitionAllowed(state_, to)) {
@@ -73,8 +70,7 @@ bool ElasticAgent::Impl::CanKeepWorkers() {
   return true;
 }
 
-bool ElasticAgent::Impl::KeepWorkers(const std::string& reason) {
-  if (!CanKeepWorkers()) return false;
+bool ElasticAgent::Impl::WriteChanging(const std::string& reason) {
   for (size_t i = 0; i < controls_.size(); ++i) {
     if (absl::Status s = controls_[i].Write(ControlState::kChanging,
                                             worker_params_[i], reason);
@@ -86,32 +82,26 @@ bool ElasticAgent::Impl::KeepWorkers(const std::string& reason) {
   MUSTER_LOG(WARNING) << "round " << round_.round() << " ended: " << reason
                       << "; keeping this node's " << controls_.size()
                       << " workers (--recovery=in-place) and rejoining";
-  Transition(AgentState::kKeeping, "round ended, workers kept");
-  if (absl::Status s = SendJoin(); !s.ok()) {
-    MUSTER_LOG(ERROR) << "cannot rejoin: " << s.message();
-  }
   return true;
 }
 
+bool ElasticAgent::Impl::KeptWorkersAlive() {
+  if (group_ == nullptr) return false;
+  const GroupStatus status = group_->Poll();
+  return status.state == GroupState::kRunning && status.exits.empty();
+}
+
 bool ElasticAgent::Impl::ResumeKeptWorkers(const v1::RoundReady& ready) {
-  const GroupStatus status = group_ != nullptr ? group_->Poll() : GroupStatus{};
-  bool ok = group_ != nullptr && status.state == GroupState::kRunning &&
-            status.exits.empty();
   std::vector<WorkerEnvParams> params;
-  for (int local = 0; ok && local < config_.nproc_per_node; ++local) {
+  for (int local = 0; local < config_.nproc_per_node; ++local) {
     params.push_back(MakeWorkerParams(
         config_, ready, local, workers_attempt_dir_, endpoint_, security_));
     if (absl::Status s =
             controls_[local].Write(ControlState::kRunning, params.back(), "");
         !s.ok()) {
       MUSTER_LOG(ERROR) << s.message() << "; restarting this node's workers";
-      ok = false;
+      return false;
     }
-  }
-  if (!ok) {
-    StopWorkers(kSignalTerminate);
-    Transition(AgentState::kJoining, "kept workers cannot go on");
-    return false;
   }
   worker_params_ = std::move(params);
   last_report_.reset();
@@ -120,28 +110,12 @@ bool ElasticAgent::Impl::ResumeKeptWorkers(const v1::RoundReady& ready) {
   last_waiting_joined_ = -1;
   MUSTER_LOG(INFO) << DescribeRound(config_, ready)
                    << "; the kept workers carry on (no process started)";
-  Transition(AgentState::kRunning, "RoundReady: kept workers told");
   // The wait for the round was no worker's fault: progress counts from now.
   std::vector<std::string> files;
   for (const WorkerEnvParams& p : worker_params_)
     files.push_back(p.progress_file);
   WatchProgress(std::move(files));
   return true;
-}
-
-void ElasticAgent::Impl::CheckKeptWorkers() {
-  if (group_ == nullptr) return;
-  const GroupStatus status = group_->Poll();
-  if (status.state == GroupState::kRunning && status.exits.empty()) return;
-  MUSTER_LOG(WARNING) << "a kept worker of round " << round_.round()
-                      << " ended while the next round formed; stopping this "
-                         "node's workers (new ones start in the next round)";
-  StopWorkers(kSignalTerminate);
-  Transition(AgentState::kJoining, "a kept worker ended");
-  // The Join again, without kept workers: this node is a newcomer now.
-  if (absl::Status s = SendJoin(); !s.ok()) {
-    MUSTER_LOG(ERROR) << "cannot rejoin: " << s.message();
-  }
 }
 
 }  // namespace muster::agent

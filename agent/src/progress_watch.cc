@@ -29,18 +29,20 @@ void ElasticAgent::Impl::WatchProgress(std::vector<std::string> files) {
                                          std::move(files), now, grace);
 }
 
-void ElasticAgent::Impl::CheckWatchdog() {
-  if (watchdog_ == nullptr || clock_->Now() < next_watchdog_check_) return;
+std::vector<int> ElasticAgent::Impl::CheckWatchdog() {
+  if (watchdog_ == nullptr || clock_->Now() < next_watchdog_check_) return {};
   // A few stat() calls per check; no need to make them at the loop's pace.
   next_watchdog_check_ = clock_->Now() + std::min(config_.monitor_interval,
                                                   watchdog_->timeout() / 10);
-  const std::vector<int> hung = watchdog_->Check(clock_->Now());
-  if (!hung.empty()) {  // the hang report: stacks before the kill
-    std::vector<int> ranks;
-    for (int local : hung) ranks.push_back(round_.rank_offset() + local);
-    hang_report_ =
-        WriteHangReport(*stacks_, config_.run_id, run_dir_, attempt_, ranks);
-  }
+  return watchdog_->Check(clock_->Now());
+}
+
+void ElasticAgent::Impl::KillHung(const std::vector<int>& hung) {
+  // The hang report: stacks before the kill.
+  std::vector<int> ranks;
+  for (int local : hung) ranks.push_back(round_.rank_offset() + local);
+  hang_report_ =
+      WriteHangReport(*stacks_, config_.run_id, run_dir_, attempt_, ranks);
   for (int local : hung) {
     std::string reason = absl::StrCat(
         "hung: no progress for ", absl::FormatDuration(watchdog_->timeout()),
@@ -51,25 +53,19 @@ void ElasticAgent::Impl::CheckWatchdog() {
   }
 }
 
-void ElasticAgent::Impl::OnCaptureHang(const v1::CaptureHang& hang) {
-  if (state_ != AgentState::kRunning || group_ == nullptr ||
-      hang.round() != round_.round()) {
-    MUSTER_LOG(DEBUG) << "CaptureHang for round " << hang.round()
-                      << " ignored (this node is not running it)";
-    return;
-  }
-  MUSTER_LOG(ERROR) << "round " << round_.round() << ": " << hang.reason()
+void ElasticAgent::Impl::CaptureHang(const std::string& why) {
+  MUSTER_LOG(ERROR) << "round " << round_.round() << ": " << why
                     << "; capturing this node's stacks, then stopping its "
                        "workers";
   std::vector<int> ranks;
   for (int local = 0; local < config_.nproc_per_node; ++local)
     ranks.push_back(round_.rank_offset() + local);
   hang_report_ = WriteHangReport(*stacks_, config_.run_id, run_dir_, attempt_,
-                                 ranks, HangTrigger{hang.reason()});
+                                 ranks, HangTrigger{why});
   // The watchdog has nothing left to add this round.
   watchdog_.reset();
   progress_->Stop();
-  const std::string reason = absl::StrCat("hung: ", hang.reason());
+  const std::string reason = absl::StrCat("hung: ", why);
   for (int local = 0; local < config_.nproc_per_node; ++local)
     group_->Kill(local, reason);
 }
