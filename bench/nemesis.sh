@@ -11,8 +11,9 @@
 #   NEMESIS_SECONDS=60                     (the length of each schedule)
 #
 # Needs build/bin/nemesis_e2e_test (cmake --build build --target nemesis_e2e_test). A failed run
-# leaves its files (history, etcd's record, logs) in the folder its output names; the output of
-# every run is kept in bench/results/nemesis-runs/SEED.log.
+# leaves its files (history, etcd's record, every process's output) in the folder its output
+# names; the output of every run is kept in $NEMESIS_LOGS/SEED.log (default
+# /tmp/muster-nemesis-runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-10}
@@ -20,7 +21,8 @@ seconds=${NEMESIS_SECONDS:-60}
 base=${NEMESIS_SEED:-$((RANDOM * 32768 + RANDOM))}
 bin=build/bin/nemesis_e2e_test
 [[ -x $bin ]] || { echo "missing $bin (cmake --build build --target nemesis_e2e_test)" >&2; exit 1; }
-mkdir -p bench/results/nemesis-runs
+logs=${NEMESIS_LOGS:-/tmp/muster-nemesis-runs}
+mkdir -p "$logs"
 rows=()
 failed=0
 header="| run | seed | faults applied | worker restarts | acknowledged writes lost | ops recorded (unknown) | linearizable as answered / as sent | checker s | result | seconds |"
@@ -29,7 +31,7 @@ echo "$header"
 echo "$rule"
 for ((i = 0; i < runs; i++)); do
   seed=$((base + i))
-  log=bench/results/nemesis-runs/$seed.log
+  log=$logs/$seed.log
   start=$(date +%s.%N)
   rc=0
   MUSTER_BIN_DIR=$PWD/build/bin MUSTER_SOURCE_DIR=$PWD MUSTER_NEMESIS_SEED=$seed \
@@ -39,7 +41,16 @@ for ((i = 0; i < runs; i++)); do
   field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
   faults=$(field faults); cut=$(field cut)
   [[ $cut == skipped ]] && faults="${faults:-?} (no leader-cut)"
-  verdict=$([[ $rc == 0 ]] && echo pass || echo "FAIL ($rc)")
+  # What failed, from the summary line (the test's own checks, in its order).
+  why=()
+  [[ $(field worker_restarts) =~ ^[1-9] || $(field inplace_recoveries) =~ ^[1-9] ]] && why+=("workers restarted")
+  [[ $(field agents_failed) =~ ^[1-9] ]] && why+=("an agent exited non-zero")
+  [[ $(field lost_writes) =~ ^[1-9] ]] && why+=("writes lost")
+  [[ -n $line && $(field linearizable_as_sent) != yes ]] && why+=("replicas' history not linearizable")
+  [[ -n $line && $(field linearizable_as_sent) == yes && $(field linearizable) != yes ]] && why+=("answers not linearizable: GrpcStore's repeat")
+  [[ -z $line ]] && why+=("no summary: see $log")
+  ((${#why[@]})) || why=("see $log")
+  verdict=$([[ $rc == 0 ]] && echo pass || (IFS=';'; echo "FAIL: ${why[*]}" | sed 's/;/; /g'))
   [[ $rc == 0 ]] || failed=$((failed + 1))
   row="| $((i + 1)) | $seed | ${faults:-?} | $(field worker_restarts) | $(field lost_writes) | $(field ops) ($(field unknown)) | $(field linearizable) / $(field linearizable_as_sent) | $(field checker_s) | $verdict | $secs |"
   rows+=("$row")

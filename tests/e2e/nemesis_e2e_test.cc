@@ -434,6 +434,7 @@ class NemesisE2eTest : public ::testing::Test {
     dir_ = testing::MakeTempDir("nemesis");
     std::cout << "nemesis: seed " << seed_ << " (MUSTER_NEMESIS_SEED=" << seed_
               << " repeats it), " << length_ << " of faults, files in " << dir_
+              << " (history, etcd's record, every process's output)"
               << std::endl;
     ASSERT_FALSE(EtcdCluster::Binary().empty())
         << tag_ << "no etcd binary: apt-get install etcd-server";
@@ -479,6 +480,18 @@ class NemesisE2eTest : public ::testing::Test {
   void TearDown() override {
     stop_clients_ = true;
     for (std::thread& t : threads_) t.join();
+    // Every process's whole output, for a post-mortem (a failure's message
+    // holds their tails only).
+    for (int i = 0; i < kReplicas && !dir_.empty(); ++i) {
+      const Replica& r = replicas_[i];
+      testing::WriteFile(absl::StrCat(dir_, "/musterd-", i, ".log"),
+                         r.past + (r.proc ? r.proc->Output() : ""));
+    }
+    for (size_t i = 0; i < agents_.size(); ++i) {
+      testing::WriteFile(
+          absl::StrCat(dir_, "/agent-", i, "-", agent_jobs_[i], ".log"),
+          agents_[i]->Output());
+    }
     for (auto& a : agents_) a->Kill();
     for (Replica& r : replicas_) {
       if (r.proc == nullptr) continue;
@@ -847,6 +860,10 @@ class NemesisE2eTest : public ::testing::Test {
   std::vector<std::unique_ptr<Subprocess>> agents_;
   std::vector<std::string> agent_jobs_;  // agents_[i]'s job
   std::vector<std::string> outs_;
+  // The Store clients and what they recorded: members, so that TearDown
+  // stops their threads before either goes away, however the test ended.
+  History history_;
+  std::vector<std::unique_ptr<StoreClient>> clients_;
   std::atomic<bool> stop_clients_{false};
   std::vector<std::thread> threads_;
   absl::Time t0_ = absl::Now();
@@ -867,17 +884,15 @@ TEST_F(NemesisE2eTest, FaultsOfReplicasAndEtcdRestartNoWorkerAndKeepTheStore) {
     ASSERT_EQ(f.size(), 6u) << tag_ << ReadLines(store_starts_).front();
     store_prefix_ = f[5];
   }
-  History history;
-  std::vector<std::unique_ptr<StoreClient>> clients;
   for (int c = 0; c < kClients; ++c) {
-    clients.push_back(std::make_unique<StoreClient>(
-        c, seed_ * 1000003 + c, endpoints_, store_prefix_, &history));
+    clients_.push_back(std::make_unique<StoreClient>(
+        c, seed_ * 1000003 + c, endpoints_, store_prefix_, &history_));
     std::string why;
-    ASSERT_TRUE(clients.back()->Connect(&why))
+    ASSERT_TRUE(clients_.back()->Connect(&why))
         << tag_ << "Store client " << c << ": " << why << "\n"
         << Logs();
   }
-  for (auto& c : clients) {
+  for (auto& c : clients_) {
     threads_.emplace_back(
         [&stop = stop_clients_, client = c.get()] { client->Run(&stop); });
   }
@@ -917,10 +932,10 @@ TEST_F(NemesisE2eTest, FaultsOfReplicasAndEtcdRestartNoWorkerAndKeepTheStore) {
   for (std::thread& t : threads_) t.join();
   threads_.clear();
   int64_t lost = 0;
-  for (const char* key : kKeys) clients[0]->Read(key);
-  for (auto& c : clients) {
+  for (const char* key : kKeys) clients_[0]->Read(key);
+  for (auto& c : clients_) {
     for (const auto& [key, value] : c->acknowledged_own()) {
-      KvOp r = clients[0]->Read(key);
+      KvOp r = clients_[0]->Read(key);
       if (r.outcome != KvOp::Outcome::kOk || !r.found || r.result != value) {
         ++lost;
         ADD_FAILURE() << tag_ << "acknowledged write lost: " << key << "="
@@ -932,10 +947,13 @@ TEST_F(NemesisE2eTest, FaultsOfReplicasAndEtcdRestartNoWorkerAndKeepTheStore) {
   // The jobs end: every agent exits 0.
   testing::WriteFile(finish_, "done\n");
   for (const std::string& out : outs_) testing::WriteFile(out + "/done", "");
+  int agents_failed = 0;
   for (size_t i = 0; i < agents_.size(); ++i) {
-    EXPECT_EQ(agents_[i]->WaitOrKill(absl::Seconds(90)), 0)
-        << tag_ << "agent " << i << " of " << agent_jobs_[i] << "\n"
-        << Tail(agents_[i]->Output(), 6000) << Logs();
+    const int code = agents_[i]->WaitOrKill(absl::Seconds(90));
+    agents_failed += code != 0;
+    EXPECT_EQ(code, 0) << tag_ << "agent " << i << " of " << agent_jobs_[i]
+                       << "\n"
+                       << Tail(agents_[i]->Output(), 6000) << Logs();
   }
 
   // No worker restarted: one start per rank in each job, and no in-place
@@ -990,7 +1008,7 @@ TEST_F(NemesisE2eTest, FaultsOfReplicasAndEtcdRestartNoWorkerAndKeepTheStore) {
   //    answers as if its first attempt had not applied (a Delete saying
   //    "absent" after its own first attempt deleted the key) fails here only:
   //    a wrong answer a worker would see, GrpcStore's.
-  const std::vector<KvOp> ops = history.ops();
+  const std::vector<KvOp> ops = history_.ops();
   std::vector<KvOp> sent = ops;
   int64_t unknown = 0, not_applied = 0, repeatable = 0;
   for (const KvOp& op : ops) {
@@ -1047,7 +1065,7 @@ TEST_F(NemesisE2eTest, FaultsOfReplicasAndEtcdRestartNoWorkerAndKeepTheStore) {
       "store: %d ops recorded (%d unknown, %d not applied; codes: %s), "
       "%d writes maybe repeated by GrpcStore, %d values written twice in "
       "etcd; linearizable as answered: %s, as sent: %s (%.2fs)",
-      ops.size(), unknown, not_applied, history.Codes(), repeatable,
+      ops.size(), unknown, not_applied, history_.Codes(), repeatable,
       record.written_twice, word(lin), word(lin_sent), checker_s));
   {
     std::ofstream out(dir_ + "/history.txt");
@@ -1105,16 +1123,17 @@ TEST_F(NemesisE2eTest, FaultsOfReplicasAndEtcdRestartNoWorkerAndKeepTheStore) {
   }
   EXPECT_EQ(not_applied, 0)
       << tag_
-      << "ops refused in a namespace nothing drops: " << history.Codes();
+      << "ops refused in a namespace nothing drops: " << history_.Codes();
 
   std::cout << absl::StrFormat(
                    "nemesis-summary seed=%d faults=%d worker_restarts=%d "
-                   "inplace_recoveries=%d lost_writes=%d ops=%d unknown=%d "
+                   "inplace_recoveries=%d agents_failed=%d lost_writes=%d "
+                   "ops=%d unknown=%d "
                    "maybe_repeated=%d written_twice=%d linearizable=%s "
                    "linearizable_as_sent=%s checker_s=%.2f cut=%s",
-                   seed_, faults, restarts, recoveries, lost, ops.size(),
-                   unknown, repeatable, record.written_twice, word(lin),
-                   word(lin_sent), checker_s,
+                   seed_, faults, restarts, recoveries, agents_failed, lost,
+                   ops.size(), unknown, repeatable, record.written_twice,
+                   word(lin), word(lin_sent), checker_s,
                    star_ != nullptr ? "yes" : "skipped")
             << std::endl;
 }
