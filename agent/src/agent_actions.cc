@@ -222,7 +222,7 @@ int ElasticAgent::Impl::CheckWorkers() {
     if (int rc = Dispatch(std::move(verdict)); rc >= 0) return rc;
     if (group_ == nullptr) return -1;
   }
-  const GroupStatus status = group_->Wait(absl::Milliseconds(10));
+  const GroupStatus status = group_->Poll();
   if (status.state == GroupState::kRunning) return -1;
   event.kind = EventKind::kWorkersEnded;
   event.succeeded = status.state == GroupState::kSucceeded;
@@ -280,8 +280,10 @@ AgentEvent ElasticAgent::Impl::StartRound(const v1::RoundReady& ready) {
     outcome.kind = EventKind::kLeaseNotHeld;
     return outcome;
   }
+  // A worker's end wakes the main loop (which then looks at the group).
   auto group = WorkerGroup::Start(launcher_, std::move(round.workers),
-                                  std::move(round.output));
+                                  std::move(round.output),
+                                  [inbox = inbox_] { inbox->Wake(); });
   if (!group.ok()) {
     outcome.kind = EventKind::kStartFailed;
     outcome.reason = std::string(group.status().message());

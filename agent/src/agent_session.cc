@@ -131,6 +131,18 @@ bool ElasticAgent::Impl::ResumeSession(const std::string& why) {
   return true;
 }
 
+void ElasticAgent::Impl::StartPump() {
+  pump_ = std::make_unique<SessionPump>(client_.get(), inbox_.get());
+}
+
+void ElasticAgent::Impl::EndSession(absl::string_view leave_reason) {
+  // The pump first: what the closed client then says is not the server's.
+  if (pump_ != nullptr) pump_->RequestStop();
+  if (client_ != nullptr) client_->Close(leave_reason);
+  pump_.reset();
+  client_.reset();
+}
+
 absl::Status ElasticAgent::Impl::SendJoin() {
   v1::AgentMessage msg;
   *msg.mutable_join() = JoinWithClaim();
@@ -147,8 +159,7 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
              std::max(absl::ZeroDuration(), deadline - clock_->Now()),
              absl::Seconds(1)))
       << (group_ != nullptr ? "; the workers keep running" : "");
-  client_->Close("");
-  client_.reset();
+  EndSession("");
   absl::Duration backoff = absl::Milliseconds(50);
   int attempts = 0;
   while (clock_->Now() < deadline) {
@@ -176,6 +187,7 @@ bool ElasticAgent::Impl::Reconnect(absl::Time deadline) {
     absl::Status s = client->Start(JoinWithClaim());
     if (s.ok()) {
       client_ = std::move(client);
+      StartPump();
       if (attempt_ >= 0) client_->SetRound(round_.round());
       MUSTER_LOG(INFO) << "reconnected to " << endpoint_ << " after "
                        << attempts

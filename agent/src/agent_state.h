@@ -1,7 +1,8 @@
 // The elastic agent's states and the table of the transitions between them:
 // every change of ElasticAgent::Impl::state_ goes through Impl::Transition,
 // which checks it against this table (a transition the table does not list is
-// a bug: logged, and tested by agent_state_test).
+// a bug: logged, and tested by agent_state_test). Which transition an event
+// makes is Decide's (agent/src/agent_decisions.h).
 //
 // clang-format off
 //

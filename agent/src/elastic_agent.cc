@@ -108,6 +108,7 @@ int ElasticAgent::Impl::Setup() {
     return kExitUnavailable;
   }
   session_started_ = clock_->Now();
+  StartPump();
   MUSTER_LOG(INFO) << "joined job '" << config_.run_id << "' at "
                    << (local_ != nullptr ? "the in-process rendezvous"
                                          : endpoint_)
@@ -325,10 +326,7 @@ void ElasticAgent::Impl::PrintFailureSummary(const v1::JobFailed& failed) {
 
 int ElasticAgent::Impl::Shutdown(int exit_code) {
   StopWorkers(kSignalTerminate);
-  if (client_ != nullptr) {
-    client_->Close("");
-    client_.reset();
-  }
+  EndSession("");
   if (server_ != nullptr) {
     server_->Shutdown(absl::Seconds(1));
     server_.reset();
@@ -345,6 +343,23 @@ int ElasticAgent::Impl::Shutdown(int exit_code) {
                                 ec);
   }
   return exit_code;
+}
+
+absl::Duration ElasticAgent::Impl::NextWait() const {
+  const absl::Time now = clock_->Now();
+  absl::Time until = now + config_.monitor_interval;
+  if (group_ != nullptr) {
+    // Lease fencing: a renewal only moves an armed fence later; the first one
+    // arms it no sooner than 0.7 lease after a heartbeat's send, so a tenth
+    // of the lease is early enough to see it.
+    until = std::min(until, fence_->armed() ? fence_->FenceAt()
+                                            : now + fence_->lease() / 10);
+  }
+  if (state_ == AgentState::kRunning && group_ != nullptr &&
+      watchdog_ != nullptr) {
+    until = std::min(until, next_watchdog_check_);
+  }
+  return std::max(absl::ZeroDuration(), until - now);
 }
 
 int ElasticAgent::Impl::Run() {
@@ -364,23 +379,24 @@ int ElasticAgent::Impl::Run() {
       continue;
     }
     PublishHealth();
-    absl::Duration wait =
-        state_ == AgentState::kRunning
-            ? absl::Milliseconds(1)
-            : std::min(config_.monitor_interval, absl::Milliseconds(100));
-    absl::StatusOr<v1::ServerMessage> msg = client_->Next(wait);
-    if (msg.ok()) {
-      session_got_message_ = true;
-      if (int rc = Dispatch(EventOf(*msg)); rc >= 0) return rc;
+    // Nothing to do until something happens: a message, a worker's end, a
+    // stop request (each wakes the inbox), or the next deadline.
+    std::optional<AgentInbox::Item> msg = inbox_->Take();
+    if (!msg.has_value()) {
+      inbox_->Wait(NextWait());
       continue;
     }
-    if (msg.status().code() == absl::StatusCode::kDeadlineExceeded) continue;
+    if (msg->ok()) {
+      session_got_message_ = true;
+      if (int rc = Dispatch(EventOf(**msg)); rc >= 0) return rc;
+      continue;
+    }
     AgentEvent ended;
-    ended.kind = msg.status().code() == absl::StatusCode::kUnavailable
+    ended.kind = msg->status().code() == absl::StatusCode::kUnavailable
                      ? EventKind::kSessionLost
                      : EventKind::kSessionEnded;
-    ended.code = msg.status().code();
-    ended.reason = std::string(msg.status().message());
+    ended.code = msg->status().code();
+    ended.reason = std::string(msg->status().message());
     if (int rc = Dispatch(std::move(ended)); rc >= 0) return rc;
   }
 }

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "agent/src/agent_decisions.h"
 #include "agent/src/agent_health.h"
+#include "agent/src/agent_inbox.h"
 #include "agent/src/agent_state.h"
 #include "agent/src/control_channel.h"
 #include "agent/src/embedded_rendezvous.h"
@@ -62,7 +63,10 @@ class ElasticAgent::Impl {
         new_client_(std::move(deps.new_client)) {}
 
   int Run();
-  void RequestStop(int sig) { stop_signal_.store(sig); }
+  void RequestStop(int sig) {
+    stop_signal_.store(sig);
+    inbox_->Wake();
+  }
 
  private:
   // Start-up: the embedded server (when the mode wants one) and the session.
@@ -97,7 +101,17 @@ class ElasticAgent::Impl {
   static AgentEvent EventOf(const v1::ServerMessage& msg);
   // RUNNING: the watchdog's verdict and the group's end; KEEPING: a kept
   // worker's end; each dispatched as an event. Returns an exit status or -1.
+  // Never blocks on the workers.
   int CheckWorkers();
+  // How long the main loop may wait for its inbox when nothing wakes it: the
+  // monitor interval, and no later than the deadlines that are not events
+  // (the lease fence of running workers, the watchdog's next check).
+  absl::Duration NextWait() const;
+  // The session's pump into inbox_, for client_ (just started).
+  void StartPump();
+  // Stops the pump, closes client_ (Leave{reason} when not empty) and lets
+  // both go.
+  void EndSession(absl::string_view leave_reason);
   // kStartRound: round_ = ready, the preflight, the lease, the workers.
   // Returns the outcome (kPreflightBlocked with pending_report_ made,
   // kLeaseNotHeld, kStartFailed, kWorkersStarted).
@@ -195,6 +209,9 @@ class ElasticAgent::Impl {
       const rendezvous::GrpcClientOptions&)>
       new_client_;
   std::atomic<int> stop_signal_{0};
+  // What the main loop waits on (agent_inbox.h); shared with the session
+  // pump and the worker groups' exit hooks, which may outlive a group.
+  const std::shared_ptr<AgentInbox> inbox_ = std::make_shared<AgentInbox>();
   // --health-port.
   std::unique_ptr<AgentHealth> health_;
 
@@ -203,6 +220,8 @@ class ElasticAgent::Impl {
   // UseLocalRendezvous).
   std::unique_ptr<rendezvous::LocalRendezvous> local_;
   std::unique_ptr<rendezvous::RendezvousClient> client_;
+  // Reads client_'s messages into inbox_; goes before client_ does.
+  std::unique_ptr<SessionPump> pump_;
   v1::Join join_;
   std::string endpoint_;
   // config_.security, without TLS when this agent's own embedded server

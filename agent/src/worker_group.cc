@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     platform::ProcessLauncher* launcher, std::vector<WorkerSpec> workers,
-    OutputOptions output) {
+    OutputOptions output, std::function<void()> on_exit) {
   if (workers.empty()) return absl::InvalidArgumentError("no workers to start");
   bool any_files = false;
   for (const auto* m : {&output.redirects, &output.tees}) {
@@ -151,6 +151,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
   platform::LaunchOptions options;
   options.console_stdout = output.console_stdout_fd;
   options.console_stderr = output.console_stderr_fd;
+  options.on_exit = std::move(on_exit);
   if (!output.attempt_dir.empty()) {
     const std::filesystem::path dir(output.attempt_dir);
     options.filtered_stdout_file = (dir / "filtered_stdout.log").string();

@@ -43,10 +43,10 @@ FakeProcesses::FakeProcesses(std::vector<ProcessSpec> specs, Clock* clock,
   }
 }
 
-void FakeProcesses::EndLocked(size_t index, int exit_code, int signal,
+bool FakeProcesses::EndLocked(size_t index, int exit_code, int signal,
                               const std::string& reason) {
   Proc& p = procs_[index];
-  if (p.ended) return;
+  if (p.ended) return false;
   p.ended = true;
   p.exit.index = index;
   p.exit.pid = p.pid;
@@ -54,11 +54,30 @@ void FakeProcesses::EndLocked(size_t index, int exit_code, int signal,
   p.exit.signal = signal;
   p.exit.end_time = clock_->Now();
   p.exit.kill_reason = reason;
+  return true;
+}
+
+void FakeProcesses::SetOnExit(std::function<void()> on_exit) {
+  absl::MutexLock lock(&mu_);
+  on_exit_ = std::move(on_exit);
+}
+
+void FakeProcesses::NotifyExit() {
+  std::function<void()> on_exit;
+  {
+    absl::MutexLock lock(&mu_);
+    on_exit = on_exit_;
+  }
+  if (on_exit) on_exit();
 }
 
 void FakeProcesses::Exit(size_t index, int exit_code, int signal) {
-  absl::MutexLock lock(&mu_);
-  if (index < procs_.size()) EndLocked(index, exit_code, signal, "");
+  bool ended = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (index < procs_.size()) ended = EndLocked(index, exit_code, signal, "");
+  }
+  if (ended) NotifyExit();
 }
 
 void FakeProcesses::SetLastStderrLine(size_t index, std::string line) {
@@ -147,10 +166,17 @@ GroupStatus FakeProcesses::Stop(int signal, absl::Duration grace) {
     clock_->SleepFor(grace);
     call.killed_after_grace = true;
   }
-  absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < procs_.size(); ++i) EndLocked(i, -1, kSignalKill, "");
-  stop_calls_.push_back(call);
-  return StatusLocked();
+  GroupStatus status;
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < procs_.size(); ++i) {
+      EndLocked(i, -1, kSignalKill, "");
+    }
+    stop_calls_.push_back(call);
+    status = StatusLocked();
+  }
+  NotifyExit();
+  return status;
 }
 
 void FakeProcesses::Signal(int signal) {
@@ -159,10 +185,13 @@ void FakeProcesses::Signal(int signal) {
 }
 
 bool FakeProcesses::Kill(size_t index, const std::string& reason) {
-  absl::MutexLock lock(&mu_);
-  if (index >= procs_.size() || procs_[index].ended) return false;
-  kills_.push_back(index);
-  EndLocked(index, -1, kSignalKill, reason);
+  {
+    absl::MutexLock lock(&mu_);
+    if (index >= procs_.size() || procs_[index].ended) return false;
+    kills_.push_back(index);
+    EndLocked(index, -1, kSignalKill, reason);
+  }
+  NotifyExit();
   return true;
 }
 
@@ -176,7 +205,7 @@ std::vector<int> FakeProcesses::pids() const {
 FakeProcessLauncher::FakeProcessLauncher(Clock* clock) : clock_(clock) {}
 
 absl::StatusOr<std::unique_ptr<ProcessGroup>> FakeProcessLauncher::Start(
-    std::vector<ProcessSpec> specs, LaunchOptions /*options*/) {
+    std::vector<ProcessSpec> specs, LaunchOptions options) {
   absl::MutexLock lock(&mu_);
   if (!next_failure_.ok()) {
     return std::exchange(next_failure_, absl::OkStatus());
@@ -185,6 +214,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> FakeProcessLauncher::Start(
   const int first = next_pid_;
   next_pid_ += static_cast<int>(specs.size());
   auto procs = std::make_shared<FakeProcesses>(std::move(specs), clock_, first);
+  procs->SetOnExit(std::move(options.on_exit));
   groups_.push_back(procs);
   return std::unique_ptr<ProcessGroup>(new FakeGroup(procs));
 }

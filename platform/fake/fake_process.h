@@ -8,6 +8,7 @@
 #define MUSTER_PLATFORM_FAKE_FAKE_PROCESS_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ class FakeProcesses {
   void SetLastStderrLine(size_t index, std::string line);
   // From now on process `index` ignores every signal but the kill.
   void IgnoreStopSignals(size_t index);
+  // LaunchOptions::on_exit: called (no lock held) after ends are recorded.
+  void SetOnExit(std::function<void()> on_exit);
 
   // What the code under test did.
   std::vector<StopCall> stop_calls() const;
@@ -69,8 +72,10 @@ class FakeProcesses {
     ProcessExit exit;
     std::string last_stderr_line;
   };
-  void EndLocked(size_t index, int exit_code, int signal,
+  // Returns whether it ended now.
+  bool EndLocked(size_t index, int exit_code, int signal,
                  const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifyExit();
   GroupStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<ProcessSpec> specs_;
@@ -81,6 +86,7 @@ class FakeProcesses {
   std::vector<int> signals_ ABSL_GUARDED_BY(mu_);
   std::vector<size_t> kills_ ABSL_GUARDED_BY(mu_);
   bool released_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> on_exit_ ABSL_GUARDED_BY(mu_);
 };
 
 // Thread-safe.

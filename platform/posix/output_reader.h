@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,8 @@ struct Shared {
   // the eventfd.
   std::atomic<bool> reader_quit{false};
   int reader_wake_fd = -1;  // const after construction; closed by ~Shared
+  // LaunchOptions::on_exit; const once the threads start.
+  std::function<void()> on_exit;
 };
 
 // One output pipe of one process, owned by the reader thread.

@@ -147,6 +147,7 @@ void ReaperLoop(std::shared_ptr<Shared> shared, std::vector<int> pidfds) {
     for (size_t k = 0; k < to_record.size(); ++k) {
       RecordExit(*shared, to_record[k], statuses[k], lost[k]);
     }
+    if (!to_record.empty() && shared->on_exit) shared->on_exit();
   }
   for (int fd : pidfds) {
     if (fd >= 0) close(fd);
@@ -309,6 +310,7 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> PosixLauncher::Start(
 
   // Log files and console routing, before anything runs.
   auto shared = std::make_shared<Shared>();
+  shared->on_exit = options.on_exit;
   std::shared_ptr<UniqueFd> filtered[2];
   // Shared with the reader thread, which outlives `options`.
   const std::shared_ptr<const std::vector<std::string>> filters[2] = {

@@ -171,6 +171,7 @@ void WaitLoop(std::shared_ptr<Shared> shared) {
       }
     }
     for (const auto& [i, code] : ended) RecordExit(*shared, i, code);
+    if (!ended.empty() && shared->on_exit) shared->on_exit();
   }
   absl::MutexLock lock(&shared->mu);
   shared->waiter_done = true;

@@ -13,6 +13,7 @@
 
 #include <windows.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,8 @@ struct Shared {
 
   // Serializes the writes of the reader threads to shared destinations.
   absl::Mutex write_mu;
+  // LaunchOptions::on_exit; const once the threads start.
+  std::function<void()> on_exit;
 };
 
 // One output pipe of one process, owned by its reader thread.

@@ -232,6 +232,7 @@ class WindowsLauncher : public ProcessLauncher {
     if (!streams.ok()) return streams.status();
 
     auto shared = std::make_shared<Shared>();
+    shared->on_exit = options.on_exit;
     shared->wake.reset(CreateEventW(nullptr, TRUE, FALSE, nullptr));
     shared->stop_event.reset(
         CreateEventW(nullptr, TRUE, FALSE, Widen(stop_name).c_str()));

@@ -13,6 +13,7 @@
 #ifndef MUSTER_AGENT_WORKER_GROUP_H_
 #define MUSTER_AGENT_WORKER_GROUP_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -128,10 +129,12 @@ class WorkerGroup {
   // cannot be executed (and why); INTERNAL for a failed fork/pipe;
   // INVALID_ARGUMENT for empty argv or missing attempt_dir with redirects. No
   // worker is left running when Start fails. `launcher` (not owned) outlives
-  // the group.
+  // the group. `on_exit` (may be empty) is called, on a thread of the
+  // group's and without blocking, after workers' ends are recorded
+  // (platform::LaunchOptions::on_exit): the agent's loop waits on it.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
       platform::ProcessLauncher* launcher, std::vector<WorkerSpec> workers,
-      OutputOptions output);
+      OutputOptions output, std::function<void()> on_exit = {});
   // As above, on the OS's launcher (platform::ProcessLauncher::Default()).
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
       std::vector<WorkerSpec> workers, OutputOptions output);

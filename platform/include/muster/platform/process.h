@@ -14,6 +14,7 @@
 #define MUSTER_PLATFORM_PROCESS_H_
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,6 +71,11 @@ struct LaunchOptions {
   std::string filtered_stderr_file;
   std::vector<std::string> stdout_filters;
   std::vector<std::string> stderr_filters;
+  // Called after process ends are recorded (Poll sees them), those that Stop
+  // and Kill cause included, on a thread of the group's, with no lock held:
+  // lets a caller wait on its own wake-up (the agent's main loop) instead of
+  // polling. Must not block. Empty: none.
+  std::function<void()> on_exit;
 };
 
 // How one process ended.
