@@ -1,5 +1,6 @@
 #include "agent/src/agent_decisions.h"
 
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -361,6 +362,8 @@ std::string DescribeAction(const AgentAction& a) {
                                            "PrintFailureSummary",
                                            "Leave",
                                            "Exit"};
+  static_assert(std::size(kNames) == static_cast<size_t>(ActionKind::kExit) + 1,
+                "a name for each ActionKind, in order");
   std::string out = kNames[static_cast<int>(a.kind)];
   switch (a.kind) {
     case ActionKind::kTransition:
