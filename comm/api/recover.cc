@@ -65,6 +65,9 @@ absl::StatusOr<std::shared_ptr<rendezvous::Store>> OpenRoundStore(
   options.prefix = info.store_prefix;
   options.security = rendezvous::StoreSecurityFromEnv();
   options.security.token = info.store_token;
+  // One writer per key (the library's bootstrap keys): a Set in flight
+  // across a musterd failover is written again.
+  options.repeat_sets_in_flight = true;
   options.connect_timeout =
       std::max(deadline - absl::Now(), absl::Milliseconds(1));
   absl::StatusOr<std::unique_ptr<rendezvous::Store>> store =

@@ -95,6 +95,7 @@ absl::StatusOr<std::shared_ptr<rendezvous::Store>> ServedTcpStore(
   // The other ranks may start before rank 0 serves: wait as long as joining
   // may take.
   store_options.connect_timeout = timeout;
+  store_options.repeat_sets_in_flight = true;  // one writer per key
   absl::StatusOr<std::unique_ptr<rendezvous::Store>> client =
       rendezvous::NewGrpcStore(store_options);
   if (!client.ok()) {
@@ -197,6 +198,10 @@ absl::StatusOr<JobStore> OpenLauncherStore() {
   // The round's Store credential and TLS settings the agent gave this worker
   // (MUSTER_STORE_TOKEN, MUSTER_STORE_TLS_*); none against a plain musterd.
   store_options.security = rendezvous::StoreSecurityFromEnv();
+  // Each key the library writes has one writer (a rank's address, a NCCL
+  // id): a Set in flight across a musterd failover is written again, and the
+  // worker sees a slow call, not an error.
+  store_options.repeat_sets_in_flight = true;
   absl::StatusOr<std::unique_ptr<rendezvous::Store>> store =
       rendezvous::NewGrpcStore(store_options);
   if (!store.ok()) {

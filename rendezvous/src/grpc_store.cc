@@ -307,7 +307,7 @@ absl::StatusOr<std::unique_ptr<Store>> NewGrpcStore(
   }
   auto store = std::make_unique<internal::GrpcStore>(
       std::move(endpoints), options.prefix, options.security,
-      options.failover_timeout, options.unary);
+      options.failover_timeout, options.unary, options.repeat_sets_in_flight);
   absl::Status connected = store->Connect(options.connect_timeout);
   if (!connected.ok()) return connected;
   return std::unique_ptr<Store>(std::move(store));

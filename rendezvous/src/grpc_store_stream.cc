@@ -15,6 +15,7 @@
 #include "muster/common/logging.h"
 #include "muster/v1/store.grpc.pb.h"
 #include "rendezvous/src/leader_gate.h"
+#include "rendezvous/src/store_ops.h"
 
 namespace muster::rendezvous::internal {
 
@@ -325,17 +326,22 @@ void GrpcStore::StreamDone(Conn* conn, const grpc::Status& status,
       for (auto& op : failed) op->retry_unary = true;
     } else {
       last_error_ = absl::StrCat(where, ": ", status.error_message());
-      // Ops written on the stream that broke: repeat them on the next
-      // stream, except an Add, which may have been applied already.
+      // Ops written on the stream that broke: reads are repeated on the
+      // next stream; a write may have been applied already, and applying it
+      // a second time would not be one op taking effect once (an Add counts
+      // twice, a Delete answers "absent", a Set lands after a later writer's
+      // value): it fails, its outcome unknown, unless the caller asked for
+      // its Sets to be repeated (one writer per key: the comm library's
+      // bootstrap keys).
       std::vector<uint64_t> again;
       for (auto it = pending_.begin(); it != pending_.end();) {
         Op& op = *it->second;
-        if (op.written && op.is_add) {
+        if (op.written && !op.repeatable) {
           op.result = absl::UnavailableError(absl::StrCat(
               "the Store stream to ", where, " broke (", status.error_message(),
-              ") while this Add was in flight: the leader changed or failed, "
-              "and the Add may or may not have been applied; read the key "
-              "before adding again"));
+              ") while this ", StoreOpName(op.request),
+              " was in flight: the leader changed or failed, and it may or may "
+              "not have been applied; read the key before writing again"));
           failed.push_back(std::move(it->second));
           pending_.erase(it++);
           continue;
@@ -412,7 +418,20 @@ absl::StatusOr<v1::StoreResponse> GrpcStore::Call(v1::StoreRequest r,
   }
   if (unary) return CallUnary(r, call, keys, wait);
   auto op = std::make_shared<Op>();
-  op->is_add = r.op_case() == v1::StoreRequest::kAdd;
+  switch (r.op_case()) {
+    case v1::StoreRequest::kAdd:
+    case v1::StoreRequest::kCompareSet:
+    case v1::StoreRequest::kDelete:
+      op->repeatable = false;
+      break;
+    case v1::StoreRequest::kSet:
+    case v1::StoreRequest::kMultiSet:
+      op->repeatable = repeat_sets_in_flight_;
+      break;
+    default:
+      op->repeatable = true;  // reads
+      break;
+  }
   op->waits = wait > absl::ZeroDuration();
   if (op->waits && wait != absl::InfiniteDuration()) {
     op->wait_until = absl::Now() + wait;

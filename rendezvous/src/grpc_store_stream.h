@@ -53,11 +53,12 @@ class GrpcStore final : public Store {
  public:
   GrpcStore(std::vector<HostPort> endpoints, std::string prefix,
             ClientSecurity security, absl::Duration failover_timeout,
-            bool unary)
+            bool unary, bool repeat_sets_in_flight)
       : prefix_(std::move(prefix)),
         security_(std::move(security)),
         failover_timeout_(failover_timeout),
         unary_(unary),
+        repeat_sets_in_flight_(repeat_sets_in_flight),
         endpoints_(std::move(endpoints)) {
     absl::MutexLock lock(&link_->mu);
     link_->owner = this;
@@ -195,7 +196,11 @@ class GrpcStore final : public Store {
   // One op from a caller, pending until answered or failed.
   struct Op {
     v1::StoreRequest request;
-    bool is_add = false;
+    // Whether the op may be sent again after the stream it was written on
+    // broke: reads always; a Set or MultiSet with repeat_sets_in_flight; a
+    // write whose outcome could differ the second time (Add, CompareSet,
+    // Delete) never.
+    bool repeatable = true;
     // Waiting ops: when the wait ends (sent again with what is left of it).
     absl::Time wait_until = absl::InfiniteFuture();
     bool waits = false;
@@ -270,6 +275,7 @@ class GrpcStore final : public Store {
   const ClientSecurity security_;
   const absl::Duration failover_timeout_;
   const bool unary_;
+  const bool repeat_sets_in_flight_;  // GrpcStoreOptions
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;

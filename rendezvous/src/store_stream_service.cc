@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "rendezvous/src/grpc_status.h"
 #include "rendezvous/src/leader_gate.h"
+#include "rendezvous/src/store_ops.h"
 
 namespace muster::rendezvous {
 
@@ -22,33 +23,6 @@ bool IsWrite(v1::StoreRequest::OpCase op) {
   return op == v1::StoreRequest::kSet || op == v1::StoreRequest::kAdd ||
          op == v1::StoreRequest::kCompareSet ||
          op == v1::StoreRequest::kMultiSet || op == v1::StoreRequest::kDelete;
-}
-
-// The op's name as the unary method's ("Set", "Get", ...), for metrics.
-const char* OpName(const v1::StoreRequest& r) {
-  switch (r.op_case()) {
-    case v1::StoreRequest::kSet:
-      return "Set";
-    case v1::StoreRequest::kGet:
-      return "Get";
-    case v1::StoreRequest::kAdd:
-      return "Add";
-    case v1::StoreRequest::kCompareSet:
-      return "CompareSet";
-    case v1::StoreRequest::kWait:
-      return "Wait";
-    case v1::StoreRequest::kMultiGet:
-      return "MultiGet";
-    case v1::StoreRequest::kMultiSet:
-      return "MultiSet";
-    case v1::StoreRequest::kDelete:
-      return "Delete";
-    case v1::StoreRequest::kNumKeys:
-      return "NumKeys";
-    case v1::StoreRequest::OP_NOT_SET:
-      break;
-  }
-  return "Unknown";
 }
 
 // The op's own prefix field, used when StoreRequest.prefix is empty.
@@ -341,7 +315,7 @@ bool StoreService::StreamCore::Admit(const v1::StoreRequest& request,
 void StoreService::StreamCore::Handle(v1::StoreRequest& request) {
   std::string prefix;
   if (!Admit(request, &prefix)) return;
-  if (s_->metrics_ != nullptr) s_->metrics_->CountStoreOp(OpName(request));
+  if (s_->metrics_ != nullptr) s_->metrics_->CountStoreOp(StoreOpName(request));
   const absl::Status check = IsWrite(request.op_case())
                                  ? DispatchWrite(prefix, request)
                                  : DispatchRead(prefix, request);

@@ -38,6 +38,16 @@ struct GrpcStoreOptions {
   absl::Duration failover_timeout = absl::Seconds(15);
   // One unary call per op, no stream (the older protocol; for comparisons).
   bool unary = false;
+  // A Set or MultiSet whose request was written to a leader that then failed
+  // may or may not have been applied. false (the default): it fails with
+  // UNAVAILABLE saying so, as every write whose outcome is unknown, and the
+  // Store's history stays linearizable (tests/e2e/nemesis_e2e_test.cc checks
+  // it). true: it is written again on the next leader, which a key with one
+  // writer wants (the comm library's bootstrap keys: a worker then sees a
+  // failover as a slow call) and a key written concurrently must not (the
+  // repeat can land after another writer's later value). Add, CompareSet and
+  // Delete are never repeated: their second answer could differ.
+  bool repeat_sets_in_flight = false;
   // TLS and the credential sent on every call (a worker's is its round's
   // MUSTER_STORE_TOKEN; see StoreSecurityFromEnv). Default: plaintext, none.
   ClientSecurity security = {};
@@ -49,9 +59,10 @@ struct GrpcStoreOptions {
 // endpoints when none can be reached. The store is thread-safe; calls that
 // wait block the calling thread only.
 //
-// An Add whose request was written to a leader that then failed fails with
-// UNAVAILABLE saying so: it may or may not have been applied, and repeating it
-// could count twice. Every other op is repeated on the new leader.
+// A write (Add, CompareSet, Delete; Set and MultiSet unless
+// repeat_sets_in_flight) whose request was written to a leader that then
+// failed fails with UNAVAILABLE saying so: it may or may not have been
+// applied. Reads are repeated on the new leader.
 absl::StatusOr<std::unique_ptr<Store>> NewGrpcStore(
     const GrpcStoreOptions& options);
 
