@@ -76,8 +76,9 @@ trap 'rm -f "$section"' EXIT
   echo "of their own. Worker restarts count every worker start beyond one per rank (and in-place"
   echo "recoveries); a lost write is an acknowledged Set of a client's own key not read back at the"
   echo "end; linearizable \"as sent\" adds, for each Set, CompareSet or Delete in flight across a"
-  echo "fault, a first attempt of unknown outcome (GrpcStore repeats such a write on the next"
-  echo "leader), \"as answered\" takes the answers as the clients saw them."
+  echo "fault, a first attempt of unknown outcome (a write GrpcStore might have repeated on the next"
+  echo "leader, as it did before fa8bdfc), \"as answered\" takes the answers as the clients saw"
+  echo "them."
   echo "$host; $failed of $runs runs failed."
   echo
   echo "$header"
