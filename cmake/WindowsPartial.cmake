@@ -40,6 +40,18 @@ message(STATUS "muster (Windows, partial): OpenSSL ${OPENSSL_FOUND}, gRPC ${gRPC
 # What libuv (inside Gloo) and gRPC need from Windows.
 set(MUSTER_WIN32_SYSTEM_LIBS ws2_32 iphlpapi userenv dbghelp ole32 psapi user32 advapi32 shell32
   crypt32 bcrypt)
+# libuv as a target that brings its Windows libraries along. Gloo's exported target names it as a
+# plain "uv_a", which CMake then knows no dependencies of: wherever the link line put libuv_a.a
+# last (after gloo, after every ws2_32 a target named), WSASendTo, WSADuplicateSocketW and
+# GetUserProfileDirectoryW were unresolved (muster-bench.exe). With this target every uv_a on any
+# link line is followed by the libraries below. GLOBAL: Gloo's imported target is used from the
+# subdirectories.
+find_library(MUSTER_LIBUV_STATIC NAMES libuv_a.a)
+if(MUSTER_LIBUV_STATIC AND NOT TARGET uv_a)
+  add_library(uv_a STATIC IMPORTED GLOBAL)
+  set_target_properties(uv_a PROPERTIES IMPORTED_LOCATION ${MUSTER_LIBUV_STATIC}
+    INTERFACE_LINK_LIBRARIES "${MUSTER_WIN32_SYSTEM_LIBS}")
+endif()
 
 # --- platform: the OS layer, with its windows/ side (platform/CMakeLists.txt picks it). --------
 add_subdirectory(platform)
@@ -171,9 +183,7 @@ if(MUSTER_BUILD_TESTS)
   if(Gloo_FOUND)
     # Gloo's libuv transport (the transport libmuster_comm will use on Windows): its FileStore
     # with binary values, and a 2-rank allreduce over 127.0.0.1.
-    # (libuv, uv_a, named again so that the Windows libraries come after it on the link line.)
-    muster_test(gloo_uv_test SRCS tests/windows/gloo_uv_test.cc DEPS gloo uv_a
-                ${MUSTER_WIN32_SYSTEM_LIBS} TIMEOUT 180)
+    muster_test(gloo_uv_test SRCS tests/windows/gloo_uv_test.cc DEPS gloo TIMEOUT 180)
     # gloo::transport::uv::attr leaves its sockaddr fields uninitialized; copying it (CreateDevice
     # takes it by value) trips GCC's maybe-uninitialized.
     target_compile_options(gloo_uv_test PRIVATE -Wno-maybe-uninitialized)
