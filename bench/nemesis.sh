@@ -85,15 +85,18 @@ trap 'rm -f "$section"' EXIT
   echo "$rule"
   printf '%s\n' "${rows[@]}"
   echo
+  echo "<!-- end of bench/nemesis.sh output; notes below it are kept by the next run -->"
 } >"$section"
 cp "$section" bench/results/nemesis.md
-# Replace the section in docs/performance.md (up to the next "## "), or append it.
+# Replace this script's output in docs/performance.md's section (from its heading to the end
+# marker, or to the next "## " when there is none; notes after the marker stay), or append it.
 python3 - "$section" docs/performance.md <<'PY'
 import re, sys
 section = open(sys.argv[1]).read()
 path = sys.argv[2]
 doc = open(path).read()
-m = re.search(r'^## Nemesis \(issue 35\)\n.*?(?=^## |\Z)', doc, re.S | re.M)
+m = re.search(r'^## Nemesis \(issue 35\)\n.*?(?:^<!-- end of bench/nemesis.sh output[^\n]*\n|(?=^## |\Z))',
+              doc, re.S | re.M)
 doc = doc[:m.start()] + section + doc[m.end():] if m else doc.rstrip('\n') + '\n\n' + section
 open(path, 'w').write(doc)
 PY
