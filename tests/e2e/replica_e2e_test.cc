@@ -26,6 +26,7 @@
 #include "tests/testing/files.h"
 #include "tests/testing/http.h"
 #include "tests/testing/musterd.h"
+#include "tests/testing/replicas.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/wait.h"
 
@@ -109,53 +110,8 @@ class StoreCalls {
   std::unique_ptr<v1::Store::Stub> stub_;
 };
 
-class ReplicaE2eTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_FALSE(EtcdCluster::Binary().empty())
-        << "no etcd binary: apt-get install etcd-server "
-           "(scripts/install-deps.sh)";
-    etcd_ = std::make_unique<EtcdCluster>(3);
-    ASSERT_TRUE(etcd_->ok()) << etcd_->Logs();
-    for (int i = 0; i < 2; ++i) {
-      http_[i] = FreePort();
-      replicas_[i] = std::make_unique<MusterdProcess>(FreePort(), Flags(i));
-      ASSERT_TRUE(replicas_[i]->ready()) << replicas_[i]->proc().Output();
-    }
-    ASSERT_TRUE(WaitUntil([&] { return Leading() >= 0; }, absl::Seconds(20)))
-        << Logs();
-  }
-
-  std::vector<std::string> Flags(int i) const {
-    return {"--etcd-endpoints=" + etcd_->Endpoints(),
-            absl::StrCat("--http-listen=127.0.0.1:", http_[i]),
-            "--log-level=info"};
-  }
-
-  // The replica whose /readyz answers 200, or -1.
-  int Leading() {
-    for (int i = 0; i < 2; ++i) {
-      if (replicas_[i] == nullptr || !replicas_[i]->proc().Running()) continue;
-      if (absl::StrContains(HttpGet(http_[i], "/readyz"), "200 OK")) return i;
-    }
-    return -1;
-  }
-
-  std::string Logs() {
-    std::string out;
-    for (int i = 0; i < 2; ++i) {
-      if (replicas_[i] != nullptr) {
-        absl::StrAppend(&out, "--- musterd ", i, " ---\n",
-                        replicas_[i]->proc().Output());
-      }
-    }
-    return out;
-  }
-
-  std::unique_ptr<EtcdCluster> etcd_;
-  std::unique_ptr<MusterdProcess> replicas_[2];
-  int http_[2] = {0, 0};
-};
+// Two replicas over etcd (tests/testing/replicas.h).
+using ReplicaE2eTest = TwoReplicasOnEtcd;
 
 TEST_F(ReplicaE2eTest, OneLeadsAndTheStandbyRefusesNamingIt) {
   const int leader = Leading();

@@ -50,10 +50,13 @@ GrpcClientOptions Options(const std::string& endpoint) {
   return o;
 }
 
-// Answers the Join with a RoundReady that renews the lease, then never
-// answers again (reads and drops until the client goes away).
+// Answers the Join with a RoundReady (renewing the lease, of leadership
+// `epoch`), then never answers again (reads and drops until the client goes
+// away): a SIGSTOPped leader, or with an epoch, a replica as the agent sees
+// one after a failover.
 class FrozenReplica final : public v1::Rendezvous::Service {
  public:
+  explicit FrozenReplica(int64_t epoch = 0) : epoch_(epoch) {}
   grpc::Status Session(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream)
@@ -61,6 +64,7 @@ class FrozenReplica final : public v1::Rendezvous::Service {
     v1::AgentMessage msg;
     if (!stream->Read(&msg) || !msg.has_join()) return grpc::Status::OK;
     v1::ServerMessage ready;
+    ready.set_epoch(epoch_);
     ready.mutable_round_ready()->set_round(1);
     ready.mutable_round_ready()->set_lease_seq(msg.join().lease_seq());
     stream->Write(ready);
@@ -74,31 +78,8 @@ class FrozenReplica final : public v1::Rendezvous::Service {
   }
 
  private:
-  absl::Notification joined_;
-};
-
-// Answers the Join with a RoundReady of leadership `epoch`, then reads until
-// the client goes away: a replica as the agent sees one after a failover.
-class EpochReplica final : public v1::Rendezvous::Service {
- public:
-  explicit EpochReplica(int64_t epoch) : epoch_(epoch) {}
-  grpc::Status Session(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::ServerMessage, v1::AgentMessage>* stream)
-      override {
-    v1::AgentMessage msg;
-    if (!stream->Read(&msg) || !msg.has_join()) return grpc::Status::OK;
-    v1::ServerMessage ready;
-    ready.set_epoch(epoch_);
-    ready.mutable_round_ready()->set_round(1);
-    stream->Write(ready);
-    while (stream->Read(&msg) && !context->IsCancelled()) {
-    }
-    return grpc::Status::OK;
-  }
-
- private:
   const int64_t epoch_;
+  absl::Notification joined_;
 };
 
 class ReplicaClientTest : public ::testing::Test {
@@ -259,10 +240,10 @@ TEST_F(ReplicaClientTest, ASilentLeaderIsGivenUpAndTriedLast) {
 // message is not acted on, the session ends UNAVAILABLE naming both epochs,
 // and the replica is tried last. A newer epoch is taken and remembered.
 TEST_F(ReplicaClientTest, AMessageOfAnOlderEpochIsIgnoredAndEndsTheSession) {
-  EpochReplica old_leader(5);
+  FrozenReplica old_leader(5);
   testing::LoopbackService old_at = testing::ServeOnLoopback(&old_leader);
   ASSERT_NE(old_at.server, nullptr);
-  EpochReplica new_leader(12);
+  FrozenReplica new_leader(12);
   testing::LoopbackService new_at = testing::ServeOnLoopback(&new_leader);
   ASSERT_NE(new_at.server, nullptr);
 
