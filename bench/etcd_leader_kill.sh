@@ -10,7 +10,9 @@
 #              gap of N ms"); "-" when no renewal failed or was late
 #   shut       how long its leadership was unconfirmed (the gate shut: nothing acted on)
 #   moved      whether musterd's leadership changed hands (PREFIX/leader's create revision)
-# musterd's leadership must move 0 times: a lost etcd member changes nothing a job sees.
+# musterd's leadership must move 0 times: a lost etcd member changes nothing a job sees. A job
+# of 2 agents x 2 workers (`muster --rdzv-endpoint=R1,R2,R3`) runs through every run; its
+# workers must start once each (4 starts) and both agents exit 0 at the end (JOB=0: no job).
 #
 #   bash bench/etcd_leader_kill.sh [RUNS]      (default 20; REPLICAS=2|3, BUSY=2 busy loops)
 #   MUSTERD_ARGS="--election-ttl=2s" bash bench/etcd_leader_kill.sh 20
@@ -21,10 +23,12 @@ cd "$(dirname "$0")/.."
 runs=${1:-20}
 replicas=${REPLICAS:-3}
 busy=${BUSY:-2}
+job=${JOB:-1}
 settle=${SETTLE:-2}
 root=$PWD
 musterd=$root/build/bin/musterd
-for b in "$musterd" /usr/bin/etcd /usr/bin/curl; do
+muster=$root/build/bin/muster
+for b in "$musterd" "$root/build/bin/muster" /usr/bin/etcd /usr/bin/curl; do
   [[ -x $b ]] || { echo "missing $b (cmake --build build --target musterd; etcd-server, curl)" >&2; exit 1; }
 done
 work=$(mktemp -d)
@@ -98,6 +102,29 @@ any_member() { local i; for i in 0 1 2; do healthy "$i" && { echo "$i"; return; 
 for _ in $(seq 150); do [[ $(musterd_leader "$(any_member)") != none ]] && grep -q " leads: loaded" "$work"/musterd*.log && break; sleep 0.2; done
 grep -q " leads: loaded" "$work"/musterd*.log || { echo "no musterd leads: $(tail -3 "$work"/musterd*.log)" >&2; exit 1; }
 
+# The job: 2 agents x 2 workers that log each start and run until the finish file appears.
+starts=$work/starts
+finish=$work/finish
+agents=()
+if ((job)); then
+  rdzv=""
+  for r in $(seq 0 $((replicas - 1))); do rdzv+="${rdzv:+,}127.0.0.1:${port[$r]}"; done
+  cat >"$work/worker.sh" <<WORKER
+#!/bin/bash
+echo "start \$RANK \$\$" >>"$starts"
+while [ ! -e "$finish" ]; do sleep 0.1; done
+WORKER
+  chmod +x "$work/worker.sh"
+  for a in 0 1; do
+    setsid env -u RANK -u WORLD_SIZE "$muster" --nnodes=2 --nproc-per-node=2 --max-restarts=0 \
+      --rdzv-endpoint="$rdzv" --rdzv-id=etcdkill --no-python "$work/worker.sh" >>"$work/agent$a.log" 2>&1 &
+    agents+=($!)
+    pids+=($!)
+  done
+  for _ in $(seq 300); do [[ -f $starts ]] && (($(wc -l <"$starts") >= 4)) && break; sleep 0.2; done
+  [[ -f $starts ]] && (($(wc -l <"$starts") >= 4)) || { echo "the job did not start: $(tail -5 "$work"/agent*.log)" >&2; exit 1; }
+fi
+
 # The load: busy loops on every core the machine has (2 here), as the issue's runs had.
 for _ in $(seq "$busy"); do
   setsid bash -c 'while :; do :; done' &
@@ -152,6 +179,16 @@ for run in $(seq "$runs"); do
   printf '%-4s %-8s %10s %10s %10s %-6s\n' "$run" "e$l" "$etcd_ms" "$gap" "$shut" "$moved" >&2
 done
 
+worker_starts=- agents_ok=-
+if ((job)); then
+  worker_starts=$(wc -l <"$starts")
+  touch "$finish"
+  agents_ok=0
+  for a in "${agents[@]}"; do
+    if wait "$a"; then agents_ok=$((agents_ok + 1)); fi
+  done
+fi
+
 stat() {  # column -> "median | p95 | max" over numeric values ("-" counts as 0 for gap/shut)
   awk -v k="$1" '$k != "cap" { print ($k == "-" ? 0 : $k) }' "$results" | sort -g | awk '{ v[NR] = $1 } END {
     n = NR; if (n == 0) { printf "- | - | -"; exit }
@@ -177,4 +214,7 @@ mkdir -p bench/results
   echo "| musterd: leadership unconfirmed (gate shut) | $(stat 5) |"
   echo
   echo "musterd's leadership moved $(awk '$6 == "yes"' "$results" | wc -l) times in $runs runs."
+  if ((job)); then
+    echo "The job (2 agents x 2 workers) through all runs: $worker_starts worker starts (4 = none restarted), $agents_ok of 2 agents exited 0."
+  fi
 } | tee "$out"
