@@ -538,8 +538,8 @@ void SessionStream::Disconnect() {
                           "leadership: its node is left to its rejoin or its "
                           "heartbeat timeout";
     }
-    absl::MutexLock lock(&events_mu_);
-    told_gone_ = true;
+    // told_gone_ stays false: what this stream sent before it ended and is
+    // held is still acted on when replayed.
     return;
   }
   auto tell = [self = shared_from_this()] {

@@ -202,10 +202,11 @@ class SessionStream final : public AgentChannel,
 
   // Event order towards the Coordinator: nothing after its OnDisconnect.
   // `ended_`: the stream ended (Disconnect ran); `told_gone_`: the
-  // Coordinator was told so (at once, or when the FencedInbox replays it), or
-  // never will be because the stream ended while the leadership was
-  // unconfirmed (its node is then left to its heartbeat timeout, or to its
-  // own rejoin: a paused leader decides nothing by its own clock).
+  // Coordinator was told so (at once, or when the FencedInbox replays it).
+  // A stream that ended while the leadership was unconfirmed is never told
+  // (its node is left to its heartbeat timeout, or to its own rejoin: a
+  // paused leader decides nothing by its own clock), and what it sent before
+  // is still acted on.
   absl::Mutex events_mu_;
   bool joined_ ABSL_GUARDED_BY(events_mu_) = false;
   bool ended_ ABSL_GUARDED_BY(events_mu_) = false;

@@ -216,6 +216,29 @@ TEST_F(FencingTest, AnEventHeldWhileUnconfirmedIsActedOnOnceConfirmed) {
   }
 }
 
+// What a stream sent before it ended while the leadership was unconfirmed
+// is held too, and acted on once confirmed; its end is not.
+TEST_F(FencingTest, WhatAStreamSentBeforeItEndedIsStillActedOn) {
+  Unconfirm();
+  v1::AgentMessage failed;
+  failed.mutable_workers_failed()->set_round(ready_[2].round());
+  v1::WorkerFailure* f = failed.mutable_workers_failed()->add_failures();
+  f->set_local_rank(0);
+  f->set_exit_code(7);
+  ASSERT_TRUE(agents_[2]->Send(failed));
+  absl::SleepFor(absl::Milliseconds(200));  // (delivered, then the end)
+  agents_[2]->Cancel();
+  absl::SleepFor(kQuiet);
+  EXPECT_EQ(agents_[0]->Count(v1::ServerMessage::kJobFailed), 0);
+
+  Confirm();
+  auto verdict =
+      agents_[0]->Await(v1::ServerMessage::kJobFailed, absl::Seconds(10));
+  ASSERT_TRUE(verdict.has_value()) << "the held failure was dropped";
+  EXPECT_THAT(verdict->job_failed().root_cause(),
+              ::testing::HasSubstr("exited with code 7"));
+}
+
 // A standby acts on nothing either, but refuses at once (it will not lead
 // again in this process): its streams end naming no decision.
 TEST_F(FencingTest, AStandbyEndsItsStreamsWithoutLosingNodes) {
