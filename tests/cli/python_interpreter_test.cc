@@ -31,9 +31,9 @@ std::string FakeInstall(bool with_package) {
 
 TEST(MusterPythonDirTest, FindsThePackageNextToTheLauncher) {
   const std::string dir = FakeInstall(true);
-  EXPECT_EQ(MusterPythonDir(dir + "/bin/muster"),
-            std::filesystem::weakly_canonical(dir).string() +
-                "/lib/muster/python");
+  EXPECT_EQ(
+      MusterPythonDir(dir + "/bin/muster"),
+      std::filesystem::weakly_canonical(dir).string() + "/lib/muster/python");
   EXPECT_EQ(MusterPythonDir(FakeInstall(false) + "/bin/muster"), "");
   EXPECT_EQ(MusterPythonDir(""), "");
 }
@@ -55,12 +55,12 @@ TEST(WorkerPythonPathTest, AddsThePackageWhenPythonDoesNotFindIt) {
 TEST(WorkerPythonPathTest, ProgramsNotRunThroughPythonGetIt) {
   // --no-python python3 train.py: no interpreter to ask, and the directory
   // holds only muster, so adding it cannot shadow anything.
-  EXPECT_EQ(WorkerPythonPath(std::nullopt, "/usr/lib/muster/python", false,
-                             false),
-            "/usr/lib/muster/python");
-  EXPECT_EQ(WorkerPythonPath(std::nullopt, "/usr/lib/muster/python", false,
-                             true),
-            "/usr/lib/muster/python");
+  EXPECT_EQ(
+      WorkerPythonPath(std::nullopt, "/usr/lib/muster/python", false, false),
+      "/usr/lib/muster/python");
+  EXPECT_EQ(
+      WorkerPythonPath(std::nullopt, "/usr/lib/muster/python", false, true),
+      "/usr/lib/muster/python");
 }
 
 TEST(ResolvePythonTest, TellsWhetherThePackageIsFound) {

@@ -42,28 +42,12 @@ namespace {
 
 constexpr const char* kPrefix = "mdoc";
 
-// Removes namespaces that a killed run of these tests left behind.
-void RemoveStale() {
-  std::string out;
-  if (RunCommand({"ip", "netns", "list"}, &out, absl::Seconds(10)) != 0) return;
-  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    absl::string_view name = line.substr(0, line.find(' '));
-    absl::string_view rest = name;
-    if (!absl::ConsumePrefix(&rest, kPrefix)) continue;
-    int pid = 0;
-    if (!absl::SimpleAtoi(rest.substr(0, rest.find('_')), &pid)) continue;
-    if (pid == getpid() || ProcessAlive(pid)) continue;
-    RunCommand({"ip", "netns", "del", std::string(name)}, nullptr,
-               absl::Seconds(10));
-  }
-}
-
 std::string Probe() {
   if (geteuid() != 0) return "not root";
   for (const char* tool : {"ip", "iptables"}) {
     if (ToolPath(tool).empty()) return absl::StrCat("no ", tool, " command");
   }
-  RemoveStale();
+  RemoveStaleNetns(kPrefix);
   auto pair = NetnsPair::Create();
   if (!pair.ok()) return std::string(pair.status().message());
   std::string out;
@@ -73,6 +57,21 @@ std::string Probe() {
 }
 
 }  // namespace
+
+void RemoveStaleNetns(const std::string& prefix) {
+  std::string out;
+  if (RunCommand({"ip", "netns", "list"}, &out, absl::Seconds(10)) != 0) return;
+  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
+    absl::string_view name = line.substr(0, line.find(' '));
+    absl::string_view rest = name;
+    if (!absl::ConsumePrefix(&rest, prefix)) continue;
+    int pid = 0;
+    if (!absl::SimpleAtoi(rest.substr(0, rest.find('_')), &pid)) continue;
+    if (pid == getpid() || ProcessAlive(pid)) continue;
+    RunCommand({"ip", "netns", "del", std::string(name)}, nullptr,
+               absl::Seconds(10));
+  }
+}
 
 std::string NetnsUnavailable() {
   static const std::string* reason = new std::string(Probe());

@@ -36,6 +36,11 @@ int RunCommand(std::vector<std::string> argv, std::string* output = nullptr,
 // can. Tries once and caches the answer.
 std::string NetnsUnavailable();
 
+// Removes the network namespaces named `prefix`<pid>_... whose process <pid>
+// is gone (a killed run of a test left them): their addresses would collide
+// with this run's. Best effort; each `ip` call is bounded.
+void RemoveStaleNetns(const std::string& prefix);
+
 class NetnsPair {
  public:
   static absl::StatusOr<std::unique_ptr<NetnsPair>> Create();

@@ -23,23 +23,6 @@ absl::Status Run(const std::vector<std::string>& argv) {
       absl::StrCat(absl::StrJoin(argv, " "), " exited ", rc, ": ", out));
 }
 
-// Removes the spokes of a run whose process is gone: their addresses would
-// collide with this run's.
-void RemoveStale() {
-  std::string out;
-  if (RunCommand({"ip", "netns", "list"}, &out, absl::Seconds(10)) != 0) return;
-  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    absl::string_view name = line.substr(0, line.find(' '));
-    absl::string_view rest = name;
-    if (!absl::ConsumePrefix(&rest, kPrefix)) continue;
-    int pid = 0;
-    if (!absl::SimpleAtoi(rest.substr(0, rest.find('_')), &pid)) continue;
-    if (pid == getpid() || ProcessAlive(pid)) continue;
-    RunCommand({"ip", "netns", "del", std::string(name)}, nullptr,
-               absl::Seconds(10));
-  }
-}
-
 }  // namespace
 
 std::string NetnsStar::SpokeAddr(int i) {
@@ -53,7 +36,7 @@ absl::StatusOr<std::unique_ptr<NetnsStar>> NetnsStar::Create(int spokes) {
     return absl::InvalidArgumentError(
         absl::StrCat("NetnsStar: ", spokes, " spokes (1 to 200)"));
   }
-  RemoveStale();
+  RemoveStaleNetns(kPrefix);
   std::unique_ptr<NetnsStar> star(new NetnsStar());
   for (int i = 0; i < spokes; ++i) {
     const std::string ns = absl::StrCat(kPrefix, getpid(), "_", i);
