@@ -48,6 +48,7 @@
 #include "gloo/types.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
+#include "muster/platform/env.h"
 
 namespace muster::comm::internal {
 
@@ -136,7 +137,7 @@ constexpr size_t kDirectBudgetBytes = 1 << 20;
 
 size_t DirectMaxBytes() {
   size_t limit = 128 << 10;
-  if (const char* env = std::getenv("MUSTER_GLOO_SYNC_BYTES")) {
+  if (const char* env = platform::NonEmptyEnv("MUSTER_GLOO_SYNC_BYTES")) {
     uint64_t value = 0;
     if (absl::SimpleAtoi(env, &value)) {
       limit = std::min<size_t>(value, limit);
