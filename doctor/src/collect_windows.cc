@@ -1,7 +1,7 @@
 // The Windows collector's logic: portable (it calls the OS only through
 // platform::Net and platform::ToolRunner), so the Linux tests drive it over
-// fakes fed with recorded netsh output; doctor/windows/ hands it the real
-// ones. netsh is asked in English terms and answers in the display
+// fakes fed with recorded netsh output; system_collector_windows.cc hands it
+// the real ones. netsh is asked in English terms and answers in the display
 // language: the checks read English output only and report anything else
 // as unknown.
 #include <fstream>

@@ -1,8 +1,9 @@
 // Collectors gather the host's facts for a Plan: the Linux one
-// (doctor/posix/) and the Windows one (doctor/src/collect_windows.cc, made
-// the system's by doctor/windows/). Both read the network through platform::Net
-// and run firewall tools through platform::ToolRunner, so tests can hand them
-// fakes.
+// (doctor/src/collect_linux.cc) and the Windows one
+// (doctor/src/collect_windows.cc, made the system's by
+// doctor/src/system_collector_windows.cc). Both read the network through
+// platform::Net and run firewall tools through platform::ToolRunner, so tests
+// can hand them fakes.
 #ifndef MUSTER_DOCTOR_COLLECTOR_H_
 #define MUSTER_DOCTOR_COLLECTOR_H_
 
@@ -32,7 +33,7 @@ struct LinuxCollectorOptions {
   bool gpu = true;  // load libcuda/libnccl and look
   std::string hosts_file = "/etc/hosts";
 };
-// The Linux collector (doctor/posix/linux_collector.cc; not on Windows).
+// The Linux collector (doctor/src/collect_linux.cc; not on Windows).
 // `net` and `tools` must outlive it.
 std::unique_ptr<Collector> NewLinuxCollector(
     platform::Net& net, platform::ToolRunner& tools,
