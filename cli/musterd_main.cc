@@ -176,7 +176,7 @@ const MusterdFlag kMusterdFlags[] = {
     {"--listen", "HOST:PORT to listen on; port 0 picks a free port",
      [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
        a.add_option(n, f->listen, h)->capture_default_str(); }},
-    {"--http-listen", "HOST:PORT for /healthz, /readyz and /metrics (Prometheus); off unless given",
+    {"--http-listen", "HOST:PORT for /healthz, /readyz, /metrics (Prometheus) and the console API /api/v1/ (docs/console.md); off unless given",
      [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
        a.add_option(n, f->http_listen, h); }},
     {"--port-file", "write the bound port to this file once serving (useful with port 0)",
@@ -423,7 +423,7 @@ int Serve(const muster::rendezvous::ServerOptions& options,
                    << (options.require_token ? ", job tokens required" : "");
   WarnWhenExposed(options);
   if ((*server)->http_port() != 0) {
-    MUSTER_LOG(INFO) << "musterd serving /healthz, /readyz, /metrics on port "
+    MUSTER_LOG(INFO) << "musterd serving /healthz, /readyz, /metrics, /api/v1/ on port "
                      << (*server)->http_port();
   }
   if (!port_file.empty()) {

@@ -11,10 +11,10 @@
 #include "absl/time/time.h"
 #include "cli/security_flags.h"
 #include "cli/subcommand.h"
-#include "google/protobuf/util/json_util.h"
 #include "muster/agent/exit_codes.h"
 #include "muster/common/duration.h"
 #include "muster/rendezvous/client.h"
+#include "muster/rendezvous/status_json.h"
 
 namespace muster::cli {
 namespace {
@@ -136,13 +136,7 @@ int RunStatus(const std::vector<std::string>& args,
                : agent::kExitUnavailable;
   }
   if (json) {
-    std::string text;
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.always_print_primitive_fields = true;
-    options.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(*status, &text, options);
-    std::fputs(text.c_str(), stdout);
+    std::fputs(rendezvous::StatusJson(*status).c_str(), stdout);
   } else {
     std::fputs(FormatStatus(*status, server.endpoint).c_str(), stdout);
   }

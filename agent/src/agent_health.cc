@@ -13,11 +13,11 @@ absl::StatusOr<std::unique_ptr<AgentHealth>> AgentHealth::Start(
   auto server = HttpServer::Start(
       absl::StrCat("0.0.0.0:", port),
       {{"/healthz",
-        [] {
+        [](const HttpRequest&) {
           return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
         }},
-       {"/readyz", [h] { return h->Ready(); }},
-       {"/metrics", [h] { return h->Metrics(); }}});
+       {"/readyz", [h](const HttpRequest&) { return h->Ready(); }},
+       {"/metrics", [h](const HttpRequest&) { return h->Metrics(); }}});
   if (!server.ok()) return server.status();
   health->server_ = *std::move(server);
   return health;

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "muster/common/net.h"
@@ -18,13 +20,34 @@ void InitCivetwebOnce() {
   std::call_once(once, [] { mg_init_library(0); });
 }
 
-void Send(mg_connection* conn, const HttpResponse& r) {
+void Send(mg_connection* conn, const HttpResponse& r, bool head) {
+  std::string extra;
+  for (const auto& [name, value] : r.headers) {
+    absl::StrAppend(&extra, name, ": ", value, "\r\n");
+  }
+  // nosniff: a body is what its Content-Type says (a worker's error text in
+  // a JSON answer never runs as a page); no Referer leaks a console URL.
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-            "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+            "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+            "Referrer-Policy: no-referrer\r\n%sConnection: close\r\n\r\n",
             r.status, mg_get_response_code_text(conn, r.status),
-            r.content_type.c_str(), r.body.size());
-  mg_write(conn, r.body.data(), r.body.size());
+            r.content_type.c_str(), r.body.size(), extra.c_str());
+  if (!head) mg_write(conn, r.body.data(), r.body.size());
+}
+
+HttpRequest RequestOf(const mg_request_info* info) {
+  HttpRequest request;
+  request.method = info->request_method != nullptr ? info->request_method : "";
+  request.path = info->local_uri != nullptr ? info->local_uri : "/";
+  request.query = info->query_string != nullptr ? info->query_string : "";
+  for (int i = 0; i < info->num_headers; ++i) {
+    if (info->http_headers[i].name == nullptr) continue;
+    request.headers[absl::AsciiStrToLower(info->http_headers[i].name)] =
+        info->http_headers[i].value != nullptr ? info->http_headers[i].value
+                                               : "";
+  }
+  return request;
 }
 
 }  // namespace
@@ -34,21 +57,49 @@ struct HttpServer::Impl {
   mg_context* ctx = nullptr;
   int port = 0;
 
+  // The exact route, else the longest prefix route ("/a/b/" serves
+  // "/a/b/c"); nullptr when none.
+  const HttpHandler* Find(const std::string& path) const {
+    auto it = routes.find(path);
+    if (it != routes.end()) return &it->second;
+    const HttpHandler* best = nullptr;
+    size_t best_length = 0;
+    for (const auto& [route, handler] : routes) {
+      if (route.size() > 1 && route.back() == '/' &&
+          absl::StartsWith(path, route) && route.size() > best_length) {
+        best = &handler;
+        best_length = route.size();
+      }
+    }
+    return best;
+  }
+
   static int Handle(mg_connection* conn, void* data) {
     auto* self = static_cast<Impl*>(data);
-    const mg_request_info* info = mg_get_request_info(conn);
-    std::string path = info->local_uri != nullptr ? info->local_uri : "/";
-    auto it = self->routes.find(path);
-    if (it == self->routes.end()) {
+    const HttpRequest request = RequestOf(mg_get_request_info(conn));
+    const bool head = request.method == "HEAD";
+    if (request.method != "GET" && !head) {
+      Send(conn,
+           {405,
+            "text/plain; charset=utf-8",
+            absl::StrCat(request.method, " is not served here: GET only\n"),
+            {{"Allow", "GET, HEAD"}}},
+           false);
+      return 405;
+    }
+    const HttpHandler* handler = self->Find(request.path);
+    if (handler == nullptr) {
       std::vector<std::string> paths;
       for (const auto& [p, unused] : self->routes) paths.push_back(p);
-      Send(conn, {404, "text/plain; charset=utf-8",
-                  absl::StrCat("no such path: ", path, "; try ",
-                               absl::StrJoin(paths, ", "), "\n")});
+      Send(conn,
+           {404, "text/plain; charset=utf-8",
+            absl::StrCat("no such path: ", request.path, "; try ",
+                         absl::StrJoin(paths, ", "), "\n")},
+           head);
       return 404;
     }
-    HttpResponse r = it->second();
-    Send(conn, r);
+    HttpResponse r = (*handler)(request);
+    Send(conn, r, head);
     return r.status;
   }
 };

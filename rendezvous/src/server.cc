@@ -18,6 +18,7 @@
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/platform/clock.h"
+#include "rendezvous/src/console_api.h"
 #include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/metrics.h"
@@ -337,15 +338,15 @@ class RendezvousServer::Impl {
   }
 
   // /healthz: the process serves. /readyz: it takes new work (503 while
-  // draining). /metrics.
+  // draining). /metrics. /api/v1/...: the console API (console_api.h).
   std::map<std::string, HttpHandler> HttpRoutes() {
     return {
         {"/healthz",
-         [] {
+         [](const HttpRequest&) {
            return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
          }},
         {"/readyz",
-         [this] {
+         [this](const HttpRequest&) {
            if (draining_.load()) {
              return HttpResponse{503, "text/plain; charset=utf-8",
                                  "draining\n"};
@@ -359,9 +360,13 @@ class RendezvousServer::Impl {
            return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
          }},
         {"/metrics",
-         [this] {
+         [this](const HttpRequest&) {
            return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                                metrics_.Render(coordinator_, store_)};
+         }},
+        {kConsoleApiPrefix,
+         [this](const HttpRequest& request) {
+           return console_.Serve(request);
          }},
     };
   }
@@ -436,6 +441,7 @@ class RendezvousServer::Impl {
   Coordinator coordinator_;
   SessionService session_service_;
   StoreService store_service_;
+  ConsoleApi console_{&coordinator_, &auth_, &gate_};
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

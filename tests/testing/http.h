@@ -9,7 +9,14 @@ namespace muster::testing {
 
 // The whole response (status line, headers, body) of GET `path` at
 // 127.0.0.1:`port`, or "" when nothing answered. Waits at most 5 s for data.
-std::string HttpGet(int port, const std::string& path);
+// `headers`: more request header lines, each ending in "\r\n".
+std::string HttpGet(int port, const std::string& path,
+                    const std::string& headers = "");
+
+// The status code of a response HttpGet returned (0 when none).
+int HttpStatusCode(const std::string& response);
+// The body of a response HttpGet returned (after the blank line).
+std::string HttpBody(const std::string& response);
 
 }  // namespace muster::testing
 

@@ -1,0 +1,148 @@
+#include "rendezvous/src/console_api.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "muster/rendezvous/status_json.h"
+#include "nlohmann/json.hpp"
+#include "rendezvous/src/leader_gate.h"
+#include "rendezvous/src/status_page.h"
+
+namespace muster::rendezvous {
+namespace {
+
+constexpr char kJson[] = "application/json; charset=utf-8";
+
+int HttpStatusOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kFailedPrecondition:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+// The message is built by musterd (it names the job and the fix, never a
+// secret); nlohmann escapes it as JSON.
+HttpResponse Error(const absl::Status& status) {
+  const int code = HttpStatusOf(status);
+  nlohmann::json body = {
+      {"error", {{"code", code}, {"message", std::string(status.message())}}}};
+  HttpResponse r{code, kJson, body.dump(2) + "\n"};
+  if (code == 401) {
+    r.headers.push_back({"WWW-Authenticate", "Bearer realm=\"musterd\""});
+  }
+  return r;
+}
+
+// The request's credential: the Authorization header's. Browsers and curl
+// send one value; an empty header counts as none.
+Credential CredentialOf(const HttpRequest& request) {
+  const std::string value = request.Header("authorization");
+  if (value.empty()) return Credential();
+  return ParseAuthorization(&value, 1);
+}
+
+const char* const kStates[] = {"OPEN", "RUNNING", "SUCCEEDED", "FAILED"};
+
+}  // namespace
+
+HttpResponse ConsoleApi::Serve(const HttpRequest& request) const {
+  // A standby replica knows no jobs: say which replica leads.
+  if (gate_ != nullptr && !gate_->serving()) return Error(gate_->Check());
+  const Credential credential = CredentialOf(request);
+  if (credential.kind == Credential::Kind::kMalformed) {
+    return Error(absl::UnauthenticatedError(
+        "the Authorization header is not \"Bearer TOKEN\": send musterd's "
+        "admin token or the job's token as a bearer token"));
+  }
+  const std::string rest = request.path.substr(sizeof(kConsoleApiPrefix) - 1);
+  if (rest == "jobs") return Jobs(request, credential);
+  if (absl::StartsWith(rest, "jobs/") && rest.size() > 5) {
+    return Job(rest.substr(5), credential);
+  }
+  return Error(absl::NotFoundError(absl::StrCat(
+      "no API at ", request.path, ": try /api/v1/jobs or /api/v1/jobs/<id>")));
+}
+
+HttpResponse ConsoleApi::Jobs(const HttpRequest& request,
+                              const Credential& credential) const {
+  v1::GetStatusRequest page;
+  const std::string size = request.QueryParam("page_size");
+  if (!size.empty()) {
+    int value = 0;
+    if (!absl::SimpleAtoi(size, &value)) {
+      return Error(absl::InvalidArgumentError(
+          absl::StrCat("page_size=", size, " is not a number: give 1 to ",
+                       kMaxStatusPageSize)));
+    }
+    page.set_page_size(value);
+  }
+  page.set_page_token(request.QueryParam("page_token"));
+  absl::StatusOr<StatusPageQuery> query = StatusPageQueryOf(page);
+  if (!query.ok()) return Error(query.status());
+
+  const std::string state = request.QueryParam("state");
+  if (!state.empty()) {
+    bool known = false;
+    for (const char* s : kStates) known = known || state == s;
+    if (!known) {
+      return Error(absl::InvalidArgumentError(
+          absl::StrCat("state=", state,
+                       " is not a job state: give OPEN, RUNNING, SUCCEEDED or "
+                       "FAILED")));
+    }
+  }
+  // Under --require-token nothing is shown to a caller without a token, not
+  // even that jobs exist.
+  if (credential.kind == Credential::Kind::kNone &&
+      auth_->policy().require_token) {
+    return Error(absl::UnauthenticatedError(
+        "musterd runs with --require-token: send the admin token (every job) "
+        "or a job's token (that job) as \"Authorization: Bearer TOKEN\""));
+  }
+  const std::string text = request.QueryParam("q");
+  query->visible = [this, &credential, &text](absl::string_view job_id) {
+    return absl::StrContains(job_id, text) &&
+           auth_->Check(credential, Access::kStatus, job_id).ok();
+  };
+  v1::GetStatusResponse out = coordinator_->StatusPage(*query);
+  if (!state.empty()) {
+    // The state is the Coordinator's to read, not the visibility filter's
+    // (it runs under the Coordinator's lock with the job id only): filter
+    // the page after, so a page may hold fewer than page_size jobs.
+    auto* jobs = out.mutable_jobs();
+    for (int i = jobs->size() - 1; i >= 0; --i) {
+      if (jobs->Get(i).state() != state) jobs->DeleteSubrange(i, 1);
+    }
+  }
+  out.set_server_version(MUSTER_VERSION);
+  return HttpResponse{200, kJson, StatusJson(out)};
+}
+
+HttpResponse ConsoleApi::Job(const std::string& job_id,
+                             const Credential& credential) const {
+  absl::Status allowed = auth_->Check(credential, Access::kStatus, job_id);
+  if (!allowed.ok()) return Error(allowed);
+  v1::GetStatusResponse out = coordinator_->Status(job_id);
+  if (out.jobs_size() == 0) {
+    return Error(absl::NotFoundError(
+        absl::StrCat("musterd knows no job '", job_id,
+                     "': it never joined, or it ended and was forgotten")));
+  }
+  return HttpResponse{200, kJson, StatusJson(out.jobs(0))};
+}
+
+}  // namespace muster::rendezvous
