@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "muster/common/embedded_file.h"
 #include "muster/rendezvous/status_json.h"
 #include "nlohmann/json.hpp"
 #include "rendezvous/src/leader_gate.h"
@@ -57,7 +58,36 @@ Credential CredentialOf(const HttpRequest& request) {
 
 const char* const kStates[] = {"OPEN", "RUNNING", "SUCCEEDED", "FAILED"};
 
+const char* ContentTypeOf(absl::string_view path) {
+  if (absl::EndsWith(path, ".js")) return "text/javascript; charset=utf-8";
+  if (absl::EndsWith(path, ".css")) return "text/css; charset=utf-8";
+  return "text/html; charset=utf-8";
+}
+
 }  // namespace
+
+// cmake/EmbedFiles.cmake writes them (rendezvous/CMakeLists.txt).
+extern const EmbeddedFile kConsoleFiles[];
+extern const size_t kConsoleFiles_count;
+
+HttpResponse ConsoleApi::ServePage(const HttpRequest& request) {
+  // Every path of the page is the one page; its script reads the path.
+  const std::string file = absl::StartsWith(request.path, kConsoleFilePrefix)
+                               ? request.path
+                               : std::string("/");
+  for (size_t i = 0; i < kConsoleFiles_count; ++i) {
+    if (file != kConsoleFiles[i].path) continue;
+    return HttpResponse{
+        200,
+        ContentTypeOf(file),
+        std::string(reinterpret_cast<const char*>(kConsoleFiles[i].data),
+                    kConsoleFiles[i].size),
+        {{"Content-Security-Policy", kConsoleContentSecurityPolicy},
+         {"X-Frame-Options", "DENY"}}};
+  }
+  return HttpResponse{404, "text/plain; charset=utf-8",
+                      absl::StrCat("no such file: ", request.path, "\n")};
+}
 
 HttpResponse ConsoleApi::Serve(const HttpRequest& request) const {
   // A standby replica knows no jobs: say which replica leads.

@@ -1,6 +1,13 @@
-// musterd's console API (/api/v1/...) on --http-listen: the Coordinator's
-// status as JSON, behind the same tokens as GetStatus. No transport here: the
-// HTTP server hands each request to these functions (server.cc wires them).
+// musterd's console on --http-listen: the page (/, /jobs/<id>, /console/*,
+// built into musterd from rendezvous/console/) and the API it reads
+// (/api/v1/...): the Coordinator's status as JSON, behind the same tokens as
+// GetStatus. No transport here: the HTTP server hands each request to these
+// functions (server.cc wires them).
+//
+// The page holds no data: it is served to anyone, and asks the API (with the
+// token the user signs in with) for everything it shows. It runs under a
+// strict Content-Security-Policy: scripts, styles and requests from musterd
+// itself only, no inline script, no framing.
 //
 //   GET /api/v1/jobs       one page of jobs (the GetStatus page as JSON):
 //                          ?page_size=N (1..10000, default 1000)
@@ -29,6 +36,14 @@ class LeaderGate;
 
 // The prefix the console API is served under.
 inline constexpr char kConsoleApiPrefix[] = "/api/v1/";
+// The page's routes besides "/".
+inline constexpr char kConsoleJobPrefix[] = "/jobs/";
+inline constexpr char kConsoleFilePrefix[] = "/console/";
+// The policy every page answer carries.
+inline constexpr char kConsoleContentSecurityPolicy[] =
+    "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'";
 
 class ConsoleApi {
  public:
@@ -39,6 +54,9 @@ class ConsoleApi {
 
   // Any path under kConsoleApiPrefix. Thread-safe.
   HttpResponse Serve(const HttpRequest& request) const;
+  // The page: "/", "/jobs/<id>" (the same page; it reads the path) and
+  // "/console/<file>". Thread-safe.
+  static HttpResponse ServePage(const HttpRequest& request);
 
  private:
   HttpResponse Jobs(const HttpRequest& request,

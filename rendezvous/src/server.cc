@@ -368,6 +368,9 @@ class RendezvousServer::Impl {
          [this](const HttpRequest& request) {
            return console_.Serve(request);
          }},
+        {"/", &ConsoleApi::ServePage},
+        {kConsoleJobPrefix, &ConsoleApi::ServePage},
+        {kConsoleFilePrefix, &ConsoleApi::ServePage},
     };
   }
 

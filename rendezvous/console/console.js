@@ -1,0 +1,172 @@
+// musterd's console: a page over the JSON API (/api/v1/, docs/console.md).
+// Every text that comes from the server (job ids, host names, failures) is
+// set as textContent, never as markup; the token lives in this tab's
+// sessionStorage and leaves it only as an Authorization header.
+'use strict';
+
+const TOKEN_KEY = 'muster-token';
+const REFRESH_MS = 1000;
+
+const $ = (id) => document.getElementById(id);
+
+let pageToken = '';     // the page of the jobs table shown now ('' = first)
+let nextToken = '';     // the page after it
+let timer = null;
+
+function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
+
+function cell(row, text, className) {
+  const td = document.createElement('td');
+  td.textContent = text;
+  if (className) td.className = className;
+  row.appendChild(td);
+  return td;
+}
+
+function show(section) {
+  for (const id of ['signin', 'cluster', 'job']) $(id).hidden = id !== section;
+}
+
+// GET an API path; resolves to the JSON, or null after showing sign-in (401).
+async function api(path) {
+  const headers = {};
+  if (token()) headers['Authorization'] = 'Bearer ' + token();
+  const r = await fetch(path, {headers, cache: 'no-store', credentials: 'omit'});
+  const body = await r.json().catch(() => ({}));
+  if (r.status === 401) {
+    const refused = token() !== '';
+    sessionStorage.removeItem(TOKEN_KEY);
+    show('signin');
+    const why = (body.error && body.error.message) || 'a token is needed';
+    $('signin-error').textContent = refused ? 'Refused: ' + why : '';
+    $('signout').hidden = true;
+    return null;
+  }
+  if (!r.ok) {
+    throw new Error((body.error && body.error.message) || ('HTTP ' + r.status));
+  }
+  return body;
+}
+
+function nodesOf(job) {
+  const n = (job.members || []).length + Number(job.members_omitted || 0);
+  return n + ' of ' + job.min_nodes + ':' + job.max_nodes;
+}
+
+function ranksOf(peer) {
+  const first = Number(peer.rank_offset || 0);
+  const n = Number(peer.local_world_size || 0);
+  return n <= 1 ? String(first) : first + '-' + (first + n - 1);
+}
+
+async function renderCluster() {
+  const params = new URLSearchParams();
+  params.set('page_size', '100');
+  if (pageToken) params.set('page_token', pageToken);
+  if ($('q').value) params.set('q', $('q').value);
+  if ($('state').value) params.set('state', $('state').value);
+  const data = await api('/api/v1/jobs?' + params.toString());
+  if (data === null) return;
+  show('cluster');
+  $('server').textContent = 'musterd ' + (data.server_version || '');
+  $('total').textContent = '(' + data.total_jobs + ')';
+  nextToken = data.next_page_token || '';
+  $('next').disabled = !nextToken;
+  $('first').disabled = !pageToken;
+  const body = document.createElement('tbody');
+  for (const job of data.jobs || []) {
+    const row = document.createElement('tr');
+    const link = document.createElement('a');
+    link.href = '/jobs/' + encodeURIComponent(job.job_id);
+    link.textContent = job.job_id;
+    cell(row, '').appendChild(link);
+    cell(row, job.state, 'state-' + String(job.state).toLowerCase());
+    cell(row, job.round);
+    cell(row, nodesOf(job));
+    cell(row, job.restart_count + ' of ' + job.max_restarts);
+    cell(row, job.last_failure || '', 'failure-cell');
+    body.appendChild(row);
+  }
+  $('jobs').replaceChild(body, $('jobs').tBodies[0]);
+}
+
+function peerRows(table, peers) {
+  const body = document.createElement('tbody');
+  for (const p of peers || []) {
+    const row = document.createElement('tr');
+    cell(row, p.node_id);
+    cell(row, p.hostname);
+    cell(row, p.advertised_addr);
+    cell(row, ranksOf(p));
+    body.appendChild(row);
+  }
+  table.replaceChild(body, table.tBodies[0]);
+}
+
+async function renderJob(id) {
+  const job = await api('/api/v1/jobs/' + encodeURIComponent(id));
+  if (job === null) return;
+  show('job');
+  $('job-title').textContent = 'Job ' + job.job_id;
+  const facts = $('job-facts');
+  facts.replaceChildren();
+  for (const [k, v] of [['state', job.state], ['round', job.round],
+                        ['nodes', nodesOf(job)],
+                        ['restarts', job.restart_count + ' of ' +
+                                     job.max_restarts]]) {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    facts.append(dt, dd);
+  }
+  $('job-failure').textContent = job.last_failure || 'none';
+  peerRows($('members'), job.members);
+  peerRows($('waiting'), job.waiting);
+}
+
+async function render() {
+  try {
+    const path = location.pathname;
+    if (path.startsWith('/jobs/')) {
+      await renderJob(decodeURIComponent(path.slice('/jobs/'.length)));
+    } else {
+      await renderCluster();
+    }
+    $('error').textContent = '';
+    $('live').classList.remove('stale');
+    $('signout').hidden = !token();
+  } catch (e) {
+    $('error').textContent = String(e.message || e);
+    $('live').classList.add('stale');
+  }
+}
+
+// Live: one refresh a second while the tab is visible, never two at once.
+function schedule() {
+  clearTimeout(timer);
+  timer = setTimeout(async () => {
+    if (!document.hidden && $('signin').hidden) await render();
+    schedule();
+  }, REFRESH_MS);
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('signin-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $('token').value.trim());
+    $('token').value = '';
+    $('signin-error').textContent = '';
+    render();
+  });
+  $('signout').addEventListener('click', () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    render();
+  });
+  $('filter').addEventListener('input', () => { pageToken = ''; render(); });
+  $('filter').addEventListener('submit', (e) => e.preventDefault());
+  $('next').addEventListener('click', () => { pageToken = nextToken; render(); });
+  $('first').addEventListener('click', () => { pageToken = ''; render(); });
+  render();
+  schedule();
+});
