@@ -7,8 +7,8 @@
 #include "cli/security_flags.h"
 #include "cli/subcommand.h"
 #include "muster/agent/exit_codes.h"
-#include "muster/agent/stack_groups.h"
 #include "muster/common/duration.h"
+#include "muster/rendezvous/stack_groups.h"
 #include "muster/rendezvous/stacks_client.h"
 
 namespace muster::cli {
@@ -76,11 +76,12 @@ int RunStacks(const std::vector<std::string>& args,
   const std::vector<std::string> missing(answer->missing().begin(),
                                          answer->missing().end());
   if (json) {
-    std::fputs(
-        (agent::StackGroupsJson(job, ranks, missing).dump(2) + "\n").c_str(),
-        stdout);
+    std::fputs((rendezvous::StackGroupsJson(job, ranks, missing).dump(2) + "\n")
+                   .c_str(),
+               stdout);
   } else {
-    std::fputs(agent::FormatStackGroups(job, ranks, missing).c_str(), stdout);
+    std::fputs(rendezvous::FormatStackGroups(job, ranks, missing).c_str(),
+               stdout);
   }
   return missing.empty() ? 0 : agent::kExitJobFailed;
 }

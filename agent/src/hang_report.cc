@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "muster/agent/stack_groups.h"
 #include "muster/common/logging.h"
+#include "muster/rendezvous/stack_groups.h"
 
 namespace muster::agent {
 
@@ -25,19 +25,20 @@ std::string WriteHangReport(StackCapturer& capturer, const std::string& job,
                              "; the stacks of this "
                              "node's workers (rank",
                              hung_ranks.size() == 1 ? " " : "s ",
-                             RankRanges(hung_ranks),
+                             rendezvous::RankRanges(hung_ranks),
                              ") just before they were stopped")
               : absl::StrCat("rank", hung_ranks.size() == 1 ? " " : "s ",
-                             RankRanges(hung_ranks),
+                             rendezvous::RankRanges(hung_ranks),
                              " made no progress for --worker-timeout; the "
                              "stacks of this node's workers just before the "
                              "watchdog killed them");
-  std::string text = absl::StrCat("hang report: ", reason, ":\n",
-                                  FormatStackGroups(job, ranks, missing));
+  std::string text =
+      absl::StrCat("hang report: ", reason, ":\n",
+                   rendezvous::FormatStackGroups(job, ranks, missing));
   if (run_dir.empty()) return text;
   const std::string base =
       absl::StrCat(run_dir, "/hang_report_attempt_", attempt);
-  nlohmann::json json = StackGroupsJson(job, ranks, missing);
+  nlohmann::json json = rendezvous::StackGroupsJson(job, ranks, missing);
   json["hung_ranks"] = hung_ranks;
   json["trigger"] = musterd ? "musterd" : "watchdog";
   json["reason"] = reason;

@@ -1,7 +1,7 @@
 // The hang report: when --worker-timeout fires (the agent's watchdog, or
 // musterd's CaptureHang when no rank of the job progresses), the agent reads
 // every local worker's stacks before it kills the hung ones, groups them
-// (muster/agent/stack_groups.h) and writes the report into the job's log
+// (muster/rendezvous/stack_groups.h) and writes the report into the job's log
 // directory, hang_report_attempt_<n>.txt with hang_report_attempt_<n>.json
 // beside it; the failure summary then shows the grouped stacks.
 #ifndef MUSTER_AGENT_SRC_HANG_REPORT_H_

@@ -121,8 +121,67 @@ async function renderJob(id) {
     facts.append(dt, dd);
   }
   $('job-failure').textContent = job.last_failure || 'none';
+  $('job-failure').classList.toggle('none', !job.last_failure);
   peerRows($('members'), job.members);
   peerRows($('waiting'), job.waiting);
+}
+
+function rangesOf(ranks) {
+  const out = [];
+  for (let i = 0; i < ranks.length; i++) {
+    let j = i;
+    while (j + 1 < ranks.length && ranks[j + 1] === ranks[j] + 1) j++;
+    out.push(i === j ? String(ranks[i]) : ranks[i] + '-' + ranks[j]);
+    i = j;
+  }
+  return out.join(',');
+}
+
+// Asks musterd for the job's stacks now (it asks the agents) and shows them
+// grouped, the odd ones out first-class.
+async function captureStacks(id) {
+  $('stacks-button').disabled = true;
+  $('stacks-note').textContent = 'asking the agents...';
+  try {
+    const data = await api('/api/v1/jobs/' + encodeURIComponent(id) + '/stacks');
+    if (data === null) return;
+    const box = document.createElement('div');
+    for (const g of data.groups || []) {
+      const div = document.createElement('div');
+      div.className = 'group' + (g.odd_one_out ? ' odd' : '');
+      const h = document.createElement('h3');
+      h.textContent = 'ranks ' + rangesOf(g.ranks) + ' (' + g.ranks.length + ')' +
+          (g.odd_one_out ? ' — odd one out' : '') + (g.kind ? ' · ' + g.kind : '');
+      div.appendChild(h);
+      if (g.error) {
+        const p = document.createElement('p');
+        p.className = 'error';
+        p.textContent = g.error;
+        div.appendChild(p);
+      }
+      const ol = document.createElement('ol');
+      for (const f of g.frames || []) {
+        const li = document.createElement('li');
+        li.textContent = f;
+        ol.appendChild(li);
+      }
+      div.appendChild(ol);
+      box.appendChild(div);
+    }
+    for (const m of data.missing || []) {
+      const p = document.createElement('p');
+      p.className = 'error';
+      p.textContent = 'no answer: ' + m;
+      box.appendChild(p);
+    }
+    $('stacks').replaceChildren(box);
+    $('stacks-note').textContent = 'captured ' + new Date().toLocaleTimeString() +
+        ', innermost frame first';
+  } catch (e) {
+    $('stacks-note').textContent = String(e.message || e);
+  } finally {
+    $('stacks-button').disabled = false;
+  }
 }
 
 async function render() {
@@ -167,6 +226,11 @@ document.addEventListener('DOMContentLoaded', () => {
   $('filter').addEventListener('submit', (e) => e.preventDefault());
   $('next').addEventListener('click', () => { pageToken = nextToken; render(); });
   $('first').addEventListener('click', () => { pageToken = ''; render(); });
+  $('stacks-button').addEventListener('click', () => {
+    if (location.pathname.startsWith('/jobs/')) {
+      captureStacks(decodeURIComponent(location.pathname.slice('/jobs/'.length)));
+    }
+  });
   render();
   schedule();
 });

@@ -1,21 +1,29 @@
 #include "rendezvous/src/console_api.h"
 
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "muster/common/embedded_file.h"
+#include "muster/rendezvous/stack_groups.h"
 #include "muster/rendezvous/status_json.h"
 #include "nlohmann/json.hpp"
 #include "rendezvous/src/leader_gate.h"
+#include "rendezvous/src/stacks_relay.h"
 #include "rendezvous/src/status_page.h"
 
 namespace muster::rendezvous {
 namespace {
 
 constexpr char kJson[] = "application/json; charset=utf-8";
+// A page waits this long for the agents unless it asks otherwise.
+constexpr absl::Duration kConsoleStacksTimeout = absl::Seconds(5);
 
 int HttpStatusOf(const absl::Status& status) {
   switch (status.code()) {
@@ -30,6 +38,10 @@ int HttpStatusOf(const absl::Status& status) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kFailedPrecondition:
       return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
     default:
       return 500;
   }
@@ -101,7 +113,11 @@ HttpResponse ConsoleApi::Serve(const HttpRequest& request) const {
   const std::string rest = request.path.substr(sizeof(kConsoleApiPrefix) - 1);
   if (rest == "jobs") return Jobs(request, credential);
   if (absl::StartsWith(rest, "jobs/") && rest.size() > 5) {
-    return Job(rest.substr(5), credential);
+    std::string job = rest.substr(5);
+    if (absl::EndsWith(job, "/stacks") && job.size() > 7) {
+      return Stacks(job.substr(0, job.size() - 7), request, credential);
+    }
+    return Job(job, credential);
   }
   return Error(absl::NotFoundError(absl::StrCat(
       "no API at ", request.path, ": try /api/v1/jobs or /api/v1/jobs/<id>")));
@@ -173,6 +189,54 @@ HttpResponse ConsoleApi::Job(const std::string& job_id,
                      "': it never joined, or it ended and was forgotten")));
   }
   return HttpResponse{200, kJson, StatusJson(out.jobs(0))};
+}
+
+HttpResponse ConsoleApi::Stacks(const std::string& job_id,
+                                const HttpRequest& request,
+                                const Credential& credential) const {
+  if (stacks_ == nullptr) {
+    return Error(absl::UnimplementedError("this server relays no stacks"));
+  }
+  absl::Status allowed = auth_->Check(credential, Access::kStatus, job_id);
+  if (!allowed.ok()) return Error(allowed);
+  absl::Duration timeout = kConsoleStacksTimeout;
+  if (const std::string ms = request.QueryParam("timeout_ms"); !ms.empty()) {
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(ms, &value) || value < 1 ||
+        absl::Milliseconds(value) > kMaxStacksTimeout) {
+      return Error(absl::InvalidArgumentError(
+          absl::StrCat("timeout_ms=", ms, ": give 1 to ",
+                       absl::ToInt64Milliseconds(kMaxStacksTimeout))));
+    }
+    timeout = absl::Milliseconds(value);
+  }
+  const v1::GetStatusResponse status = coordinator_->Status(job_id);
+  if (status.jobs_size() == 0) {
+    return Error(absl::NotFoundError(
+        absl::StrCat("musterd knows no job '", job_id, "'")));
+  }
+  std::vector<std::pair<std::string, std::string>> members;
+  for (const v1::Peer& p : status.jobs(0).members())
+    members.emplace_back(p.hostname(), p.node_id());
+  // The relay answers on another thread by the deadline (it names agents
+  // that did not answer); this HTTP thread waits for it.
+  auto result =
+      std::make_shared<std::pair<absl::Notification, v1::GetStacksResponse>>();
+  stacks_->Gather(job_id, members, timeout,
+                  [result](v1::GetStacksResponse gathered) {
+                    result->second = std::move(gathered);
+                    result->first.Notify();
+                  });
+  if (!result->first.WaitForNotificationWithTimeout(timeout +
+                                                    absl::Seconds(5))) {
+    return Error(absl::DeadlineExceededError(
+        "the agents' stacks did not come back in time: try again"));
+  }
+  const v1::GetStacksResponse& got = result->second;
+  std::vector<v1::RankStacks> ranks(got.ranks().begin(), got.ranks().end());
+  std::vector<std::string> missing(got.missing().begin(), got.missing().end());
+  return HttpResponse{200, kJson,
+                      StackGroupsJson(job_id, ranks, missing).dump(2) + "\n"};
 }
 
 }  // namespace muster::rendezvous

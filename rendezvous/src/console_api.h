@@ -15,6 +15,13 @@
 //                          &state=RUNNING (OPEN, RUNNING, SUCCEEDED, FAILED)
 //                          &q=TEXT (jobs whose id contains TEXT)
 //   GET /api/v1/jobs/<id>  one job; 404 when musterd knows no such job
+//   GET /api/v1/jobs/<id>/stacks?timeout_ms=N
+//                          the stacks of the job's workers now, grouped as
+//                          `muster stacks --json` groups them (the odd ranks
+//                          out marked); asks the agents and waits up to N ms
+//                          (default 5000, at most 60000) for their answers.
+//                          The one route that does something: it reads, and
+//                          changes nothing.
 //
 // Who sees what (docs/console.md): `Authorization: Bearer TOKEN`; the admin
 // token sees every job, a job's token its job only, no token the jobs started
@@ -33,6 +40,7 @@
 namespace muster::rendezvous {
 
 class LeaderGate;
+class StacksRelay;
 
 // The prefix the console API is served under.
 inline constexpr char kConsoleApiPrefix[] = "/api/v1/";
@@ -47,10 +55,11 @@ inline constexpr char kConsoleContentSecurityPolicy[] =
 
 class ConsoleApi {
  public:
-  // All must outlive it; gate may be null (a musterd without replicas).
+  // All must outlive it; gate may be null (a musterd without replicas),
+  // stacks too (no stacks route).
   ConsoleApi(const Coordinator* coordinator, const JobAuthRegistry* auth,
-             const LeaderGate* gate)
-      : coordinator_(coordinator), auth_(auth), gate_(gate) {}
+             const LeaderGate* gate, StacksRelay* stacks)
+      : coordinator_(coordinator), auth_(auth), gate_(gate), stacks_(stacks) {}
 
   // Any path under kConsoleApiPrefix. Thread-safe.
   HttpResponse Serve(const HttpRequest& request) const;
@@ -63,10 +72,13 @@ class ConsoleApi {
                     const Credential& credential) const;
   HttpResponse Job(const std::string& job_id,
                    const Credential& credential) const;
+  HttpResponse Stacks(const std::string& job_id, const HttpRequest& request,
+                      const Credential& credential) const;
 
   const Coordinator* coordinator_;
   const JobAuthRegistry* auth_;
   const LeaderGate* gate_;
+  StacksRelay* stacks_;
 };
 
 }  // namespace muster::rendezvous

@@ -78,6 +78,8 @@ class SessionService final : public SessionServiceBase {
   grpc::ServerUnaryReactor* GetStacks(grpc::CallbackServerContext* context,
                                       const v1::GetStacksRequest* request,
                                       v1::GetStacksResponse* response) override;
+  // The relay, for the console's stacks view (console_api.h).
+  StacksRelay* stacks() { return &stacks_; }
 
   // Ends every open stream with `status` (after its queued messages) and
   // refuses new streams with it. Does not block.

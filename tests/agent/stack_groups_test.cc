@@ -1,5 +1,5 @@
 // GroupStacks and ParsePythonDump (issue 28): pure functions, hand-made input.
-#include "muster/agent/stack_groups.h"
+#include "muster/rendezvous/stack_groups.h"
 
 #include <map>
 #include <string>
@@ -12,6 +12,12 @@
 
 namespace muster::agent {
 namespace {
+
+using ::muster::rendezvous::FormatStackGroups;
+using ::muster::rendezvous::GroupStacks;
+using ::muster::rendezvous::RankRanges;
+using ::muster::rendezvous::StackGroup;
+using ::muster::rendezvous::StackGroupsJson;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;

@@ -108,6 +108,26 @@ try {
   const members = await page.$$eval('#members tbody tr', (t) => t.length);
   check(members === 2, `failjob's page lists its 2 members (${members})`);
   if (SHOTS) await page.screenshot({path: `${SHOTS}/console-job.png`});
+
+  // A hung job's stacks, on demand: grouped, the odd rank out marked.
+  await page.goto(base + '/jobs/hangjob');
+  await page.waitForSelector('#job:not([hidden])');
+  await page.click('#stacks-button');
+  await page.waitForSelector('#stacks .group', {timeout: 30000});
+  const groups = await page.$$eval('#stacks .group', (gs) => gs.map((g) => ({
+    odd: g.classList.contains('odd'),
+    title: g.querySelector('h3').textContent,
+    frames: Array.from(g.querySelectorAll('li'), (li) => li.textContent),
+  })));
+  const odd = groups.filter((g) => g.odd);
+  check(odd.length === 1 && /^ranks 3 \(1\)/.test(odd[0].title) &&
+        odd[0].frames.some((f) => f.includes('stuck_in_data_loader')),
+        `hangjob's odd rank out is rank 3 in stuck_in_data_loader: ${JSON.stringify(odd)}`);
+  const rest = groups.filter((g) => !g.odd);
+  check(rest.length === 1 && /^ranks 0-2 \(3\)/.test(rest[0].title) &&
+        rest[0].frames.some((f) => f.includes('wait_in_allreduce')),
+        `ranks 0-2 wait in wait_in_allreduce: ${JSON.stringify(rest)}`);
+  if (SHOTS) await page.screenshot({path: `${SHOTS}/console-stacks.png`, fullPage: true});
   check(problems.length === 0, `no script error or policy violation: ${problems}`);
   try { process.kill(-live.pid, 'SIGTERM'); } catch (e) { /* ended */ }
 

@@ -48,9 +48,9 @@ until http=$(sed -n 's/.*serving .* on port \([0-9]*\).*/\1/p' "$SCRATCH/musterd
 done
 echo "musterd on $port, HTTP on $http"
 
-# agent JOB TOKEN NODES WORKER: one agent of a job, in its own process group.
+# agent JOB TOKEN NODES WORKER [NPROC]: one agent of a job, in its own process group.
 agent() {
-  MUSTER_RDZV_TOKEN=$2 setsid "$bin/muster" --nnodes="$3" --nproc-per-node=1 \
+  MUSTER_RDZV_TOKEN=$2 setsid "$bin/muster" --nnodes="$3" --nproc-per-node="${5:-1}" \
     --rdzv-backend=muster --rdzv-endpoint="127.0.0.1:$port" --rdzv-id="$1" \
     --max-restarts=0 --no-python "$4" >>"$SCRATCH/$1.log" 2>&1 &
   PIDS+=($!)
@@ -85,6 +85,17 @@ deadline=$((SECONDS + 30))
 until MUSTER_RDZV_TOKEN=$job_token "$bin/muster" status --rdzv-endpoint="127.0.0.1:$port" \
     tokjob 2>/dev/null | grep -q RUNNING; do
   ((SECONDS < deadline)) || fail "tokjob was not RUNNING within 30 s"
+  sleep 0.2
+done
+
+step "hangjob: two nodes of two ranks, rank 3 stuck in stuck_in_data_loader(), the rest in wait_in_allreduce()"
+[[ -x $bin/stuck_ranks ]] || fail "$bin/stuck_ranks is missing: build the tests' workers"
+agent hangjob "$other_token" 2 "$bin/stuck_ranks" 2
+agent hangjob "$other_token" 2 "$bin/stuck_ranks" 2
+deadline=$((SECONDS + 30))
+until MUSTER_RDZV_TOKEN=$other_token "$bin/muster" status --rdzv-endpoint="127.0.0.1:$port" \
+    hangjob 2>/dev/null | grep -q RUNNING; do
+  ((SECONDS < deadline)) || fail "hangjob was not RUNNING within 30 s"
   sleep 0.2
 done
 
