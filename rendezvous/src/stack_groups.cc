@@ -1,4 +1,4 @@
-#include "muster/agent/stack_groups.h"
+#include "muster/rendezvous/stack_groups.h"
 
 #include <algorithm>
 #include <map>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace muster::agent {
+namespace muster::rendezvous {
 namespace {
 
 const v1::ThreadStack* MainThread(const v1::RankStacks& r) {
@@ -151,4 +151,4 @@ nlohmann::json StackGroupsJson(const std::string& job,
   return out;
 }
 
-}  // namespace muster::agent
+}  // namespace muster::rendezvous

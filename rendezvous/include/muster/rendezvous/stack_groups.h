@@ -3,8 +3,8 @@
 // first; a small group that differs from the rest is marked as an odd one out
 // (the rank stuck in its data loader while the others wait in allreduce).
 // Pure functions, no I/O.
-#ifndef MUSTER_AGENT_STACK_GROUPS_H_
-#define MUSTER_AGENT_STACK_GROUPS_H_
+#ifndef MUSTER_RENDEZVOUS_STACK_GROUPS_H_
+#define MUSTER_RENDEZVOUS_STACK_GROUPS_H_
 
 #include <string>
 #include <vector>
@@ -12,7 +12,7 @@
 #include "muster/v1/rendezvous.pb.h"
 #include "nlohmann/json.hpp"
 
-namespace muster::agent {
+namespace muster::rendezvous {
 
 struct StackGroup {
   std::vector<int> ranks;  // ascending
@@ -48,6 +48,6 @@ nlohmann::json StackGroupsJson(const std::string& job,
                                const std::vector<v1::RankStacks>& ranks,
                                const std::vector<std::string>& missing);
 
-}  // namespace muster::agent
+}  // namespace muster::rendezvous
 
-#endif  // MUSTER_AGENT_STACK_GROUPS_H_
+#endif  // MUSTER_RENDEZVOUS_STACK_GROUPS_H_
