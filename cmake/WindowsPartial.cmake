@@ -143,6 +143,15 @@ if(MUSTER_BUILD_TESTS)
               $<TARGET_FILE:musterd> ${MUSTER_LINUX_BUILD_DIR} ${MUSTER_WINE64})
     set_tests_properties(musterd_linux_agents_test PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
       LABELS "e2e;interop")
+    # The MSI (deploy/msi/build-msi.sh) in a private wine prefix: install, the service through
+    # the SCM, an upgrade that keeps the edited config, the uninstall. Skipped (77) without wixl.
+    if(TARGET muster_comm_dll)
+      add_test(NAME msi_wine_test
+        COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/msi_wine_test.sh ${CMAKE_BINARY_DIR}
+                ${MUSTER_WINE64})
+      set_tests_properties(msi_wine_test PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77
+        LABELS "e2e;msi")
+    endif()
   endif()
   # muster.exe under wine: its Windows answers (launch_os) and a real launch of Windows workers
   # (win_worker.exe): the env contract, failures named, a restart, no worker outliving the

@@ -8,6 +8,10 @@
 #   bash scripts/build-windows.sh --ci --test  # what scripts/test.sh runs (below)
 #   bash scripts/build-windows.sh --subset --test  # the gRPC-free subset, whatever the cache holds
 #
+# With musterd.exe built, it then builds the MSI, build-windows/muster-<version>.msi
+# (deploy/msi/build-msi.sh, with Debian's wixl); ctest's msi_wine_test installs, upgrades and
+# uninstalls it under wine.
+#
 # --ci: when the dependency cache already holds every dependency (as on any machine that ran this
 # script once), the same as without it: every Windows target and the whole suite. On a cold cache
 # it falls back to the gRPC-free subset, says so loudly (before the build and again at the end),
@@ -55,7 +59,7 @@ for arg in "$@"; do
     --test) RUN_TESTS=1 ;;
     --ci) CI_MODE=1 ;;
     --subset) SUBSET=1 ;;
-    -h | --help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "build-windows: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -95,7 +99,9 @@ SUBSET_DEPS=(abseil protobuf libuv1 gloo googletest nlohmann-json3 cli11 openssl
 # Host packages
 # ---------------------------------------------------------------------------------------------
 host_packages=(g++-mingw-w64-x86-64-posix wine64 libz-mingw-w64-dev dpkg-dev cmake ninja-build
-  perl python3 unicode-data protobuf-compiler protobuf-compiler-grpc xz-utils)
+  perl python3 unicode-data protobuf-compiler protobuf-compiler-grpc xz-utils
+  # the MSI (deploy/msi/build-msi.sh): wixl, and msibuild/msiinfo from msitools
+  wixl msitools)
 missing=()
 for p in "${host_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -472,6 +478,9 @@ if ((!SUBSET)) && [[ ! -f $BUILD_DIR/bin/musterd.exe || ! -f $BUILD_DIR/bin/must
   # broken cache or build, never something to pass over.
   die "every dependency is cached, yet musterd.exe or muster.exe was not built (see the
        'muster (Windows, partial)' line of: cmake -S $REPO -B $BUILD_DIR)"
+fi
+if [[ -f $BUILD_DIR/bin/musterd.exe && -f $BUILD_DIR/bin/muster_comm.dll ]]; then
+  bash "$REPO/deploy/msi/build-msi.sh" "$BUILD_DIR" >&2 || die "building the MSI failed"
 fi
 rc=0
 if ((RUN_TESTS)); then

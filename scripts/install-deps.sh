@@ -22,6 +22,9 @@ packages=(
   etcd-server etcd-client golang-etcd-server-dev
   # muster stacks and the hang report (issue 28): libdwfl reads the workers' native stacks
   libdw-dev
+  # the Windows MSI (deploy/msi/build-msi.sh, issue 40): wixl, and msibuild/msiinfo from
+  # msitools (the rest of the Windows cross-build's packages: scripts/build-windows.sh)
+  wixl msitools
 )
 # tests/deploy validates the Kubernetes manifests with node and npm packages; a machine that has
 # node from elsewhere keeps it (kubectl is not in Debian 12 in a version recent enough: without
