@@ -123,17 +123,23 @@ std::vector<std::string> RelativePathFlags(
   return out;
 }
 
-absl::Status LogToFile(const std::string& path) {
-  auto file =
-      std::make_shared<std::ofstream>(path, std::ios::app | std::ios::binary);
-  if (!*file) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--log-file=", path,
-                     ": cannot open it for appending: ", std::strerror(errno),
-                     "; give a file in a directory musterd may write"));
+absl::Status LogToFile(const std::string& path) { return LogTo(path, nullptr); }
+
+absl::Status LogTo(const std::string& path,
+                   std::shared_ptr<platform::EventLog> events) {
+  std::shared_ptr<std::ofstream> file;
+  if (!path.empty()) {
+    file =
+        std::make_shared<std::ofstream>(path, std::ios::app | std::ios::binary);
+    if (!*file) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--log-file=", path,
+                       ": cannot open it for appending: ", std::strerror(errno),
+                       "; give a file in a directory musterd may write"));
+    }
   }
   // The logger calls the sink under its own lock, one line at a time.
-  SetLogSink([file](LogLevel level, const std::string& body) {
+  SetLogSink([file, events](LogLevel level, const std::string& body) {
     static constexpr absl::string_view kLevels[] = {"DEBUG", "INFO", "WARNING",
                                                     "ERROR"};
     const std::string line = absl::StrCat(
@@ -141,10 +147,39 @@ absl::Status LogToFile(const std::string& path) {
                          absl::LocalTimeZone()),
         " ", kLevels[static_cast<int>(level)], " [musterd] ", body, "\n");
     platform::WriteToStderr(line);
-    *file << line;
-    file->flush();
+    if (file != nullptr) {
+      *file << line;
+      file->flush();
+    }
+    if (events != nullptr) {
+      if (std::optional<platform::EventKind> kind = EventKindOf(level, body)) {
+        events->Report(*kind, body);
+      }
+    }
   });
   return absl::OkStatus();
+}
+
+std::optional<platform::EventKind> EventKindOf(LogLevel level,
+                                               absl::string_view body) {
+  switch (level) {
+    case LogLevel::kError:
+      return platform::EventKind::kError;
+    case LogLevel::kWarning:
+      return platform::EventKind::kWarning;
+    case LogLevel::kInfo:
+      if (absl::StartsWith(body, "musterd listening on ") ||
+          body == "musterd stopped") {
+        return platform::EventKind::kInformation;
+      }
+      if (absl::StartsWith(body, "job ") &&
+          absl::StrContains(body, ": FAILED in round ")) {
+        return platform::EventKind::kError;
+      }
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
 }
 
 }  // namespace muster::cli

@@ -5,13 +5,18 @@
 #define MUSTER_CLI_MUSTERD_HOST_H_
 
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "muster/common/logging.h"
+#include "muster/platform/event_log.h"
 #include "muster/platform/service_host.h"
 #include "muster/platform/stop_requests.h"
 
@@ -80,6 +85,21 @@ std::vector<std::string> RelativePathFlags(
 // no console): opened now, appended line by line, flushed after each line.
 // Errors: INVALID_ARGUMENT naming the path when it cannot be opened.
 absl::Status LogToFile(const std::string& path);
+
+// LogToFile, with the file optional (empty `path`: stderr only), and the
+// lines EventKindOf picks also reported to `events` when it is not null (a
+// Windows service's Application log).
+absl::Status LogTo(const std::string& path,
+                   std::shared_ptr<platform::EventLog> events);
+
+// Which of musterd's log lines are events for the system's event log, and
+// of which kind: every ERROR line an error, every WARNING line a warning;
+// among the INFO lines the server's start ("musterd listening on ..."), its
+// stop ("musterd stopped") as information, and a job's failure ("job J:
+// FAILED in round R: ...", rendezvous/src/coordinator_failure.cc) as an
+// error. nullopt: the line is only logged. Pure.
+std::optional<platform::EventKind> EventKindOf(LogLevel level,
+                                               absl::string_view body);
 
 }  // namespace muster::cli
 

@@ -56,6 +56,7 @@
 #include "muster/common/duration.h"
 #include "muster/common/logging.h"
 #include "muster/platform/env.h"
+#include "muster/platform/event_log.h"
 #include "muster/platform/files.h"
 #include "muster/platform/service_host.h"
 #include "muster/platform/signals.h"
@@ -71,6 +72,8 @@ constexpr char kVersion[] = MUSTER_VERSION;
 constexpr char kVersion[] = "0.1.0";
 #endif
 
+// The event source of the Windows Application log (the MSI registers it).
+constexpr char kEventSource[] = "muster";
 constexpr int kExitCannotServe = 1;
 constexpr int kExitUsage = 2;
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
@@ -287,9 +290,19 @@ int ParseMusterdFlags(int argc, char** argv, MusterdFlags* flags) {
 // The log's file and level, and gRPC's log through ours. Returns an exit code
 // when the log file cannot be opened, else -1.
 int SetUpLogging(const MusterdFlags& flags) {
-  if (!flags.log_file.empty()) {
-    if (absl::Status s = muster::cli::LogToFile(flags.log_file); !s.ok()) {
+  // A Windows service also reports its start, stop, errors and failed jobs
+  // to the Application log (EventKindOf picks them); elsewhere there is none.
+  std::shared_ptr<muster::platform::EventLog> events;
+  if (muster::platform::ServiceHost::Default()->managed()) {
+    events = muster::platform::EventLog::Open(kEventSource);
+  }
+  if (!flags.log_file.empty() || events != nullptr) {
+    if (absl::Status s = muster::cli::LogTo(flags.log_file, events); !s.ok()) {
       std::cerr << "musterd: " << s.message() << "\n";
+      if (events != nullptr) {
+        events->Report(muster::platform::EventKind::kError,
+                       absl::StrCat("musterd did not start: ", s.message()));
+      }
       return kExitUsage;
     }
   }
@@ -423,8 +436,9 @@ int Serve(const muster::rendezvous::ServerOptions& options,
                    << (options.require_token ? ", job tokens required" : "");
   WarnWhenExposed(options);
   if ((*server)->http_port() != 0) {
-    MUSTER_LOG(INFO) << "musterd serving /healthz, /readyz, /metrics, /api/v1/ on port "
-                     << (*server)->http_port();
+    MUSTER_LOG(INFO)
+        << "musterd serving /healthz, /readyz, /metrics, /api/v1/ on port "
+        << (*server)->http_port();
   }
   if (!port_file.empty()) {
     if (absl::Status s = WritePortFile(port_file, (*server)->port()); !s.ok()) {
@@ -459,7 +473,18 @@ int Serve(const muster::rendezvous::ServerOptions& options,
 int MusterdMain(int argc, char** argv) {
   muster::SetLogTag("musterd");
   MusterdFlags flags;
-  if (int rc = ParseMusterdFlags(argc, argv, &flags); rc >= 0) return rc;
+  if (int rc = ParseMusterdFlags(argc, argv, &flags); rc >= 0) {
+    // A service's bad flag or config key was said on a stderr nobody reads.
+    std::unique_ptr<muster::platform::EventLog> events;
+    if (rc != 0 && muster::platform::ServiceHost::Default()->managed() &&
+        (events = muster::platform::EventLog::Open(kEventSource)) != nullptr) {
+      events->Report(
+          muster::platform::EventKind::kError,
+          "musterd did not start: a bad flag or --config file (exit 2); run "
+          "the service's command line in a console to see which");
+    }
+    return rc;
+  }
   if (flags.install_service) {
     return InstallService(flags.service_name,
                           std::vector<std::string>(argv + 1, argv + argc));

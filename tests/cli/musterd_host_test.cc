@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "muster/common/logging.h"
 #include "muster/platform/signals.h"
+#include "platform/fake/fake_event_log.h"
 #include "platform/fake/fake_service_host.h"
 #include "platform/fake/fake_stop_requests.h"
 
@@ -147,6 +148,41 @@ TEST(LogToFileTest, AppendsEveryLineAndRefusesADirectory) {
   const absl::Status bad = LogToFile(dir);
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.message()), ::testing::HasSubstr("--log-file="));
+}
+
+TEST(EventKindOfTest, ErrorsWarningsStartStopAndFailedJobsAreEvents) {
+  using platform::EventKind;
+  EXPECT_EQ(EventKindOf(LogLevel::kError, "cannot listen"), EventKind::kError);
+  EXPECT_EQ(EventKindOf(LogLevel::kWarning, "x"), EventKind::kWarning);
+  EXPECT_EQ(EventKindOf(LogLevel::kInfo,
+                        "musterd listening on 0.0.0.0:29400 (plaintext)"),
+            EventKind::kInformation);
+  EXPECT_EQ(EventKindOf(LogLevel::kInfo, "musterd stopped"),
+            EventKind::kInformation);
+  EXPECT_EQ(EventKindOf(LogLevel::kInfo,
+                        "job train: FAILED in round 2: rank 3 exited 1"),
+            EventKind::kError);
+  EXPECT_EQ(EventKindOf(LogLevel::kInfo, "job train: round 1 formed"),
+            std::nullopt);
+  EXPECT_EQ(EventKindOf(LogLevel::kDebug, "musterd stopped"), std::nullopt);
+}
+
+TEST(LogToTest, ReportsThePickedLinesToTheEventLogWithoutAFile) {
+  auto events = std::make_shared<platform::FakeEventLog>();
+  ASSERT_TRUE(LogTo("", events).ok());
+  MUSTER_LOG(INFO) << "musterd listening on 127.0.0.1:1";
+  MUSTER_LOG(INFO) << "job j: round 1 formed";
+  MUSTER_LOG(INFO) << "job j: FAILED in round 1: rank 0 exited 1";
+  MUSTER_LOG(ERROR) << "boom";
+  SetLogSink(nullptr);
+  const std::vector<platform::FakeEventLog::Event> got = events->events();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].kind, platform::EventKind::kInformation);
+  EXPECT_EQ(got[0].message, "musterd listening on 127.0.0.1:1");
+  EXPECT_EQ(got[1].kind, platform::EventKind::kError);
+  EXPECT_EQ(got[1].message, "job j: FAILED in round 1: rank 0 exited 1");
+  EXPECT_EQ(got[2].kind, platform::EventKind::kError);
+  EXPECT_EQ(got[2].message, "boom");
 }
 
 }  // namespace

@@ -13,9 +13,14 @@
 #    service's registry key: wine's sc has no qc); the event source "muster" is registered.
 # 2. The admin edits the config (listen on 127.0.0.1:0, a port file) and `net start musterd`:
 #    RUNNING, the port file appears, and the installed muster.exe's `muster status` is answered.
-# 3. `msiexec /i new.msi /qn` (MUSTERD_START defaults to 1): one product, the new version; the
+#    The event log: wine has none, but with WINEDEBUG=+eventlog it prints each ReportEventW of
+#    musterd (events.txt): the start (an information event), then a job that fails (muster.exe,
+#    one worker exiting 3, no restarts) as an error event naming the job and the cause.
+# 3. `msiexec /i new.msi /qn` (MUSTERD_START defaults to 1): the stop event of the old service;
+#    one product, the new version; the
 #    edited config kept byte for byte; the service restarted by the install, with that config
-#    (a new port file, `muster status` answered).
+#    (a new port file, `muster status` answered). Then a misspelt key in the config: the
+#    service stops at once and an error event says musterd did not start.
 # 4. `msiexec /x new.msi /qn`: the service and the event source are gone (`sc query` fails),
 #    C:\Program Files\muster is gone, PATH is as before the install; only C:\ProgramData\muster
 #    remains (the admin's config and the log: Permanent on purpose).
@@ -105,7 +110,21 @@ echo "built muster $VERSION and $NEXT MSIs"
 # A new prefix: wineboot returns before it is set up; wait for wine's processes to end.
 T=180 w wineboot --init >/dev/null 2>&1
 timeout 180 "$WINESERVER" -w
-T=300 w cmd /c exit 0 >/dev/null 2>&1 # services.exe and friends up again
+# One wineserver for the rest (services.exe stays up between the calls), and services.exe started
+# by a process with the eventlog debug channel on: the services it starts (musterd) inherit that
+# and its stderr, so every ReportEventW of musterd lands in events.txt (wine has no event log).
+"$WINESERVER" -p
+WINEDEBUG=-all,+eventlog T=300 w cmd /c exit 0 2>"$WORK/events.txt" >/dev/null
+# Waits up to $1 seconds for events.txt to have a line matching the regex $2.
+wait_event() {
+  local deadline=$((SECONDS + $1))
+  while ((SECONDS < deadline)); do
+    grep -qE "$2" "$WORK/events.txt" && return 0
+    sleep 0.5
+  done
+  cat "$WORK/events.txt"
+  fail "no event matching '$2' within $1 s (WINEDEBUG=+eventlog, above)"
+}
 PATH_BEFORE=$(system_path)
 [[ -n $PATH_BEFORE ]] || fail "no system PATH in the new prefix"
 
@@ -145,7 +164,16 @@ T=120 w net start musterd >"$WORK/net-start.out" 2>&1 ||
 wait_state 60 RUNNING
 port=$(wait_port 60)
 status_answers "$port"
-echo "2. net start musterd: RUNNING with the edited config, port $port, muster status answered"
+wait_event 30 "trace:eventlog:ReportEventW L\"musterd listening on 127.0.0.1:$port "
+# A job that fails (one worker, exit 3, no restarts): an error event naming it.
+T=180 w "C:\\Program Files\\muster\\muster.exe" --nnodes=1 --nproc-per-node=1 --rdzv-backend=muster \
+  --rdzv-endpoint="127.0.0.1:$port" --rdzv-id=msi-fail --max-restarts=0 --no-python \
+  'C:\windows\system32\cmd.exe' /c exit 3 >"$WORK/job.out" 2>&1
+rc=$?
+[[ $rc == 1 ]] || { cat "$WORK/job.out"; fail "the failing job's muster.exe exited $rc, not 1"; }
+wait_event 30 'err:eventlog:ReportEventW L"job msi-fail: FAILED in round 1: worker rank 0 .*exited with code 3'
+echo "2. net start musterd: RUNNING with the edited config, port $port, muster status answered;"
+echo "   events: the start (information), the failed job (error)"
 
 # --- 3. upgrade, started by the install -----------------------------------------------------------
 rm -f "$PD/port"
@@ -155,10 +183,22 @@ w reg query 'HKLM\Software\Microsoft\Windows\CurrentVersion\Uninstall' /s /v Dis
   tr -d '\r' | grep -o 'REG_SZ.*' | sed 's/REG_SZ[[:space:]]*//' | sort >"$WORK/versions.out"
 [[ $(cat "$WORK/versions.out") == "$NEXT" ]] ||
   fail "installed versions after the upgrade: $(tr '\n' ' ' <"$WORK/versions.out") (want only $NEXT)"
+wait_event 30 'trace:eventlog:ReportEventW L"musterd stopped"'
 wait_state 60 RUNNING
 port=$(wait_port 60)
 status_answers "$port"
-echo "3. upgraded to $NEXT: the edited config kept, the service restarted with it (port $port)"
+echo "3. upgraded to $NEXT: the stop event, the edited config kept, the service restarted with it (port $port)"
+
+# A misspelt key: the service does not start, and the error event says so.
+T=120 w net stop musterd >/dev/null 2>&1
+wait_state 60 STOPPED
+echo "lisen = '127.0.0.1:0'" >"$PD/musterd.conf"
+# (wine's `net start` may answer before musterd exits: the state and the event decide.)
+T=120 w net start musterd >/dev/null 2>&1
+wait_event 30 'err:eventlog:ReportEventW L"musterd did not start: a bad flag or --config file'
+wait_state 30 STOPPED
+cp "$WORK/edited.conf" "$PD/musterd.conf"
+echo "   a misspelt key in musterd.conf: the service does not start, an error event says why"
 
 # --- 4. uninstall ---------------------------------------------------------------------------------
 msiexec /x "$(winpath "$WORK/new.msi")" /qn
