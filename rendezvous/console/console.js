@@ -59,7 +59,61 @@ function ranksOf(peer) {
   return n <= 1 ? String(first) : first + '-' + (first + n - 1);
 }
 
+// The last 5 minutes of the server's counters, one sample a refresh.
+const samples = [];
+const WINDOW_MS = 5 * 60 * 1000;
+
+function rate(key) {
+  if (samples.length < 2) return 0;
+  const a = samples[samples.length - 2];
+  const b = samples[samples.length - 1];
+  const dt = (b.time_ms - a.time_ms) / 1000;
+  return dt > 0 ? Math.max(0, (b[key] - a[key]) / dt) : 0;
+}
+
+function drawChart() {
+  const now = samples.length ? samples[samples.length - 1].time_ms : 0;
+  const series = {joins: [], rounds: [], store: []};
+  for (let i = 1; i < samples.length; i++) {
+    const a = samples[i - 1];
+    const b = samples[i];
+    const dt = (b.time_ms - a.time_ms) / 1000;
+    if (dt <= 0) continue;
+    const x = 600 - (now - b.time_ms) / WINDOW_MS * 600;
+    series.joins.push([x, (b.joins_total - a.joins_total) / dt]);
+    series.rounds.push([x, (b.rounds_total - a.rounds_total) / dt]);
+    series.store.push([x, (b.store_ops_total - a.store_ops_total) / dt]);
+  }
+  let max = 1;
+  for (const s of Object.values(series)) for (const [, y] of s) max = Math.max(max, y);
+  for (const [name, s] of Object.entries(series)) {
+    $('line-' + name).setAttribute('points', s.map(([x, y]) =>
+        x.toFixed(1) + ',' + (118 - y / max * 114).toFixed(1)).join(' '));
+  }
+  $('chart-max').textContent = max.toFixed(max < 10 ? 1 : 0);
+}
+
+async function renderTotals() {
+  const c = await api('/api/v1/cluster');
+  if (c === null) return false;
+  $('server').textContent = 'musterd ' + c.server_version;
+  $('replica').textContent = c.serving ? (c.epoch > 0 ? 'leader, epoch ' + c.epoch : 'serving') :
+      (c.replica_status || 'standby');
+  $('replica').className = c.serving ? 'ok' : 'warn';
+  if (!c.serving) return true;
+  $('c-jobs').textContent = c.jobs;
+  $('c-agents').textContent = c.agents_connected;
+  samples.push(c);
+  while (samples.length > 2 && c.time_ms - samples[0].time_ms > WINDOW_MS) samples.shift();
+  $('r-joins').textContent = rate('joins_total').toFixed(1);
+  $('r-rounds').textContent = rate('rounds_total').toFixed(1);
+  $('r-store').textContent = rate('store_ops_total').toFixed(0);
+  drawChart();
+  return true;
+}
+
 async function renderCluster() {
+  if (!(await renderTotals())) return;
   const params = new URLSearchParams();
   params.set('page_size', '100');
   if (pageToken) params.set('page_token', pageToken);
@@ -68,7 +122,6 @@ async function renderCluster() {
   const data = await api('/api/v1/jobs?' + params.toString());
   if (data === null) return;
   show('cluster');
-  $('server').textContent = 'musterd ' + (data.server_version || '');
   $('total').textContent = '(' + data.total_jobs + ')';
   nextToken = data.next_page_token || '';
   $('next').disabled = !nextToken;

@@ -15,6 +15,7 @@
 #include "muster/rendezvous/status_json.h"
 #include "nlohmann/json.hpp"
 #include "rendezvous/src/leader_gate.h"
+#include "rendezvous/src/metrics.h"
 #include "rendezvous/src/stacks_relay.h"
 #include "rendezvous/src/status_page.h"
 
@@ -102,8 +103,6 @@ HttpResponse ConsoleApi::ServePage(const HttpRequest& request) {
 }
 
 HttpResponse ConsoleApi::Serve(const HttpRequest& request) const {
-  // A standby replica knows no jobs: say which replica leads.
-  if (gate_ != nullptr && !gate_->serving()) return Error(gate_->Check());
   const Credential credential = CredentialOf(request);
   if (credential.kind == Credential::Kind::kMalformed) {
     return Error(absl::UnauthenticatedError(
@@ -111,6 +110,9 @@ HttpResponse ConsoleApi::Serve(const HttpRequest& request) const {
         "admin token or the job's token as a bearer token"));
   }
   const std::string rest = request.path.substr(sizeof(kConsoleApiPrefix) - 1);
+  // Every replica says whether it leads; only the leader knows jobs.
+  if (rest == "cluster") return Cluster(credential);
+  if (gate_ != nullptr && !gate_->serving()) return Error(gate_->Check());
   if (rest == "jobs") return Jobs(request, credential);
   if (absl::StartsWith(rest, "jobs/") && rest.size() > 5) {
     std::string job = rest.substr(5);
@@ -121,6 +123,41 @@ HttpResponse ConsoleApi::Serve(const HttpRequest& request) const {
   }
   return Error(absl::NotFoundError(absl::StrCat(
       "no API at ", request.path, ": try /api/v1/jobs or /api/v1/jobs/<id>")));
+}
+
+HttpResponse ConsoleApi::Cluster(const Credential& credential) const {
+  if (credential.kind == Credential::Kind::kNone &&
+      auth_->policy().require_token) {
+    return Error(absl::UnauthenticatedError(
+        "musterd runs with --require-token: send the admin token or a job's "
+        "token as \"Authorization: Bearer TOKEN\""));
+  }
+  const bool serving = gate_ == nullptr || gate_->serving();
+  nlohmann::json out = {
+      {"server_version", MUSTER_VERSION},
+      {"serving", serving},
+      {"leads", gate_ == nullptr || gate_->leads()},
+      // "" on the leader; a standby's says who leads (never a secret).
+      {"replica_status",
+       gate_ == nullptr ? "" : std::string(gate_->Check().message())},
+      {"epoch", gate_ == nullptr ? 0 : gate_->epoch()},
+      {"time_ms", absl::ToUnixMillis(absl::Now())},
+  };
+  if (serving) {
+    // What the caller may see, counted as a page would count it.
+    StatusPageQuery query;
+    query.page_size = 1;
+    query.visible = [this, &credential](absl::string_view job_id) {
+      return auth_->Check(credential, Access::kStatus, job_id).ok();
+    };
+    out["jobs"] = coordinator_->StatusPage(query).total_jobs();
+    // Server-wide activity, for every caller: counts, no job's details.
+    out["agents_connected"] = coordinator_->ConnectedAgents();
+    out["joins_total"] = coordinator_->JoinsAccepted();
+    out["rounds_total"] = coordinator_->RoundsReady();
+    out["store_ops_total"] = metrics_ != nullptr ? metrics_->StoreOps() : 0;
+  }
+  return HttpResponse{200, kJson, out.dump(2) + "\n"};
 }
 
 HttpResponse ConsoleApi::Jobs(const HttpRequest& request,

@@ -9,6 +9,11 @@
 // strict Content-Security-Policy: scripts, styles and requests from musterd
 // itself only, no inline script, no framing.
 //
+//   GET /api/v1/cluster    this musterd: version, whether it leads (replicas:
+//                          which one does), jobs visible to the caller,
+//                          agents connected, and counters since the start
+//                          (joins, rounds, Store ops) the page turns into
+//                          rates
 //   GET /api/v1/jobs       one page of jobs (the GetStatus page as JSON):
 //                          ?page_size=N (1..10000, default 1000)
 //                          &page_token=T (next_page_token of the last page)
@@ -40,6 +45,7 @@
 namespace muster::rendezvous {
 
 class LeaderGate;
+class RpcMetrics;
 class StacksRelay;
 
 // The prefix the console API is served under.
@@ -58,8 +64,13 @@ class ConsoleApi {
   // All must outlive it; gate may be null (a musterd without replicas),
   // stacks too (no stacks route).
   ConsoleApi(const Coordinator* coordinator, const JobAuthRegistry* auth,
-             const LeaderGate* gate, StacksRelay* stacks)
-      : coordinator_(coordinator), auth_(auth), gate_(gate), stacks_(stacks) {}
+             const LeaderGate* gate, StacksRelay* stacks,
+             const RpcMetrics* metrics)
+      : coordinator_(coordinator),
+        auth_(auth),
+        gate_(gate),
+        stacks_(stacks),
+        metrics_(metrics) {}
 
   // Any path under kConsoleApiPrefix. Thread-safe.
   HttpResponse Serve(const HttpRequest& request) const;
@@ -68,6 +79,7 @@ class ConsoleApi {
   static HttpResponse ServePage(const HttpRequest& request);
 
  private:
+  HttpResponse Cluster(const Credential& credential) const;
   HttpResponse Jobs(const HttpRequest& request,
                     const Credential& credential) const;
   HttpResponse Job(const std::string& job_id,
@@ -79,6 +91,7 @@ class ConsoleApi {
   const JobAuthRegistry* auth_;
   const LeaderGate* gate_;
   StacksRelay* stacks_;
+  const RpcMetrics* metrics_;
 };
 
 }  // namespace muster::rendezvous

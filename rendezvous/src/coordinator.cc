@@ -155,6 +155,7 @@ absl::Status Coordinator::OnJoin(ConnectionId conn, const v1::Join& join,
                                  std::shared_ptr<AgentChannel> channel) {
   absl::Status status = impl_->OnJoin(conn, join, std::move(channel));
   impl_->Flush();
+  if (status.ok()) impl_->CountJoin();
   return status;
 }
 bool Coordinator::OnHeartbeat(ConnectionId conn,
@@ -211,6 +212,8 @@ int64_t Coordinator::ConnectedAgents() const {
   return impl_->ConnectedAgents();
 }
 int64_t Coordinator::JobCount() const { return impl_->JobCount(); }
+int64_t Coordinator::JoinsAccepted() const { return impl_->JoinsAccepted(); }
+int64_t Coordinator::RoundsReady() const { return impl_->RoundsReady(); }
 void Coordinator::ResumeJob(const std::string& job_id, int64_t round,
                             int32_t restart_count) {
   impl_->ResumeJob(job_id, round, restart_count);

@@ -325,6 +325,13 @@ class Coordinator::Impl {
       ABSL_LOCKS_EXCLUDED(mu_);
   int64_t ConnectedAgents() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t JobCount() const ABSL_LOCKS_EXCLUDED(mu_);
+  void CountJoin() { joins_accepted_.fetch_add(1, std::memory_order_relaxed); }
+  int64_t JoinsAccepted() const {
+    return joins_accepted_.load(std::memory_order_relaxed);
+  }
+  int64_t RoundsReady() const {
+    return rounds_ready_.load(std::memory_order_relaxed);
+  }
   void ResumeJob(const std::string& job_id, int64_t round,
                  int32_t restart_count) ABSL_LOCKS_EXCLUDED(mu_);
   void ForgiveSilence() ABSL_LOCKS_EXCLUDED(mu_);
@@ -524,6 +531,9 @@ class Coordinator::Impl {
   // updated under mu_ when conns_ grows or shrinks.
   std::atomic<int64_t> suggested_heartbeat_ms_{0};
   std::atomic<int64_t> epoch_{0};
+  // JoinsAccepted / RoundsReady (coordinator.h).
+  std::atomic<int64_t> joins_accepted_{0};
+  std::atomic<int64_t> rounds_ready_{0};
   // Each connection's job-size suggestion (UnixEpoch() + the interval), set
   // by its Join, for LeaseRenewed without the lock.
   LivenessTable<ConnectionId> job_suggestion_;

@@ -243,6 +243,7 @@ void Coordinator::Impl::CloseRound(Job& job) {
       << " ranks, master " << job.members.front().advertised_addr << ":"
       << job.members.front().master_port;
   job.world_size = world_size;
+  rounds_ready_.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < job.members.size(); ++i) {
     SendRoundReady(job.nodes.at(job.members[i].rank.node_id).conn,
                    RoundReadyFor(job, static_cast<int>(i)));

@@ -129,6 +129,24 @@ RpcMetrics::NewInterceptorFactory() {
   return std::make_unique<TimingFactory>(this);
 }
 
+std::map<std::string, uint64_t> RpcMetrics::StoreOpsLocked() const {
+  std::map<std::string, uint64_t> ops;
+  for (const auto& [key, n] : calls_) {
+    constexpr absl::string_view kStore = "/muster.v1.Store/";
+    if (absl::StartsWith(key.first, kStore))
+      ops[key.first.substr(kStore.size())] += n;
+  }
+  for (const auto& [op, n] : stream_ops_) ops[op] += n;
+  return ops;
+}
+
+uint64_t RpcMetrics::StoreOps() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& [op, n] : StoreOpsLocked()) total += n;
+  return total;
+}
+
 void RpcMetrics::CountStoreOp(absl::string_view op) {
   absl::MutexLock lock(&mu_);
   auto it = stream_ops_.find(op);
@@ -195,14 +213,7 @@ std::string RpcMetrics::Render(const Coordinator& coordinator,
   absl::MutexLock lock(&mu_);
   Help(&out, "muster_store_ops_total", "counter",
        "Store service calls, by operation.");
-  std::map<std::string, uint64_t> ops;
-  for (const auto& [key, n] : calls_) {
-    constexpr absl::string_view kStore = "/muster.v1.Store/";
-    if (absl::StartsWith(key.first, kStore))
-      ops[key.first.substr(kStore.size())] += n;
-  }
-  for (const auto& [op, n] : stream_ops_) ops[op] += n;
-  for (const auto& [op, n] : ops) {
+  for (const auto& [op, n] : StoreOpsLocked()) {
     Line(&out, "muster_store_ops_total", absl::StrCat("op=\"", op, "\""),
          static_cast<double>(n));
   }

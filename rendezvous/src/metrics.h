@@ -49,6 +49,10 @@ class RpcMetrics {
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
   NewInterceptorFactory();
 
+  // Store ops since the start, unary and streamed (muster_store_ops_total
+  // summed over ops).
+  uint64_t StoreOps() const;
+
   // The Prometheus text exposition of the RPC metrics and of the server's
   // state.
   std::string Render(const Coordinator& coordinator,
@@ -60,6 +64,9 @@ class RpcMetrics {
     uint64_t count = 0;
     double sum = 0;
   };
+  std::map<std::string, uint64_t> StoreOpsLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   std::map<std::pair<std::string, std::string>, uint64_t> calls_
       ABSL_GUARDED_BY(mu_);

@@ -444,7 +444,8 @@ class RendezvousServer::Impl {
   Coordinator coordinator_;
   SessionService session_service_;
   StoreService store_service_;
-  ConsoleApi console_{&coordinator_, &auth_, &gate_, session_service_.stacks()};
+  ConsoleApi console_{&coordinator_, &auth_, &gate_, session_service_.stacks(),
+                      &metrics_};
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

@@ -78,6 +78,14 @@ try {
         `admin sees failjob FAILED (${JSON.stringify(byId.failjob)})`);
   check(byId.tokjob && byId.tokjob[1] === 'RUNNING',
         `admin sees tokjob RUNNING (${JSON.stringify(byId.tokjob)})`);
+  await page.waitForFunction(() => document.querySelector('#c-jobs').textContent !== '');
+  const cards = await page.evaluate(() => ({
+    jobs: document.querySelector('#c-jobs').textContent,
+    agents: document.querySelector('#c-agents').textContent,
+    replica: document.querySelector('#replica').textContent,
+  }));
+  check(Number(cards.jobs) >= 3 && Number(cards.agents) === 3 && cards.replica === 'serving',
+        `the cluster's totals: ${JSON.stringify(cards)}`);
   if (SHOTS) await page.screenshot({path: `${SHOTS}/console-cluster.png`});
 
   // Live: a job started now appears without a reload.

@@ -171,5 +171,23 @@ TEST_F(ConsoleApiTest, FiltersPagesAndNamesBadParameters) {
             404);
 }
 
+// The cluster's totals: what the caller may see of the jobs, the server's
+// activity counters (the page makes rates of them), and whether it leads.
+TEST_F(ConsoleApiTest, ClusterCountsWhatTheCallerMaySee) {
+  const std::string r = Get("/api/v1/cluster", testing::kAdminToken);
+  ASSERT_EQ(HttpStatusCode(r), 200) << r;
+  const nlohmann::json admin = nlohmann::json::parse(HttpBody(r));
+  EXPECT_EQ(admin["jobs"], 2);
+  EXPECT_EQ(admin["agents_connected"], 2);
+  EXPECT_GE(admin["joins_total"].get<int64_t>(), 2);
+  EXPECT_GE(admin["rounds_total"].get<int64_t>(), 2);
+  EXPECT_EQ(admin["serving"], true);
+  EXPECT_EQ(admin["replica_status"], "");
+  const nlohmann::json job = nlohmann::json::parse(
+      HttpBody(Get("/api/v1/cluster", testing::kJobToken)));
+  EXPECT_EQ(job["jobs"], 1);
+  EXPECT_EQ(HttpStatusCode(Get("/api/v1/cluster")), 401);
+}
+
 }  // namespace
 }  // namespace muster::rendezvous

@@ -244,6 +244,10 @@ class Coordinator {
   // Counters for metrics and tests.
   int64_t ConnectedAgents() const;
   int64_t JobCount() const;
+  // Since the start: Joins accepted and rounds made ready (the console's
+  // rates). Lock-free.
+  int64_t JoinsAccepted() const;
+  int64_t RoundsReady() const;
 
  private:
   class Impl;
