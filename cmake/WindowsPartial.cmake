@@ -13,6 +13,7 @@ endif()
 add_compile_definitions(MUSTER_VERSION="${PROJECT_VERSION}")
 set(MUSTER_WARNINGS -Wall -Wextra -Werror)
 include(${CMAKE_CURRENT_LIST_DIR}/MusterHelpers.cmake)
+include(${CMAKE_CURRENT_LIST_DIR}/EmbedFiles.cmake)  # muster_embed_files (the console, rendezvous/)
 # Gloo's exported target names libuv as plain "uv_a" (libuv_a.a in the prefix).
 link_directories(${MUSTER_MINGW_PREFIX}/lib)
 
