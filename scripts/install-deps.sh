@@ -25,6 +25,9 @@ packages=(
   # the Windows MSI (deploy/msi/build-msi.sh, issue 40): wixl, and msibuild/msiinfo from
   # msitools (the rest of the Windows cross-build's packages: scripts/build-windows.sh)
   wixl msitools
+  # the console's browser test (tests/console) and bench/console.sh: headless chromium, driven by
+  # puppeteer-core from npm (which downloads no browser of its own)
+  chromium
 )
 # tests/deploy validates the Kubernetes manifests with node and npm packages; a machine that has
 # node from elsewhere keeps it (kubectl is not in Debian 12 in a version recent enough: without
