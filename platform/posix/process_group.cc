@@ -1,7 +1,7 @@
-// POSIX ProcessLauncher: fork/exec of each process into its own process group,
-// one reader thread for all output pipes, one reaper thread that waits for
-// exactly our pids (pidfds, polling as a fallback), and Stop as signal ->
-// grace -> SIGKILL -> reap -> drain.
+// POSIX ProcessLauncher: vfork-style clone/exec of each process (spawn.cc) into
+// its own process group, one reader thread for all output pipes, one reaper
+// thread that waits for exactly our pids (pidfds, polling as a fallback), and
+// Stop as signal -> grace -> SIGKILL -> reap -> drain.
 //
 // clang-format off
 //   ProcessGroup ──shared_ptr──► Shared (procs, exits, flags; one mutex)
@@ -358,9 +358,18 @@ absl::StatusOr<std::unique_ptr<ProcessGroup>> PosixLauncher::Start(
       if (fd >= 0) close(fd);
     }
   };
+  // Every process is started before any is waited for: each start costs the
+  // launcher only a clone, and their execs run side by side.
+  std::vector<Pending> pending;
   for (size_t i = 0; i < specs.size(); ++i) {
-    auto spawned = SpawnProcess(specs[i], programs[i], names[i]);
+    auto started = StartSpawn(specs[i], programs[i], names[i]);
+    if (!started.ok()) return started.status();  // `pending` kills the others
+    pending.push_back(*std::move(started));
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto spawned = FinishSpawn(std::move(pending[i]));
     if (!spawned.ok()) {
+      pending.clear();  // kills and reaps those not yet confirmed
       undo();
       return spawned.status();
     }
