@@ -338,9 +338,14 @@ int ElasticAgent::Impl::Shutdown(int exit_code) {
   health_.reset();
   if (temp_run_dir_ && exit_code == kExitSuccess) {
     // A temporary log directory holds nothing worth keeping after a success.
-    std::error_code ec;
-    std::filesystem::remove_all(std::filesystem::path(run_dir_).parent_path(),
-                                ec);
+    // The keeper removes it after we exit: removing 7 directories waited
+    // 5-25 ms on the disk, more than the rest of a launch.
+    const std::string temp_dir =
+        std::filesystem::path(run_dir_).parent_path().string();
+    if (!platform::KeeperRemoveTreeAtExit(temp_dir)) {
+      std::error_code ec;
+      std::filesystem::remove_all(temp_dir, ec);
+    }
   }
   return exit_code;
 }

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -14,11 +15,14 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
 #include <set>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -32,17 +36,24 @@ std::atomic<int> g_write_fd{-1};
 // Written once by StartJobKeeper before any thread exists; read-only after.
 std::string* g_tag = new std::string();
 
-void Send(char op, pid_t pgid) {
+// Writes one line (at most PIPE_BUF bytes: one atomic write, never interleaved
+// with another thread's). A keeper that is gone (EPIPE; SIGPIPE is ignored by
+// the launcher) changes nothing for the job.
+bool SendLine(const char* line, size_t n) {
   const int fd = g_write_fd.load();
-  if (fd < 0 || pgid <= 0) return;
+  if (fd < 0 || n > PIPE_BUF) return false;
+  ssize_t w;
+  do {
+    w = write(fd, line, n);
+  } while (w < 0 && errno == EINTR);
+  return w == static_cast<ssize_t>(n);
+}
+
+void Send(char op, pid_t pgid) {
+  if (pgid <= 0) return;
   char line[32];
   const int n = std::snprintf(line, sizeof(line), "%c%d\n", op, pgid);
-  // Shorter than PIPE_BUF: one atomic write. A keeper that is gone (EPIPE;
-  // SIGPIPE is ignored by the launcher) changes nothing for the job.
-  ssize_t ignored;
-  do {
-    ignored = write(fd, line, static_cast<size_t>(n));
-  } while (ignored < 0 && errno == EINTR);
+  SendLine(line, static_cast<size_t>(n));
 }
 
 // Whether /proc/<pid>/environ holds exactly "<var>=<tag>".
@@ -82,6 +93,7 @@ std::set<pid_t> TaggedProcesses(const std::string& tag) {
 
 int RunJobKeeper(int read_fd, const std::string& tag) {
   std::set<pid_t> groups;
+  std::vector<std::string> trees;
   std::string pending;
   char buf[512];
   while (true) {
@@ -93,6 +105,10 @@ int RunJobKeeper(int read_fd, const std::string& tag) {
     while ((nl = pending.find('\n')) != std::string::npos) {
       const std::string line = pending.substr(0, nl);
       pending.erase(0, nl + 1);
+      if (line.size() > 1 && line[0] == 'R') {
+        trees.push_back(line.substr(1));
+        continue;
+      }
       int pgid = 0;
       if (line.size() < 2 || !absl::SimpleAtoi(line.substr(1), &pgid) ||
           pgid <= 1) {
@@ -118,6 +134,11 @@ int RunJobKeeper(int read_fd, const std::string& tag) {
       }
       absl::SleepFor(absl::Milliseconds(10));
     }
+  }
+  // After the kills: nothing of the job writes there any more.
+  for (const std::string& tree : trees) {
+    std::error_code ec;
+    std::filesystem::remove_all(tree, ec);
   }
   return static_cast<int>(signalled.size());
 }
@@ -191,5 +212,11 @@ const std::string& JobKeeperTag() { return *g_tag; }
 
 void KeeperWatchGroup(int pgid) { Send('+', pgid); }
 void KeeperForgetGroup(int pgid) { Send('-', pgid); }
+
+bool KeeperRemoveTreeAtExit(const std::string& path) {
+  if (path.empty() || path.find('\n') != std::string::npos) return false;
+  const std::string line = absl::StrCat("R", path, "\n");
+  return SendLine(line.data(), line.size());
+}
 
 }  // namespace muster::platform

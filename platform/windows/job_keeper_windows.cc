@@ -15,6 +15,7 @@ const std::string& JobKeeperTag() {
 }
 void KeeperWatchGroup(int) {}
 void KeeperForgetGroup(int) {}
+bool KeeperRemoveTreeAtExit(const std::string&) { return false; }
 int RunJobKeeper(int, const std::string&) { return 0; }
 
 }  // namespace muster::platform

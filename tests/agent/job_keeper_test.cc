@@ -2,6 +2,8 @@
 // process that left its group but carries the job's tag are SIGKILLed when the
 // pipe reaches EOF; a process of another job (another tag) is left alone.
 // The end-to-end kill -9 of a real launcher is in tests/e2e/parity_e2e_test.cc.
+// A tree handed over with an R line (a successful launch's temporary log
+// directory) is removed at EOF, not before.
 #include "muster/platform/job_keeper.h"
 
 #include <signal.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -94,6 +97,23 @@ TEST(JobKeeperTest, KillsRegisteredGroupsAndTaggedProcessesAtEof) {
   kill(forgotten, SIGKILL);
   EXPECT_TRUE(KilledWithin(other_job, absl::Seconds(5)));
   EXPECT_TRUE(KilledWithin(forgotten, absl::Seconds(5)));
+}
+
+TEST(JobKeeperTest, RemovesHandedOverTreesAtEof) {
+  char tmpl[] = "/tmp/muster-keeper-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::filesystem::create_directories(dir + "/attempt_0/0");
+  std::ofstream(dir + "/attempt_0/0/stdout.log") << "x";
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const std::string line = absl::StrCat("R", dir, "\n");
+  ASSERT_EQ(write(fds[1], line.data(), line.size()),
+            static_cast<ssize_t>(line.size()));
+  close(fds[1]);
+  EXPECT_EQ(RunJobKeeper(fds[0], ""), 0);
+  close(fds[0]);
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 }  // namespace
