@@ -147,6 +147,7 @@ struct MusterdFlags {
   std::string tls_client_ca;
   bool require_token = false;
   std::string admin_token_file;
+  bool metrics_admin_only = false;
   muster::rendezvous::KvStoreLimits store_limits;
   int session_queues = 0;
   muster::cli::ReplicaFlags replica;
@@ -231,6 +232,10 @@ const MusterdFlag kMusterdFlags[] = {
     {"--admin-token-file", "a token that may see every job's status (muster status --token-file)",
      [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
        a.add_option(n, f->admin_token_file, h)->type_name("FILE"); }},
+    {"--metrics-admin-only", "/metrics answers only with the admin token (Authorization: Bearer); "
+                             "it names every job",
+     [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
+       a.add_flag(n, f->metrics_admin_only, h); }},
     {"--log-file", "append the log to FILE as well as stderr (a Windows service has no console)",
      [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
        a.add_option(n, f->log_file, h)->type_name("FILE"); }},
@@ -343,6 +348,7 @@ absl::StatusOr<muster::rendezvous::ServerOptions> ServerOptionsFrom(
   options.tls.key = flags.tls_key;
   options.tls.client_ca = flags.tls_client_ca;
   options.require_token = flags.require_token;
+  options.metrics_admin_only = flags.metrics_admin_only;
   if (!flags.admin_token_file.empty()) {
     absl::StatusOr<std::string> admin =
         muster::rendezvous::ReadTokenFile(flags.admin_token_file);

@@ -1,6 +1,7 @@
 #include "rendezvous/src/console_api.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,6 +101,14 @@ HttpResponse ConsoleApi::ServePage(const HttpRequest& request) {
   }
   return HttpResponse{404, "text/plain; charset=utf-8",
                       absl::StrCat("no such file: ", request.path, "\n")};
+}
+
+bool ConsoleApi::IsAdmin(const JobAuthRegistry& auth,
+                         const HttpRequest& request) {
+  const Credential credential = CredentialOf(request);
+  const std::optional<Digest>& admin = auth.policy().admin_digest;
+  return credential.kind == Credential::Kind::kBearer && admin.has_value() &&
+         SecretEquals(HashSecret(credential.secret), *admin);
 }
 
 HttpResponse ConsoleApi::Serve(const HttpRequest& request) const {

@@ -74,6 +74,8 @@ class ConsoleApi {
 
   // Any path under kConsoleApiPrefix. Thread-safe.
   HttpResponse Serve(const HttpRequest& request) const;
+  // Whether the request carries musterd's admin token as a bearer token.
+  static bool IsAdmin(const JobAuthRegistry& auth, const HttpRequest& request);
   // The page: "/", "/jobs/<id>" (the same page; it reads the path) and
   // "/console/<file>". Thread-safe.
   static HttpResponse ServePage(const HttpRequest& request);

@@ -94,6 +94,12 @@ class RendezvousServer::Impl {
   ~Impl() { Shutdown(absl::Seconds(2)); }
 
   absl::Status Start() {
+    if (options_.metrics_admin_only &&
+        (options_.admin_token.empty() || options_.http_listen.empty())) {
+      return absl::InvalidArgumentError(
+          "--metrics-admin-only protects /metrics on --http-listen with the "
+          "admin token: give --http-listen and --admin-token-file too");
+    }
     absl::StatusOr<HostPort> where =
         ParseHostPort(options_.listen, kDefaultPort, /*allow_zero_port=*/true);
     if (!where.ok()) {
@@ -360,7 +366,17 @@ class RendezvousServer::Impl {
            return HttpResponse{200, "text/plain; charset=utf-8", "ready\n"};
          }},
         {"/metrics",
-         [this](const HttpRequest&) {
+         [this](const HttpRequest& request) {
+           if (options_.metrics_admin_only &&
+               !ConsoleApi::IsAdmin(auth_, request)) {
+             return HttpResponse{
+                 401,
+                 "text/plain; charset=utf-8",
+                 "musterd runs with --metrics-admin-only: send its admin "
+                 "token as \"Authorization: Bearer TOKEN\" (Prometheus: "
+                 "authorization.credentials_file)\n",
+                 {{"WWW-Authenticate", "Bearer realm=\"musterd\""}}};
+           }
            return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8",
                                metrics_.Render(coordinator_, store_)};
          }},

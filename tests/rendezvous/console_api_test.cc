@@ -189,5 +189,37 @@ TEST_F(ConsoleApiTest, ClusterCountsWhatTheCallerMaySee) {
   EXPECT_EQ(HttpStatusCode(Get("/api/v1/cluster")), 401);
 }
 
+// --metrics-admin-only: /metrics names every job, so it can be kept for the
+// admin token; a job's token or none gets 401. Without the admin token to
+// check against, the server refuses to start.
+TEST(ConsoleMetricsTest, MetricsAdminOnlyWantsTheAdminToken) {
+  ServerOptions options;
+  options.http_listen = "127.0.0.1:0";
+  options.admin_token = testing::kAdminToken;
+  options.metrics_admin_only = true;
+  auto server = testing::StartLoopbackServer(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->http_port();
+  const std::string admin =
+      HttpGet(port, "/metrics", Bearer(testing::kAdminToken));
+  EXPECT_EQ(HttpStatusCode(admin), 200) << admin;
+  EXPECT_THAT(admin, HasSubstr("muster_jobs"));
+  for (const std::string& headers :
+       {std::string(), Bearer(testing::kJobToken),
+        std::string("Authorization: Basic x\r\n")}) {
+    const std::string r = HttpGet(port, "/metrics", headers);
+    EXPECT_EQ(HttpStatusCode(r), 401) << headers << r;
+    EXPECT_THAT(r, Not(HasSubstr("muster_jobs")));
+  }
+  EXPECT_EQ(HttpStatusCode(HttpGet(port, "/healthz")), 200);
+  server->Shutdown();
+
+  options.admin_token = "";
+  auto refused = RendezvousServer::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("--admin-token-file"));
+}
+
 }  // namespace
 }  // namespace muster::rendezvous

@@ -44,6 +44,10 @@ struct ServerOptions {
   // The admin token (musterd --admin-token-file): sees every job's status.
   // Empty: none. Never logged.
   std::string admin_token = {};
+  // musterd --metrics-admin-only: /metrics (which names every job) answers
+  // only with the admin token as a bearer token, 401 otherwise. Needs
+  // admin_token.
+  bool metrics_admin_only = false;
   // musterd --state-dir: journal jobs, rounds and Store keys there, and
   // resume them on start (rendezvous/src/state_journal.h). Empty: none.
   std::string state_dir = {};
