@@ -155,6 +155,32 @@ function peerRows(table, peers) {
   table.replaceChild(body, table.tBodies[0]);
 }
 
+function duration(ms) {
+  const s = Math.round(ms / 1000);
+  if (s < 120) return s + ' s';
+  if (s < 7200) return Math.round(s / 60) + ' min';
+  return (s / 3600).toFixed(1) + ' h';
+}
+
+// The job's rounds, newest first: when each became ready and what ended it.
+function renderTimeline(history) {
+  const body = document.createElement('tbody');
+  const now = Date.now();
+  for (const r of [...history].reverse()) {
+    const row = document.createElement('tr');
+    const ready = Number(r.ready_unix_ms);
+    const ended = Number(r.ended_unix_ms);
+    cell(row, r.round + (r.in_place ? ' (in place)' : ''));
+    cell(row, new Date(ready).toLocaleString());
+    cell(row, duration((ended || now) - ready) + (ended ? '' : ', running'));
+    cell(row, r.nodes + ' / ' + r.world_size);
+    cell(row, r.ended_by || '', 'ended-' + String(r.ended_by || 'running').replace(/ /g, '-'));
+    cell(row, r.reason || '', 'failure-cell');
+    body.appendChild(row);
+  }
+  $('timeline').replaceChild(body, $('timeline').tBodies[0]);
+}
+
 async function renderJob(id) {
   const job = await api('/api/v1/jobs/' + encodeURIComponent(id));
   if (job === null) return;
@@ -172,6 +198,7 @@ async function renderJob(id) {
     dd.textContent = v;
     facts.append(dt, dd);
   }
+  renderTimeline(job.history || []);
   $('job-failure').textContent = job.last_failure || 'none';
   $('job-failure').classList.toggle('none', !job.last_failure);
   peerRows($('members'), job.members);

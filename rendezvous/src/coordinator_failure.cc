@@ -149,6 +149,16 @@ std::string Coordinator::Impl::JoinTimeoutCause(const Job& job) const {
 
 // ---------- transitions
 
+void Coordinator::Impl::EndHistory(Job& job, absl::string_view ended_by,
+                                   absl::string_view reason) {
+  if (job.history.empty()) return;
+  v1::RoundRecord& last = job.history.back();
+  if (last.round() != job.round || last.ended_unix_ms() != 0) return;
+  last.set_ended_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  last.set_ended_by(std::string(ended_by));
+  last.set_reason(std::string(reason));
+}
+
 void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
                                  bool worker_failure) {
   if (worker_failure) {
@@ -166,6 +176,8 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
     }
     ++job.restart_count;
   }
+  EndHistory(job, worker_failure ? "worker failure" : "membership change",
+             reason);
   MUSTER_LOG_AT(options_.event_log_level)
       << "job " << job.id << ": " << reason << "; restarting round "
       << job.round
@@ -203,6 +215,7 @@ void Coordinator::Impl::FailJob(Job& job, const std::string& root_cause) {
   Transition(job, JobPhase::kFailed, "the job failed");
   job.root_cause = root_cause;
   job.last_failure = root_cause;
+  EndHistory(job, "failed", root_cause);
   job.join_deadline = absl::InfiniteFuture();
   job.last_call_deadline = absl::InfiniteFuture();
   MUSTER_LOG_AT(options_.event_log_level)

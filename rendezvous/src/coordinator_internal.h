@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -139,6 +140,9 @@ struct Member {
 // GetStatus's members); not its reserved port. coordinator_status.cc.
 void FillPeer(const Member& m, v1::Peer* p);
 
+// Rounds a job remembers for its timeline (JobStatus.history).
+inline constexpr size_t kMaxHistory = 32;
+
 struct Job {
   std::string id;
   // Written only by Impl::Transition (job_phase.h has the table); read freely.
@@ -215,6 +219,8 @@ struct Job {
   std::vector<v1::WorkerFailure> round_failures;   // of the last round that ran
   std::string root_cause;                          // when FAILED
   std::string last_failure;                        // for Status
+  // The last kMaxHistory rounds, oldest first (GetStatus of one job).
+  std::deque<v1::RoundRecord> history;
   // Once ended: the verdict (JobSucceeded or JobFailed) and the nodes it was
   // meant for, so that one whose session broke as the job ended hears it when
   // it reconnects instead of starting a rerun on its own.
@@ -464,6 +470,10 @@ class Coordinator::Impl {
   void EndRound(Job& job, const std::string& reason, bool worker_failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OPEN/RUNNING -> FAILED.
+  // Closes the job's current round in its history (a no-op when it was not
+  // made ready).
+  void EndHistory(Job& job, absl::string_view ended_by,
+                  absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailJob(Job& job, const std::string& root_cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RUNNING -> SUCCEEDED.

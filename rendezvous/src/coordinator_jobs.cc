@@ -56,6 +56,7 @@ void Coordinator::Impl::SendFinalAndClose(Job& job,
 
 void Coordinator::Impl::SucceedJob(Job& job) {
   Transition(job, JobPhase::kSucceeded, "every member succeeded");
+  EndHistory(job, "succeeded", "every member succeeded");
   MUSTER_LOG_AT(options_.event_log_level)
       << "job " << job.id << ": SUCCEEDED in round " << job.round << " ("
       << job.members.size() << " nodes, " << job.restart_count << " restarts)";

@@ -226,8 +226,10 @@ void Coordinator::Impl::CloseRound(Job& job) {
   job.previous_order.clear();
   job.member_index.clear();
   int32_t world_size = 0;
+  bool kept = false;  // a survivor kept its workers: in-place recovery
   for (RankAssignment& r : *ranks) {
     Node& node = job.nodes.at(r.node_id);
+    kept = kept || node.join.has_kept();
     job.SetStatus(node, NodeStatus::kMember);
     world_size += r.local_world_size;
     job.member_index[r.node_id] = static_cast<int>(job.members.size());
@@ -244,6 +246,13 @@ void Coordinator::Impl::CloseRound(Job& job) {
       << job.members.front().master_port;
   job.world_size = world_size;
   rounds_ready_.fetch_add(1, std::memory_order_relaxed);
+  v1::RoundRecord& record = job.history.emplace_back();
+  record.set_round(job.round);
+  record.set_ready_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  record.set_nodes(static_cast<int32_t>(job.members.size()));
+  record.set_world_size(world_size);
+  record.set_in_place(kept);
+  if (job.history.size() > kMaxHistory) job.history.pop_front();
   for (size_t i = 0; i < job.members.size(); ++i) {
     SendRoundReady(job.nodes.at(job.members[i].rank.node_id).conn,
                    RoundReadyFor(job, static_cast<int>(i)));

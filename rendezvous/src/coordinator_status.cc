@@ -16,7 +16,12 @@ bool Listed(const Job& job) {
   return !(job.state == JobState::kOpen && job.nodes.empty());
 }
 
-void FillJobStatus(const Job& job, v1::JobStatus* s) {
+// `history`: with the job's rounds (asked for one job only: a listing of
+// thousands stays small).
+void FillJobStatus(const Job& job, v1::JobStatus* s, bool history = false) {
+  if (history) {
+    for (const v1::RoundRecord& r : job.history) *s->add_history() = r;
+  }
   s->set_job_id(job.id);
   s->set_state(std::string(JobStateName(job.state)));
   s->set_round(job.round);
@@ -82,7 +87,7 @@ v1::GetStatusResponse Coordinator::Impl::Status(
   v1::GetStatusResponse out;
   for (const auto& [id, job] : jobs_) {
     if (!job_id.empty() && id != job_id) continue;
-    if (Listed(job)) FillJobStatus(job, out.add_jobs());
+    if (Listed(job)) FillJobStatus(job, out.add_jobs(), !job_id.empty());
   }
   return out;
 }
@@ -109,7 +114,7 @@ v1::GetStatusResponse Coordinator::Impl::StatusPage(
       continue;
     }
     v1::JobStatus s;
-    FillJobStatus(job, &s);
+    FillJobStatus(job, &s, !query.job_id.empty());
     if (out.jobs_size() == 0) TrimToBytes(&s, query.max_bytes);
     const int64_t size = static_cast<int64_t>(s.ByteSizeLong()) + 5;
     if (out.jobs_size() > 0 && bytes + size > query.max_bytes) {

@@ -113,6 +113,11 @@ try {
   const pwned = await page.evaluate(() => window.__pwned);
   check(injected === 0 && pwned === undefined,
         `the worker's HTML made no element (${injected}) and ran nothing (${pwned})`);
+  const timeline = await page.$$eval('#timeline tbody tr', (trs) =>
+      trs.map((tr) => Array.from(tr.cells, (td) => td.textContent)));
+  check(timeline.length === 1 && timeline[0][0] === '1' && timeline[0][4] === 'failed' &&
+        timeline[0][5].includes('exited with code 3'),
+        `failjob's timeline: round 1 ended by its failure (${JSON.stringify(timeline)})`);
   const members = await page.$$eval('#members tbody tr', (t) => t.length);
   check(members === 2, `failjob's page lists its 2 members (${members})`);
   if (SHOTS) await page.screenshot({path: `${SHOTS}/console-job.png`});

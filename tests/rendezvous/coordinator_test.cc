@@ -441,6 +441,38 @@ TEST_F(CoordinatorTest, WorkerFailureWithRestartsLeftRestartsEveryone) {
   EXPECT_EQ(rb.restart_count(), 1);
 }
 
+// The timeline of one job (the console's job page): each round made ready,
+// when, and what ended it; a listing of every job leaves it out.
+TEST_F(CoordinatorTest, HistoryRecordsEachRoundAndWhatEndedIt) {
+  Agent a = Joined(MakeJoin("j", "a", 2, 2, 1, /*max_restarts=*/3));
+  Agent b = Joined(MakeJoin("j", "b", 2, 2, 1, 3));
+  const int64_t t1 = absl::ToUnixMillis(clock_.Now());
+  clock_.Advance(absl::Seconds(5));
+  Fail(b, 1, Failure("b", 1, 0, 7, 0, "ValueError: bad batch"));
+  ASSERT_TRUE(Join(b).ok());
+  ASSERT_TRUE(Join(a).ok());
+  ASSERT_ROUND_READY(a.ch->last());
+  clock_.Advance(absl::Seconds(2));
+  Succeed(a, 2);
+  Succeed(b, 2);
+
+  const v1::JobStatus s = JobStatusOf("j");
+  ASSERT_EQ(s.history_size(), 2) << s.DebugString();
+  const v1::RoundRecord& r1 = s.history(0);
+  EXPECT_EQ(r1.round(), 1);
+  EXPECT_EQ(r1.ready_unix_ms(), t1);
+  EXPECT_EQ(r1.ended_unix_ms(), t1 + 5000);
+  EXPECT_EQ(r1.ended_by(), "worker failure");
+  EXPECT_THAT(r1.reason(), HasSubstr("exited with code 7: ValueError"));
+  EXPECT_EQ(r1.nodes(), 2);
+  EXPECT_EQ(r1.world_size(), 2);
+  const v1::RoundRecord& r2 = s.history(1);
+  EXPECT_EQ(r2.round(), 2);
+  EXPECT_EQ(r2.ended_by(), "succeeded");
+  EXPECT_EQ(r2.ended_unix_ms(), t1 + 7000);
+  EXPECT_EQ(coord_.Status("").jobs(0).history_size(), 0);
+}
+
 // Issue 11: a round that lost a member re-forms as soon as every survivor is
 // back, without waiting last_call_timeout (30 s by default) for newcomers.
 TEST_F(CoordinatorTest, ALostMembersSurvivorsReformAtOnceWithoutLastCall) {
