@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "muster/agent/worker_env.h"
+#include "muster/common/control_round.h"
 
 namespace muster::agent {
 
@@ -45,10 +46,11 @@ class ControlChannel {
   int64_t seq_ = 0;
 };
 
-// The JSON of `round` (one line, no newline): for tests and Write.
-std::string FormatControlRound(int64_t seq, ControlState state,
-                               const WorkerEnvParams& params,
-                               const std::string& reason);
+// What Write puts in `round` (the shared codec's struct,
+// muster/common/control_round.h).
+common::ControlRound ControlRoundOf(int64_t seq, ControlState state,
+                                    const WorkerEnvParams& params,
+                                    const std::string& reason);
 
 }  // namespace muster::agent
 

@@ -27,38 +27,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "muster/common/control_round.h"
 
 namespace muster::comm::internal {
 
-// The contents of `round`. Unknown fields are ignored.
-struct RoundInfo {
-  int64_t seq = -1;
-  bool running = false;  // state "running"; false: "changing"
-  int64_t round = -1;
-  int rank = -1;
-  int world_size = 0;
-  int local_rank = -1;
-  int local_world_size = 0;
-  int group_rank = -1;
-  int group_world_size = 0;
-  std::string master_addr;
-  int master_port = 0;
-  std::string store_endpoint;
-  std::string store_prefix;
-  std::string store_token;  // A secret: never logged or put in a message.
-  int restart_count = 0;
-  std::string reason;
-
-  bool operator==(const RoundInfo&) const = default;
-};
-
-// Parses the JSON of a `round` file. Errors: INVALID_ARGUMENT naming what is
-// wrong (not JSON, a version other than 1, a missing or mistyped field). The
-// message never contains the token.
-absl::StatusOr<RoundInfo> ParseRound(absl::string_view json);
-
-// The JSON of `info` as the agent writes it (tests play the agent with it).
-std::string FormatRound(const RoundInfo& info);
+// The contents of `round` (the shared codec, muster/common/control_round.h:
+// common::ParseControlRound reads it, common::FormatControlRound writes it).
+using RoundInfo = common::ControlRound;
 
 class ControlChannel {
  public:

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -64,6 +65,14 @@ std::string Slurp(const std::string& path) {
                      std::istreambuf_iterator<char>());
 }
 
+// tests/testdata/control/`name` (tests/common/control_round_test.cc checks the
+// codec against it; tests/python/control_test.py parses it).
+std::string Golden(const std::string& name) {
+  const char* src = std::getenv("MUSTER_SOURCE_DIR");
+  return Slurp(std::string(src != nullptr ? src : ".") +
+               "/tests/testdata/control/" + name);
+}
+
 TEST(ControlChannelTest, WritesRoundAsTheContractSays) {
   auto tmp = platform::MakeTempDirectory("control-test-");
   ASSERT_TRUE(tmp.ok());
@@ -97,6 +106,8 @@ TEST(ControlChannelTest, WritesRoundAsTheContractSays) {
   EXPECT_EQ(j["store_token"], "secret-credential");
   EXPECT_EQ(j["restart_count"], 2);
   EXPECT_FALSE(j.contains("reason"));
+  // Byte for byte the golden that comm's and Python's readers parse.
+  EXPECT_EQ(Slurp(dir + "/round"), Golden("round.golden"));
   ASSERT_EQ(stat((dir + "/round").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600);
 
@@ -107,6 +118,7 @@ TEST(ControlChannelTest, WritesRoundAsTheContractSays) {
   EXPECT_EQ(j["state"], "changing");
   EXPECT_EQ(j["reason"], "node b lost");
   EXPECT_FALSE(j.contains("store_token"));
+  EXPECT_EQ(Slurp(dir + "/round"), Golden("round-changing.golden"));
   EXPECT_EQ(channel->seq(), 2);
   std::filesystem::remove_all(*tmp);
 }

@@ -42,7 +42,6 @@ namespace muster::comm {
 namespace {
 
 using comm_testing::FakeAgent;
-using internal::RoundInfo;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -314,45 +313,6 @@ TEST(ControlChannelTest, HelloIsWrittenOnceWithThisProcess) {
       std::make_shared<rendezvous::InMemoryStore>(), 0, 1, bad);
   EXPECT_TRUE(absl::IsFailedPrecondition(refused.status()));
   EXPECT_THAT(refused.status().message(), HasSubstr("/nonexistent/control"));
-}
-
-TEST(ControlChannelTest, RoundFilesParse) {
-  const RoundInfo info{.seq = 3,
-                       .running = true,
-                       .round = 7,
-                       .rank = 2,
-                       .world_size = 4,
-                       .local_rank = 0,
-                       .local_world_size = 2,
-                       .group_rank = 1,
-                       .group_world_size = 2,
-                       .master_addr = "10.0.0.1",
-                       .master_port = 29500,
-                       .store_endpoint = "h1:29400",
-                       .store_prefix = "job/7",
-                       .store_token = "tok",
-                       .restart_count = 1,
-                       .reason = "r"};
-  absl::StatusOr<RoundInfo> back =
-      internal::ParseRound(internal::FormatRound(info));
-  ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_TRUE(*back == info) << "a field did not survive the round file";
-  // Unknown fields are ignored; a token is optional.
-  EXPECT_TRUE(internal::ParseRound(
-                  R"({"version":1,"seq":1,"state":"changing","round":2,)"
-                  R"("rank":0,"world_size":2,"new_field":[1]})")
-                  .ok());
-  for (
-      const char* bad :
-      {"", "{", "[]", R"({"version":2,"seq":1})",
-       R"({"version":1,"seq":1,"state":"odd","round":1,"rank":0,"world_size":1})",
-       R"({"version":1,"seq":"1","state":"running","round":1,"rank":0,"world_size":1})",
-       R"({"version":1,"seq":1,"state":"running","round":1,"rank":0,"world_size":1})",
-       R"({"version":1,"seq":1,"state":"running","round":1,"rank":3,"world_size":2,"store_endpoint":"a:1","store_prefix":"p","store_token":"SECRET"})"}) {
-    absl::StatusOr<RoundInfo> r = internal::ParseRound(bad);
-    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << bad;
-    EXPECT_THAT(r.status().message(), Not(HasSubstr("SECRET")));
-  }
 }
 
 TEST(RecoverCApiTest, RoundChangedAndRecoverFromC) {

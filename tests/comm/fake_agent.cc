@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "comm/src/control_channel.h"
 #include "gtest/gtest.h"
+#include "muster/common/control_round.h"
 #include "muster/platform/files.h"
 #include "muster/rendezvous/grpc_store.h"
 #include "tests/testing/rendezvous.h"
@@ -54,7 +55,7 @@ void FakeAgent::Write(int w, bool running, int64_t round, int rank, int world,
   info.store_token = "s3cret-token";
   info.reason = reason;
   EXPECT_TRUE(platform::WriteFileAtomically(
-                  Dir(w) + "/round", comm::internal::FormatRound(info), 0600)
+                  Dir(w) + "/round", common::FormatControlRound(info), 0600)
                   .ok());
 }
 

@@ -1,5 +1,6 @@
 """The worker side of the control channel (muster._control) against files
-written as the agent writes them: round_changed's rule, the 2 ms wait for a
+written as the agent writes them (the golden files of the one codec,
+tests/testdata/control/, and harness.write_round): round_changed's rule, the 2 ms wait for a
 running round, hello, and a partial file read as "no change"."""
 
 from __future__ import annotations
@@ -9,22 +10,12 @@ import os
 import stat
 import tempfile
 import time
-from typing import Any
 
 import pytest
 
+import harness
+from harness import write_round
 from muster import _control
-
-
-def write_round(directory: str, **fields: Any) -> None:
-    """As the agent: round.tmp, then rename over round."""
-    body = {"version": 1, "state": "running", "round": 1, "rank": 0,
-            "world_size": 2, "store_prefix": "job/1"}
-    body.update(fields)
-    tmp = os.path.join(directory, "round.tmp")
-    with open(tmp, "w") as f:
-        json.dump(body, f)
-    os.replace(tmp, os.path.join(directory, "round"))
 
 
 class ControlTest:
@@ -50,6 +41,51 @@ class ControlTest:
         assert self.channel.changed_since(formed)
         write_round(self.dir, seq=4, round=3)
         assert not self.channel.changed_since(formed)
+
+    def test_the_agents_golden_round_files(self) -> None:
+        # What the agent writes (tests/testdata/control/round.golden, checked
+        # against the C++ codec by control_round_test and agent_state_test).
+        running = harness.control_golden("round.golden")
+        with open(os.path.join(self.dir, "round"), "w") as f:
+            f.write(running)
+        formed = self.channel.current_running()
+        assert formed is not None
+        assert (formed.seq, formed.round, formed.rank, formed.world_size) == (
+            1, 7, 4, 5)
+        assert formed.store_endpoint == "10.0.0.1:29400"
+        assert formed.store_prefix == "job-42/2/"
+        assert formed.store_token == "secret-credential"
+        env: dict[str, str] = {}
+        formed.export(env)
+        assert env == {
+            "RANK": "4", "WORLD_SIZE": "5", "LOCAL_RANK": "1",
+            "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
+            "GROUP_WORLD_SIZE": "2", "ROLE_RANK": "4", "ROLE_WORLD_SIZE": "5",
+            "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
+            "MUSTER_STORE_ENDPOINT": "10.0.0.1:29400",
+            "MUSTER_STORE_PREFIX": "job-42/2/", "MUSTER_ROUND": "7",
+            "TORCHELASTIC_RESTART_COUNT": "2",
+            "MUSTER_STORE_TOKEN": "secret-credential"}
+        assert not self.channel.changed_since(formed)
+
+        changing = harness.control_golden("round-changing.golden")
+        with open(os.path.join(self.dir, "round"), "w") as f:
+            f.write(changing)
+        data = self.channel.read()
+        assert data is not None
+        assert (data["seq"], data["state"], data["round"]) == (
+            2, "changing", 7)
+        assert "store_token" not in data
+        assert self.channel.current_running() is None
+        assert self.channel.changed_since(formed)
+        assert self.channel.describe().endswith(
+            "says round 7 is changing (seq 2): node b lost")
+
+        # The tests' writer (harness.write_round) writes the same bytes.
+        assert harness.round_text(**json.loads(running)) == running
+        assert harness.round_text(**json.loads(changing)) == changing
+        assert set(harness.ROUND_FIELDS) | {"store_token"} == set(
+            json.loads(running))
 
     def test_partial_or_missing_file_is_no_change(self) -> None:
         formed = _control.Round({"round": 1, "rank": 0, "world_size": 1},

@@ -10,6 +10,7 @@ package (python/CMakeLists.txt) and this directory.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -32,6 +33,52 @@ def require(*modules: str) -> Any:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} "
                               "not installed (Debian: python3-torch)")
+
+
+# The control channel's `round` as the agent writes it. The one codec is C++'s
+# (common/include/muster/common/control_round.h); its bytes are
+# tests/testdata/control/*.golden, against which control_test.py checks
+# round_text. Every field the agent always writes, with a worker's defaults;
+# store_token and reason are written only when not empty.
+ROUND_FIELDS: Mapping[str, Any] = {
+    "version": 1, "seq": 1, "state": "running", "round": 1, "rank": 0,
+    "world_size": 1, "local_rank": 0, "local_world_size": 1,
+    "group_rank": 0, "group_world_size": 1, "role_rank": 0,
+    "role_world_size": 1, "master_addr": "", "master_port": 0,
+    "store_endpoint": "", "store_prefix": "", "restart_count": 0,
+}
+
+
+def control_golden(name: str) -> str:
+    """tests/testdata/control/`name`, the codec's golden bytes."""
+    path = os.path.join(SOURCE_DIR, "tests", "testdata", "control", name)
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def round_text(**fields: Any) -> str:
+    """The bytes of `round` as the agent's codec writes them: ROUND_FIELDS
+    updated with `fields` as one line of JSON (keys sorted, no spaces), then
+    a newline."""
+    body = dict(ROUND_FIELDS)
+    body.update(fields)
+    for optional in ("store_token", "reason"):
+        if body.get(optional) == "":
+            del body[optional]
+    return json.dumps(body, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False) + "\n"
+
+
+def write_round(directory: str, **fields: Any) -> None:
+    """Plays the agent: round_text(**fields) into round.tmp (mode 0600), then
+    renamed over `round`."""
+    tmp = os.path.join(directory, "round.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, round_text(**fields).encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(directory, "round"))
 
 
 def free_port() -> int:

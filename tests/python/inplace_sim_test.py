@@ -45,18 +45,14 @@ class InPlaceSimTest:
         d = os.path.join(self.tmp, f"w{worker}")
         os.makedirs(d, mode=0o700, exist_ok=True)
         self.seq[worker] = self.seq.get(worker, 0) + 1
-        body = {"version": 1, "seq": self.seq[worker], "state": state,
-                "round": round_number, "rank": rank,
-                "world_size": world_size, "local_rank": 0,
-                "local_world_size": 1, "group_rank": rank,
-                "group_world_size": world_size, "role_rank": rank,
-                "role_world_size": world_size, "master_addr": "127.0.0.1",
-                "master_port": 1, "store_endpoint": self.musterd.endpoint,
-                "store_prefix": f"{JOB}/{round_number}", "restart_count": 0,
-                "reason": reason}
-        with open(os.path.join(d, "round.tmp"), "w") as f:
-            json.dump(body, f)
-        os.replace(os.path.join(d, "round.tmp"), os.path.join(d, "round"))
+        harness.write_round(
+            d, seq=self.seq[worker], state=state, round=round_number,
+            rank=rank, world_size=world_size, local_rank=0,
+            local_world_size=1, group_rank=rank, group_world_size=world_size,
+            role_rank=rank, role_world_size=world_size,
+            master_addr="127.0.0.1", master_port=1,
+            store_endpoint=self.musterd.endpoint,
+            store_prefix=f"{JOB}/{round_number}", reason=reason)
         return d
 
     def start(self, worker: int, round_number: int, rank: int,

@@ -11,7 +11,8 @@
 //   round seq=S state=running|changing round=N rank=R world=W local=L group=G
 //     restart=K
 // It exits 0 once <--out>/done exists, and 1 once <--out>/fail.<pid> exists.
-// Standard library and POSIX only.
+// It reads `round` and writes `hello` with the control channel's one codec
+// (muster/common/control_round.h); otherwise standard library and POSIX only.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,10 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
+
+#include "muster/common/control_round.h"
 
 namespace {
 
@@ -43,15 +45,6 @@ std::string Slurp(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-// The value of "key": NUMBER or "key": "TEXT" in a one-level JSON object
-// (enough for `round`, which the agent writes with nlohmann::json).
-std::string Field(const std::string& json, const std::string& key) {
-  const std::regex re("\"" + key + "\": ?(\"([^\"]*)\"|-?[0-9]+)");
-  std::smatch m;
-  if (!std::regex_search(json, m, re)) return "";
-  return m[2].matched ? m[2].str() : m[1].str();
 }
 
 }  // namespace
@@ -79,8 +72,7 @@ int main(int argc, char** argv) {
     const std::string tmp = dir + "/hello.tmp";
     {
       std::ofstream f(tmp);
-      f << "{\"version\": 1, \"pid\": " << pid
-        << ", \"library\": \"control_worker\"}\n";
+      f << muster::common::FormatControlHello(pid, "control_worker");
     }
     if (rename(tmp.c_str(), (dir + "/hello").c_str()) != 0) {
       perror("control_worker: rename hello");
@@ -91,17 +83,20 @@ int main(int argc, char** argv) {
   const std::string fail = out + "/fail." + std::to_string(pid);
   while (true) {
     if (!dir.empty()) {
-      const std::string round = Slurp(dir + "/round");
-      const std::string seq = Field(round, "seq");
+      // A partial or bad file reads as "no change" (the contract).
+      const auto round =
+          muster::common::ParseControlRound(Slurp(dir + "/round"));
+      const std::string seq = round.ok() ? std::to_string(round->seq) : "";
       if (!seq.empty() && seq != last_seq) {
         last_seq = seq;
-        Append(log, "round seq=" + seq + " state=" + Field(round, "state") +
-                        " round=" + Field(round, "round") +
-                        " rank=" + Field(round, "rank") +
-                        " world=" + Field(round, "world_size") +
-                        " local=" + Field(round, "local_rank") +
-                        " group=" + Field(round, "group_rank") +
-                        " restart=" + Field(round, "restart_count"));
+        Append(log, "round seq=" + seq +
+                        " state=" + (round->running ? "running" : "changing") +
+                        " round=" + std::to_string(round->round) +
+                        " rank=" + std::to_string(round->rank) +
+                        " world=" + std::to_string(round->world_size) +
+                        " local=" + std::to_string(round->local_rank) +
+                        " group=" + std::to_string(round->group_rank) +
+                        " restart=" + std::to_string(round->restart_count));
       }
     }
     if (Exists(fail)) return 1;
