@@ -201,6 +201,10 @@ async function renderJob(id) {
   renderTimeline(job.history || []);
   $('job-failure').textContent = job.last_failure || 'none';
   $('job-failure').classList.toggle('none', !job.last_failure);
+  const first = job.first_failure || {};
+  $('traceback-box').hidden = !first.traceback;
+  $('traceback').textContent = first.traceback || '';
+  $('traceback-rank').textContent = first.global_rank === undefined ? '' : first.global_rank;
   peerRows($('members'), job.members);
   peerRows($('waiting'), job.waiting);
 }

@@ -21,6 +21,8 @@ bool Listed(const Job& job) {
 void FillJobStatus(const Job& job, v1::JobStatus* s, bool history = false) {
   if (history) {
     for (const v1::RoundRecord& r : job.history) *s->add_history() = r;
+    if (job.first_failure.has_value())
+      *s->mutable_first_failure() = *job.first_failure;
   }
   s->set_job_id(job.id);
   s->set_state(std::string(JobStateName(job.state)));

@@ -470,7 +470,10 @@ TEST_F(CoordinatorTest, HistoryRecordsEachRoundAndWhatEndedIt) {
   EXPECT_EQ(r2.round(), 2);
   EXPECT_EQ(r2.ended_by(), "succeeded");
   EXPECT_EQ(r2.ended_unix_ms(), t1 + 7000);
+  EXPECT_EQ(s.first_failure().global_rank(), 1);
+  EXPECT_EQ(s.first_failure().error_message(), "ValueError: bad batch");
   EXPECT_EQ(coord_.Status("").jobs(0).history_size(), 0);
+  EXPECT_FALSE(coord_.Status("").jobs(0).has_first_failure());
 }
 
 // Issue 11: a round that lost a member re-forms as soon as every survivor is
