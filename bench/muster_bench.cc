@@ -7,6 +7,9 @@
 //       [--progress]
 //
 // Implementations (--impls, comma-separated; default all allreduce ones):
+//   memcpy               each rank copies its buffer to another (no
+//                        communication): the memory's own speed, the
+//                        yardstick of the shared-memory allreduce
 //   muster               libmuster_comm, its automatic algorithm choice
 //   muster:ALGO          libmuster_comm with MUSTER_GLOO_ALGORITHM=ALGO
 //                        (ring, ..., bcube_unbound, or shm: shared memory)
@@ -42,6 +45,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -77,7 +81,8 @@ struct Flags {
   size_t min_bytes = 8;
   size_t max_bytes = 256u << 20;
   size_t factor = 2;
-  std::vector<std::string> impls = {"muster",
+  std::vector<std::string> impls = {"memcpy",
+                                    "muster",
                                     "gloo:ring",
                                     "gloo:ring_chunked",
                                     "gloo:halving_doubling",
@@ -255,12 +260,20 @@ bool CreateForced(
 }
 
 // The call `impl` times for --op on `count` elements at `data`; false (after
-// saying why) when it cannot be made.
+// saying why) when it cannot be made. `scratch`: memcpy's destination, as
+// large as the largest buffer.
 bool MakeRunner(const std::string& impl, const Flags& flags, Communicator* c,
-                muster::comm::RawGloo* raw, char* data, size_t count, int rank,
-                Runner* runner) {
+                muster::comm::RawGloo* raw, char* data, char* scratch,
+                size_t count, int rank, Runner* runner) {
   const size_t esize = muster::comm::DataTypeSize(flags.dtype);
-  if (absl::StartsWith(impl, "gloo:")) {
+  if (impl == "memcpy") {
+    // All ranks copy at once, as they all allreduce at once: they share the
+    // memory's bandwidth alike.
+    runner->run = [data, scratch, bytes = count * esize] {
+      std::memcpy(scratch, data, bytes);
+      return absl::OkStatus();
+    };
+  } else if (absl::StartsWith(impl, "gloo:")) {
     auto made = raw->AllReduceSum(impl.substr(5),
                                   reinterpret_cast<float*>(data), count);
     if (!made.ok()) {
@@ -310,6 +323,31 @@ void PrintResults(
   std::cout << std::flush;
 }
 
+// Rank 0's comparison with memcpy, when it ran: each implementation's time
+// over memcpy's at each size, both from this run.
+void PrintRatios(const Flags& flags,
+                 const std::map<std::string, std::map<size_t, double>>& times) {
+  auto base = times.find("memcpy");
+  if (base == times.end()) return;
+  std::cout << "# time / memcpy's time (the same run, same size)\n#"
+            << absl::StrFormat("%12s %12s", "size(B)", "memcpy(us)");
+  for (const std::string& impl : flags.impls) {
+    if (impl != "memcpy") std::cout << absl::StrFormat(" %14s", impl);
+  }
+  std::cout << "\n";
+  for (const auto& [bytes, copy] : base->second) {
+    std::cout << absl::StrFormat(" %12d %12.2f", bytes, copy * 1e6);
+    for (const std::string& impl : flags.impls) {
+      if (impl == "memcpy") continue;
+      auto it = times.find(impl);
+      if (it == times.end() || !it->second.contains(bytes)) continue;
+      std::cout << absl::StrFormat(" %13.2fx", it->second.at(bytes) / copy);
+    }
+    std::cout << "\n";
+  }
+  std::cout << std::flush;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -354,8 +392,15 @@ int main(int argc, char** argv) {
   std::ofstream csv;
   if (rank == 0 && !flags.csv.empty()) csv.open(flags.csv, std::ios::app);
   std::vector<char> buffer(std::max<size_t>(flags.max_bytes, esize) * n + 64);
+  std::vector<char> scratch;
+  if (std::find(flags.impls.begin(), flags.impls.end(), "memcpy") !=
+      flags.impls.end()) {
+    scratch.resize(buffer.size());
+  }
   // results[impl] = one formatted line per size (rank 0).
   std::map<std::string, std::vector<std::string>> results;
+  // times[impl][size] = the best batch's seconds per operation (rank 0).
+  std::map<std::string, std::map<size_t, double>> times;
 
   for (size_t bytes = flags.min_bytes; bytes <= flags.max_bytes;
        bytes *= flags.factor) {
@@ -374,7 +419,8 @@ int main(int argc, char** argv) {
       Runner runner;
       Communicator* c = comm.get();
       if (auto it = forced.find(impl); it != forced.end()) c = it->second.get();
-      if (!MakeRunner(impl, flags, c, raw.get(), data, count, rank, &runner)) {
+      if (!MakeRunner(impl, flags, c, raw.get(), data, scratch.data(), count,
+                      rank, &runner)) {
         return 2;
       }
       // Warm up once, then time one more run; the slowest rank decides the
@@ -434,6 +480,7 @@ int main(int argc, char** argv) {
           flags.op == "allreduce" || flags.op == "reduce_scatter" ? "sum" : "-",
           per_op * 1e6, algbw, busbw);
       results[flags.impls[k]].push_back(line);
+      times[flags.impls[k]][reported] = per_op;
       if (flags.progress) {
         std::cerr << flags.impls[k] << line << std::endl;
       }
@@ -445,7 +492,10 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (rank == 0) PrintResults(flags, n, results);
+  if (rank == 0) {
+    PrintResults(flags, n, results);
+    PrintRatios(flags, times);
+  }
   forced.clear();
   comm->Shutdown();
   return 0;

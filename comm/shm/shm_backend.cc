@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "comm/reduce/reduce.h"
+#include "comm/shm/copy.h"
 #include "comm/shm/platform.h"
 #include "comm/shm/topology.h"
 #include "muster/common/logging.h"
@@ -80,6 +81,9 @@ constexpr size_t kOneStepMaxReadBytes = 128 << 10;
 // 13.6-14.4 ms with memcpy here. Smaller outputs stay in the caches for the
 // caller.
 constexpr size_t kStreamMinBytes = 8 << 20;
+// A rank reduces its slice of a chunk in blocks of this size, each copied
+// to both the output and the segment while it is in the L1/L2 cache.
+constexpr size_t kReduceBlockBytes = 32 << 10;
 // A waiting rank spins this many times, then yields this many times, then
 // sleeps on a futex.
 constexpr int kSpins = 256;
@@ -137,40 +141,6 @@ size_t ChunkBytes(int ranks) {
     }
   }
   return RoundUp(chunk, kPage);
-}
-
-// memcpy with non-temporal stores (the destination's lines are not read
-// first and do not evict the caches' contents). x86-64 only; memcpy
-// elsewhere.
-void StreamCopy(char* dst, const char* src, size_t n) {
-#if defined(__x86_64__)
-  const size_t head = (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16;
-  if (n < head + 64) {
-    std::memcpy(dst, src, n);
-    return;
-  }
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  n -= head;
-  auto* d = reinterpret_cast<__m128i*>(dst);
-  const auto* p = reinterpret_cast<const __m128i*>(src);
-  const size_t blocks = n / 64;
-  for (size_t i = 0; i < blocks; ++i, d += 4, p += 4) {
-    const __m128i a = _mm_loadu_si128(p);
-    const __m128i b = _mm_loadu_si128(p + 1);
-    const __m128i c = _mm_loadu_si128(p + 2);
-    const __m128i e = _mm_loadu_si128(p + 3);
-    _mm_stream_si128(d, a);
-    _mm_stream_si128(d + 1, b);
-    _mm_stream_si128(d + 2, c);
-    _mm_stream_si128(d + 3, e);
-  }
-  std::memcpy(d, p, n % 64);
-  _mm_sfence();
-#else
-  std::memcpy(dst, src, n);
-#endif
 }
 
 class ShmBackend final : public Backend {
@@ -391,8 +361,10 @@ class ShmBackend final : public Backend {
   // pipelined so that each chunk costs one barrier:
   // clang-format off
   //
-  //   step c:  copy chunk c in  | barrier | reduce my slice of c into result(c)
-  //                                       | gather chunk c-1 from result(c-1)
+  //   step c:  copy chunk c in  | barrier | reduce my slice of c into out and
+  //                                       |   result(c)
+  //                                       | gather c-1's other slices from
+  //                                       |   result(c-1)
   //   end:     barrier | gather the last chunk
   //
   // clang-format on
@@ -415,15 +387,24 @@ class ShmBackend final : public Backend {
     // read of each line before it is overwritten, a third less memory
     // traffic for the whole allreduce.
     const bool stream = count * esize >= kStreamMinBytes;
-    auto gather_last = [&] {
-      if (last_set >= 0 && gathers) {
-        char* dst = out + last_first * esize;
-        if (stream) {
-          StreamCopy(dst, result(last_set), last_n * esize);
-        } else {
-          std::memcpy(dst, result(last_set), last_n * esize);
-        }
+    auto copy_out = [&](char* dst, const char* src, size_t bytes) {
+      if (stream) {
+        shm_copy::StreamCopy(dst, src, bytes);
+      } else {
+        std::memcpy(dst, src, bytes);
       }
+    };
+    // This rank's own slice went to `out` as it was reduced: only the
+    // peers' slices are gathered (half the copy-out on 2 ranks).
+    size_t last_b = 0;
+    size_t last_e = 0;
+    auto gather_last = [&] {
+      if (last_set < 0 || !gathers) return;
+      char* dst = out + last_first * esize;
+      const char* src = result(last_set);
+      copy_out(dst, src, last_b * esize);
+      copy_out(dst + last_e * esize, src + last_e * esize,
+               (last_n - last_e) * esize);
     };
     for (size_t first = 0; first < count; first += per_chunk) {
       const size_t n = std::min(per_chunk, count - first);
@@ -436,25 +417,46 @@ class ShmBackend final : public Backend {
       std::memcpy(own, src, b * esize);
       std::memcpy(own + e * esize, src + e * esize, (n - e) * esize);
       MUSTER_RETURN_IF_ERROR(Barrier(deadline));
-      if (e > b) {
-        char* acc = result(set) + b * esize;
-        bool first_peer = true;
-        for (int k = 0; k < local_size_; ++k) {
-          if (k == me_) continue;
-          fn(acc, first_peer ? src + b * esize : acc, slot(set, k) + b * esize,
-             e - b);
-          first_peer = false;
-        }
-        if (divide_by > 0) DivideInPlace(acc, e - b, dtype, divide_by);
-      }
+      ReduceSlice(src, gathers ? out + first * esize : nullptr, set, b, e,
+                  esize, dtype, fn, divide_by);
       gather_last();
       last_set = set;
       last_first = first;
       last_n = n;
+      last_b = b;
+      last_e = e;
     }
     MUSTER_RETURN_IF_ERROR(Barrier(deadline));
     gather_last();
     return absl::OkStatus();
+  }
+
+  // Reduces elements [b, e) of the chunk at `src` (this rank's input) with
+  // the peers' copies in `set` into result(set), and into `out` (the
+  // chunk's place in the output) unless null. Block by block, so that each
+  // block is reduced once and copied from the L1/L2 cache: the output's
+  // slice is not read back from the segment a step later.
+  void ReduceSlice(const char* src, char* out, int set, size_t b, size_t e,
+                   size_t esize, DataType dtype, const ReduceFn& fn,
+                   int divide_by) const {
+    const size_t block = kReduceBlockBytes / esize;
+    for (size_t i = b; i < e; i += block) {
+      const size_t m = std::min(block, e - i);
+      const size_t at = i * esize;
+      // Into `out` first when there is one: in place, its lines are the
+      // input's, already in the cache.
+      char* acc = out != nullptr ? out + at : result(set) + at;
+      // Same order on every rank (own input, then the peers by local rank),
+      // so the bits do not depend on the block size.
+      bool first_peer = true;
+      for (int k = 0; k < local_size_; ++k) {
+        if (k == me_) continue;
+        fn(acc, first_peer ? src + at : acc, slot(set, k) + at, m);
+        first_peer = false;
+      }
+      if (divide_by > 0) DivideInPlace(acc, m, dtype, divide_by);
+      if (out != nullptr) std::memcpy(result(set) + at, acc, m * esize);
+    }
   }
 
   // Small messages: one barrier; every rank reduces the whole message.
