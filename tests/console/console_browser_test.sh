@@ -17,18 +17,7 @@ scratch
 
 step "puppeteer-core (npm ci, pinned; it drives Debian's chromium, downloads no browser)"
 node_dir=$build/console-browser-test
-lock_sum=$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -d' ' -f1)
-if [[ ! -f $node_dir/.installed || $(cat "$node_dir/.installed") != "$lock_sum" ]]; then
-  rm -rf "$node_dir"
-  mkdir -p "$node_dir"
-  cp "$here/package.json" "$here/package-lock.json" "$node_dir/"
-  if ! (cd "$node_dir" && PUPPETEER_SKIP_DOWNLOAD=1 timeout 300 npm ci --no-audit --no-fund \
-        --loglevel=error >"$node_dir/npm.log" 2>&1); then
-    cat "$node_dir/npm.log"
-    skip "npm ci failed (no registry reachable?): the console is not tested in a browser"
-  fi
-  echo "$lock_sum" >"$node_dir/.installed"
-fi
+npm_ci_pinned "$here" "$node_dir" "the console is not tested in a browser"
 cp "$here/console_browser_test.mjs" "$node_dir/"
 
 step "musterd with --http-listen, --require-token, an admin token"
@@ -56,6 +45,16 @@ agent() {
   PIDS+=($!)
 }
 
+# wait_running JOB TOKEN: until `muster status` says the job is RUNNING (30 s at most).
+wait_running() {
+  local deadline=$((SECONDS + 30))
+  until MUSTER_RDZV_TOKEN=$2 "$bin/muster" status --rdzv-endpoint="127.0.0.1:$port" "$1" \
+      2>/dev/null | grep -q RUNNING; do
+    ((SECONDS < deadline)) || fail "$1 was not RUNNING within 30 s"
+    sleep 0.2
+  done
+}
+
 step "failjob: two nodes, rank 1 fails with HTML on its stderr"
 cat >"$SCRATCH/fail.sh" <<'SH'
 #!/bin/sh
@@ -81,23 +80,13 @@ grep -q "exited with code 3" "$SCRATCH/failjob.log" || { cat "$SCRATCH/failjob.l
 
 step "tokjob: one node with its own token, running"
 agent tokjob "$job_token" 1 "$SCRATCH/sleep.sh"
-deadline=$((SECONDS + 30))
-until MUSTER_RDZV_TOKEN=$job_token "$bin/muster" status --rdzv-endpoint="127.0.0.1:$port" \
-    tokjob 2>/dev/null | grep -q RUNNING; do
-  ((SECONDS < deadline)) || fail "tokjob was not RUNNING within 30 s"
-  sleep 0.2
-done
+wait_running tokjob "$job_token"
 
 step "hangjob: two nodes of two ranks, rank 3 stuck in stuck_in_data_loader(), the rest in wait_in_allreduce()"
 [[ -x $bin/stuck_ranks ]] || fail "$bin/stuck_ranks is missing: build the tests' workers"
 agent hangjob "$other_token" 2 "$bin/stuck_ranks" 2
 agent hangjob "$other_token" 2 "$bin/stuck_ranks" 2
-deadline=$((SECONDS + 30))
-until MUSTER_RDZV_TOKEN=$other_token "$bin/muster" status --rdzv-endpoint="127.0.0.1:$port" \
-    hangjob 2>/dev/null | grep -q RUNNING; do
-  ((SECONDS < deadline)) || fail "hangjob was not RUNNING within 30 s"
-  sleep 0.2
-done
+wait_running hangjob "$other_token"
 
 step "the browser"
 live_cmd="MUSTER_RDZV_TOKEN=$other_token exec setsid $bin/muster --nnodes=1 --nproc-per-node=1 \

@@ -31,21 +31,7 @@ done
 
 step "the validator's packages (npm ci, pinned)"
 node_dir=$build/deploy-k8s-validate
-lock_sum=$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -d' ' -f1)
-if [[ ! -f $node_dir/.installed || $(cat "$node_dir/.installed") != "$lock_sum" ]]; then
-  rm -rf "$node_dir"
-  mkdir -p "$node_dir"
-  cp "$here/package.json" "$here/package-lock.json" "$node_dir/"
-  if ! (cd "$node_dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error >"$node_dir/npm.log" 2>&1); then
-    cat "$node_dir/npm.log"
-    if grep -Eqi 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET|network|proxy' "$node_dir/npm.log"; then
-      rm -rf "$node_dir"
-      skip "the npm registry is unreachable: the manifests rendered but are not validated"
-    fi
-    fail "npm ci failed"
-  fi
-  echo "$lock_sum" >"$node_dir/.installed"
-fi
+npm_ci_pinned "$here" "$node_dir" "the manifests rendered but are not validated"
 cp "$here/validate.mjs" "$node_dir/validate.mjs"
 
 step "validate"

@@ -47,3 +47,25 @@ expect_exit() {
   cat "$log"
   [[ $code == "$want" ]] || fail "$what: exit $code, expected $want"
 }
+
+# npm_ci_pinned FROM_DIR TO_DIR WHAT: installs the npm packages pinned by FROM_DIR's package.json and
+# package-lock.json into TO_DIR (again only when the pins changed); skips naming WHAT when the
+# registry is unreachable, fails on any other npm error. No browser is downloaded.
+npm_ci_pinned() {
+  local from=$1 to=$2 what=$3 sum
+  sum=$(cat "$from/package.json" "$from/package-lock.json" | sha256sum | cut -d' ' -f1)
+  [[ -f $to/.installed && $(cat "$to/.installed") == "$sum" ]] && return 0
+  rm -rf "$to"
+  mkdir -p "$to"
+  cp "$from/package.json" "$from/package-lock.json" "$to/"
+  if ! (cd "$to" && PUPPETEER_SKIP_DOWNLOAD=1 timeout 300 npm ci --no-audit --no-fund \
+        --loglevel=error >"$to/npm.log" 2>&1); then
+    cat "$to/npm.log"
+    if grep -Eqi 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET|network|proxy' "$to/npm.log"; then
+      rm -rf "$to"
+      skip "the npm registry is unreachable: $what"
+    fi
+    fail "npm ci failed"
+  fi
+  echo "$sum" >"$to/.installed"
+}
