@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -24,6 +23,7 @@
 #include "comm/shm/topology.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
+#include "muster/platform/env.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -129,7 +129,7 @@ size_t SegmentBytes(int ranks, size_t chunk) {
 size_t ChunkBytes(int ranks) {
   size_t chunk = std::clamp<size_t>(2 * kDefaultChunkBytes / std::max(ranks, 1),
                                     256 << 10, kDefaultChunkBytes);
-  if (const char* env = std::getenv("MUSTER_SHM_CHUNK_BYTES")) {
+  if (const char* env = platform::NonEmptyEnv("MUSTER_SHM_CHUNK_BYTES")) {
     uint64_t value = 0;
     if (absl::SimpleAtoi(env, &value) && value >= (64 << 10) &&
         value <= (64 << 20)) {
@@ -673,7 +673,7 @@ absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
   if (n < 2) return gloo;
   const bool forced =
       config.options.allreduce_algorithm == AllReduceAlgorithm::kShm;
-  if (const char* env = std::getenv("MUSTER_SHM");
+  if (const char* env = platform::NonEmptyEnv("MUSTER_SHM");
       env != nullptr && std::string(env) == "0") {
     if (forced) {
       MUSTER_LOG(WARNING) << "rank " << rank
