@@ -82,7 +82,7 @@ for n in "${sizes[@]}"; do
   hb_ms=$(value heartbeat_interval_ms_min "$f")
   hb_max=$(value heartbeat_interval_ms_max "$f")
   [[ $hb_ms == "$hb_max" ]] || hb_ms="$hb_ms-$hb_max"
-  echo -e "$n\t$formed\t$(value ready_p50_ms "$f")\t$(value ready_p99_ms "$f")\t$(value server_cpu_per_s "$f")\t$(value musterd_rss_mib "$f")\t$(value node_loss_restart_s "$f")\t$(value node_loss_ready_s "$f")\t$(value server_cpu_form_s "$f")\t$(value heartbeats_per_s "$f")\t$(value heartbeats_per_s_scheduled "$f")\t$(value server_cpu_us_per_heartbeat "$f")\t$(value server_cpu_per_s_full_rate "$f")\t$hb_ms" >>"$tsv"
+  echo -e "$n\t$formed\t$(value ready_p50_ms "$f")\t$(value ready_p99_ms "$f")\t$(value server_cpu_per_s "$f")\t$(value musterd_rss_mib "$f")\t$(value node_loss_restart_s "$f")\t$(value node_loss_ready_s "$f")\t$(value form_cpu_s "$f")\t$(value heartbeats_per_s "$f")\t$(value heartbeats_per_s_scheduled "$f")\t$(value server_cpu_us_per_heartbeat "$f")\t$(value server_cpu_per_s_full_rate "$f")\t$hb_ms" >>"$tsv"
   if ((rc != 0)) || grep -q "not formed\|not re-formed" "$f"; then
     stop_reason="stopped after $n agents: the load generator failed (exit $rc; see $res/rdzv-scale-$label-$n.txt)"
     break
