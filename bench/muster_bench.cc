@@ -67,7 +67,7 @@
 #include "muster/comm/raw_gloo.h"
 #include "muster/common/net.h"
 #include "muster/platform/env.h"
-#include "muster/rendezvous/grpc_store.h"
+#include "muster/store/grpc_store.h"
 
 namespace {
 
@@ -212,15 +212,15 @@ bool DropUnsupportedImpls(Flags* flags) {
 // Raw Gloo's own context, over the launcher's store.
 absl::StatusOr<std::unique_ptr<muster::comm::RawGloo>> ConnectRawGloo(int rank,
                                                                       int n) {
-  muster::rendezvous::GrpcStoreOptions so;
+  muster::store::GrpcStoreOptions so;
   so.endpoint = muster::platform::GetEnv("MUSTER_STORE_ENDPOINT").value_or("");
   so.prefix = muster::platform::GetEnv("MUSTER_STORE_PREFIX").value_or("");
-  auto store = muster::rendezvous::NewGrpcStore(so);
+  auto store = muster::store::NewGrpcStore(so);
   if (!store.ok()) return store.status();
   const char* lws = muster::platform::NonEmptyEnv("LOCAL_WORLD_SIZE");
   const bool local = lws != nullptr && std::atoi(lws) == n;
   return muster::comm::RawGloo::Connect(
-      std::shared_ptr<muster::rendezvous::Store>(std::move(*store)), rank, n,
+      std::shared_ptr<muster::store::Store>(std::move(*store)), rank, n,
       local ? std::string("127.0.0.1") : muster::DefaultAdvertisedAddress());
 }
 

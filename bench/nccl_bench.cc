@@ -26,7 +26,7 @@
 #include "absl/time/clock.h"
 #include "muster/comm/communicator.h"
 #include "muster/platform/env.h"
-#include "muster/rendezvous/grpc_store.h"
+#include "muster/store/grpc_store.h"
 
 namespace {
 
@@ -43,10 +43,10 @@ void Check(bool ok, const std::string& what) {
 
 // Raw NCCL's communicator: rank 0's unique id through the store.
 ncclComm_t RawNccl(int rank, int n) {
-  muster::rendezvous::GrpcStoreOptions so;
+  muster::store::GrpcStoreOptions so;
   so.endpoint = muster::platform::GetEnv("MUSTER_STORE_ENDPOINT").value_or("");
   so.prefix = muster::platform::GetEnv("MUSTER_STORE_PREFIX").value_or("");
-  auto store = muster::rendezvous::NewGrpcStore(so);
+  auto store = muster::store::NewGrpcStore(so);
   Check(store.ok(), "connecting to the store");
   ncclUniqueId id;
   const std::string key = "muster-nccl-bench/raw_id";

@@ -19,7 +19,7 @@
 #include "muster/doctor/checks.h"
 #include "muster/doctor/collector.h"
 #include "muster/doctor/render.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/security.h"
 
 namespace muster::cli {
 namespace {
@@ -45,13 +45,13 @@ absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
   return d;
 }
 
-doctor::TlsAnswer ToAnswer(rendezvous::TlsProbe p) {
+doctor::TlsAnswer ToAnswer(store::TlsProbe p) {
   switch (p) {
-    case rendezvous::TlsProbe::kTls:
+    case store::TlsProbe::kTls:
       return doctor::TlsAnswer::kTls;
-    case rendezvous::TlsProbe::kPlaintext:
+    case store::TlsProbe::kPlaintext:
       return doctor::TlsAnswer::kPlaintext;
-    case rendezvous::TlsProbe::kUnknown:
+    case store::TlsProbe::kUnknown:
       break;
   }
   return doctor::TlsAnswer::kUnknown;
@@ -64,7 +64,7 @@ doctor::SecurityFacts Security(const doctor::Plan& plan,
                                const std::string& rdzv_conf,
                                const std::map<std::string, std::string>& env) {
   doctor::SecurityFacts s;
-  absl::StatusOr<rendezvous::ClientSecurity> security =
+  absl::StatusOr<store::ClientSecurity> security =
       ClientSecurityFromFlags(rdzv_conf, "", env);
   s.client_tls = security.ok() && security->tls();
   s.token = security.ok() && !security->token.empty();
@@ -74,8 +74,8 @@ doctor::SecurityFacts Security(const doctor::Plan& plan,
                       facts.probes[i].outcome == ProbeOutcome::kOpen;
     s.endpoint_tls.push_back(
         t.id == "endpoint" && open
-            ? ToAnswer(rendezvous::ProbeTls(t.hp.host, t.hp.port,
-                                            plan.options.timeout))
+            ? ToAnswer(
+                  store::ProbeTls(t.hp.host, t.hp.port, plan.options.timeout))
             : doctor::TlsAnswer::kUnknown);
   }
   return s;

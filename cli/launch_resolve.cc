@@ -264,11 +264,11 @@ void ResolveStandaloneFlag(LaunchSettings* s) {
 
 absl::Status ResolveTokenFromEnv(const Env& env, LaunchSettings* s) {
   if (!s->config.security.token.empty()) return absl::OkStatus();
-  auto token = env.find(rendezvous::kRdzvTokenEnv);
+  auto token = env.find(store::kRdzvTokenEnv);
   if (token != env.end() && !token->second.empty()) {
     MUSTER_ASSIGN_OR_RETURN(
         s->config.security.token,
-        rendezvous::CleanToken(token->second, rendezvous::kRdzvTokenEnv));
+        rendezvous::CleanToken(token->second, store::kRdzvTokenEnv));
   }
   return absl::OkStatus();
 }

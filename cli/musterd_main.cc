@@ -148,7 +148,7 @@ struct MusterdFlags {
   bool require_token = false;
   std::string admin_token_file;
   bool metrics_admin_only = false;
-  muster::rendezvous::KvStoreLimits store_limits;
+  muster::store::KvStoreLimits store_limits;
   int session_queues = 0;
   muster::cli::ReplicaFlags replica;
   bool install_service = false;
@@ -434,7 +434,7 @@ int Serve(const muster::rendezvous::ServerOptions& options,
                ? kExitUsage
                : kExitCannotServe;
   }
-  const muster::rendezvous::ServerTls& tls = options.tls;
+  const muster::store::ServerTls& tls = options.tls;
   MUSTER_LOG(INFO) << "musterd listening on " << (*server)->address()
                    << (tls.enabled()
                            ? (tls.client_ca.empty() ? " (TLS)" : " (mTLS)")

@@ -10,13 +10,13 @@
 
 namespace muster::cli {
 
-absl::StatusOr<rendezvous::ClientSecurity> ClientSecurityFromFlags(
+absl::StatusOr<store::ClientSecurity> ClientSecurityFromFlags(
     const std::string& rdzv_conf, const std::string& token_file,
     const std::map<std::string, std::string>& env) {
   absl::StatusOr<RdzvConf> conf =
       ParseRdzvConf(rdzv_conf, RdzvConfScope::kSecurityOnly);
   if (!conf.ok()) return Annotate(conf.status(), "--rdzv-conf");
-  rendezvous::ClientSecurity s;
+  store::ClientSecurity s;
   s.tls_ca = conf->tls_ca;
   s.tls_cert = conf->tls_cert;
   s.tls_key = conf->tls_key;
@@ -25,10 +25,10 @@ absl::StatusOr<rendezvous::ClientSecurity> ClientSecurityFromFlags(
   const std::string& file = token_file.empty() ? conf_token_file : token_file;
   if (!file.empty()) {
     MUSTER_ASSIGN_OR_RETURN(s.token, rendezvous::ReadTokenFile(file));
-  } else if (auto it = env.find(rendezvous::kRdzvTokenEnv);
+  } else if (auto it = env.find(store::kRdzvTokenEnv);
              it != env.end() && !it->second.empty()) {
     MUSTER_ASSIGN_OR_RETURN(
-        s.token, rendezvous::CleanToken(it->second, rendezvous::kRdzvTokenEnv));
+        s.token, rendezvous::CleanToken(it->second, store::kRdzvTokenEnv));
   }
   return s;
 }
@@ -56,10 +56,10 @@ void AddSecurityFlags(CLI::App& app,
   app.add_option("--token-file", flags->token_file, token_help);
 }
 
-std::optional<rendezvous::ClientSecurity> SecurityOrComplain(
+std::optional<store::ClientSecurity> SecurityOrComplain(
     const ServerFlags& flags, const std::map<std::string, std::string>& env,
     const char* command) {
-  absl::StatusOr<rendezvous::ClientSecurity> security =
+  absl::StatusOr<store::ClientSecurity> security =
       ClientSecurityFromFlags(flags.rdzv_conf, flags.token_file, env);
   if (!security.ok()) {
     std::fprintf(stderr, "%s: %s\n", command,

@@ -12,7 +12,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/security.h"
 
 namespace muster::cli {
 
@@ -21,7 +21,7 @@ namespace muster::cli {
 // the same PET_RDZV_CONF serves both). token_file: --token-file (wins over
 // rdzv-conf's token_file, which wins over MUSTER_RDZV_TOKEN). Errors:
 // INVALID_ARGUMENT / NOT_FOUND naming the setting or file (never a token).
-absl::StatusOr<rendezvous::ClientSecurity> ClientSecurityFromFlags(
+absl::StatusOr<store::ClientSecurity> ClientSecurityFromFlags(
     const std::string& rdzv_conf, const std::string& token_file,
     const std::map<std::string, std::string>& env);
 
@@ -47,7 +47,7 @@ void AddSecurityFlags(CLI::App& app,
 // ClientSecurityFromFlags over `flags`; on an error prints "<command>:
 // <message>" to stderr and returns nullopt (the caller exits with a
 // configuration error).
-std::optional<rendezvous::ClientSecurity> SecurityOrComplain(
+std::optional<store::ClientSecurity> SecurityOrComplain(
     const ServerFlags& flags, const std::map<std::string, std::string>& env,
     const char* command);
 

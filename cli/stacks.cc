@@ -55,7 +55,7 @@ int RunStacks(const std::vector<std::string>& args,
                  timeout_text.c_str(), wait_text.c_str());
     return agent::kExitConfigError;
   }
-  std::optional<rendezvous::ClientSecurity> security =
+  std::optional<store::ClientSecurity> security =
       SecurityOrComplain(server, env, "muster stacks");
   if (!security) return agent::kExitConfigError;
   absl::StatusOr<v1::GetStacksResponse> answer =

@@ -119,7 +119,7 @@ int RunStatus(const std::vector<std::string>& args,
                  timeout_text.c_str());
     return agent::kExitConfigError;
   }
-  std::optional<rendezvous::ClientSecurity> security =
+  std::optional<store::ClientSecurity> security =
       SecurityOrComplain(server, env, "muster status");
   if (!security) return agent::kExitConfigError;
   auto status = rendezvous::QueryStatus(server.endpoint, job, *timeout,

@@ -5,7 +5,7 @@
 #
 # Layout (PREFIX = the install prefix):
 #   PREFIX/bin/{muster,musterd}
-#   PREFIX/include/muster/{platform,common,rendezvous,comm,v1}/...   public headers (v1: generated protos)
+#   PREFIX/include/muster/{platform,common,store,rendezvous,comm,v1}/...   public headers (v1: generated protos)
 #   PREFIX/lib/libmuster_*.a, PREFIX/lib/cmake/muster/      find_package(muster) -> muster::comm
 #   PREFIX/lib/muster/examples/train                         the demo trainer
 #   PREFIX/lib/muster/python/muster/                         import muster.torch: a directory of
@@ -24,7 +24,8 @@ set(MUSTER_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/muster)
 
 # --- libraries: muster::<name without muster_>, with their public headers
 set(_muster_exported_libraries
-  muster_proto muster_platform muster_platform_net muster_common muster_rendezvous_core muster_rendezvous muster_comm)
+  muster_proto muster_platform muster_platform_net muster_common muster_store_core muster_store
+  muster_rendezvous_core muster_rendezvous muster_comm)
 # musterd's etcd client (replica mode): a link dependency of muster_rendezvous, no headers of its own.
 if(TARGET muster_etcd_proto)
   list(APPEND _muster_exported_libraries muster_etcd_proto)
@@ -42,7 +43,7 @@ install(TARGETS muster musterd EXPORT musterTargets
 install(TARGETS ${_muster_exported_libraries} EXPORT musterTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
-foreach(_module platform common rendezvous comm)
+foreach(_module platform common store rendezvous comm)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_module}/include/
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev FILES_MATCHING PATTERN "*.h")
 endforeach()

@@ -69,14 +69,16 @@ if(gRPC_FOUND)
 endif()
 add_subdirectory(proto)
 
-# --- common (no HTTP endpoint: civetweb is not cross-built; HttpServer::Start says so) and the
-# rendezvous module (core, gRPC services, server, clients): their OS calls are platform's, so
+# --- common (no HTTP endpoint: civetweb is not cross-built; HttpServer::Start says so), the store
+# module and the rendezvous module (core, gRPC services, server, clients): their OS calls are
+# platform's, so
 # their own CMakeLists pick only the Windows stubs (common's HttpServer, rendezvous's
 # gRPC-listening standalone Store). --------------------------------------------------------------
 if(OPENSSL_FOUND AND gRPC_FOUND)
   find_package(nlohmann_json CONFIG REQUIRED)
   find_package(CLI11 CONFIG REQUIRED)
   add_subdirectory(common)
+  add_subdirectory(store)
   add_subdirectory(rendezvous)
   # muster.exe: the agent, doctor (its portable checks; the Windows collector is partial) and
   # the launcher's command line (platform/windows/launch_os_windows.cc).
@@ -86,8 +88,8 @@ if(OPENSSL_FOUND AND gRPC_FOUND)
 endif()
 
 # --- libmuster_comm on Gloo's libuv transport (OS calls in platform/windows/; tcp:// and env:// need
-# muster_rendezvous, the gRPC store). ---------------------------------------------------------
-if(Gloo_FOUND AND TARGET muster_rendezvous)
+# muster_store, the gRPC store). ---------------------------------------------------------------
+if(Gloo_FOUND AND TARGET muster_store)
   add_subdirectory(comm)
   # muster-bench.exe (bench/CMakeLists.txt defines only it on Windows).
   add_subdirectory(bench)

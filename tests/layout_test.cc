@@ -13,6 +13,9 @@
 //    includes the selection layer or another backend, the kernels
 //    (comm/reduce/) include no backend, and every folder of comm/ has its
 //    place in that graph.
+// 5. The modules keep the dependency order (docs/architecture.md): store/
+//    includes nothing of rendezvous/, agent/, comm/ or cli/, and comm/
+//    includes nothing of rendezvous/ (its Store is store/'s).
 // A failure names the file, the line and the rule. Reads the source tree at
 // $MUSTER_SOURCE_DIR (set by muster_test).
 #include <algorithm>
@@ -37,8 +40,8 @@ constexpr int kMaxLines = 800;
 
 // The product modules: top-level folders whose private files (everything but
 // include/) are theirs alone.
-const char* const kModules[] = {"agent",  "cli",      "comm",      "common",
-                                "doctor", "platform", "rendezvous"};
+const char* const kModules[] = {"agent",  "cli",      "comm",  "common",
+                                "doctor", "platform", "store", "rendezvous"};
 
 // Headers of the operating system (POSIX, Linux, Windows); the C and C++
 // standard headers (<csignal>, <cerrno>, <thread>) are not among them.
@@ -123,9 +126,7 @@ bool IncludesAnotherModulesPrivates(const std::string& rel,
 }
 
 // Rule 4: each private folder of comm/ and the folders of comm/ it may
-// include ("comm/<folder>/..."); its own always. comm/store/ is left out: it
-// becomes the store module (issue 36), and until then Gloo's store adapter
-// there and the Gloo backend include each other.
+// include ("comm/<folder>/..."); its own always.
 struct CommFolder {
   const char* name;
   std::vector<std::string> may_include;
@@ -134,7 +135,8 @@ const CommFolder kCommFolders[] = {
     {"c_api", {}},                                         // public API only
     {"api", {"src", "select", "store"}},                   // Communicator
     {"select", {"src", "gloo", "direct", "shm", "nccl"}},  // picks backends
-    {"gloo", {"src", "reduce", "store"}},                  // backends ...
+    {"store", {"src"}},           // init methods: store URL -> Store
+    {"gloo", {"src", "reduce"}},  // backends ...
     {"direct", {"src", "reduce"}},
     {"shm", {"src", "reduce"}},
     {"nccl", {"src"}},
@@ -163,7 +165,21 @@ bool BreaksCommsGraph(const std::string& rel, const std::string& path) {
     return std::find(f.may_include.begin(), f.may_include.end(), to) ==
            f.may_include.end();
   }
-  return false;  // comm/store/ (see kCommFolders)
+  return false;
+}
+
+// Rule 5 for one #include "path" in file `rel`: the modules below a module
+// that `rel`'s module must not include (its public headers included).
+bool BreaksModuleOrder(const std::string& rel, const std::string& path) {
+  const std::string from = TopFolder(rel);
+  const std::string to = path.rfind("muster/", 0) == 0
+                             ? TopFolder(path.substr(7))
+                             : TopFolder(path);
+  if (from == "store") {
+    return to == "rendezvous" || to == "agent" || to == "comm" || to == "cli";
+  }
+  if (from == "comm") return to == "rendezvous";
+  return false;
 }
 
 TEST(LayoutTest, FindsTheSourceTree) {
@@ -192,6 +208,14 @@ TEST(LayoutTest, FindsTheSourceTree) {
   EXPECT_FALSE(BreaksCommsGraph("comm/direct/d.cc", "comm/reduce/reduce.h"));
   EXPECT_FALSE(BreaksCommsGraph("comm/src/core.cc", "muster/comm/types.h"));
   EXPECT_FALSE(BreaksCommsGraph("tests/comm/t.cc", "comm/gloo/gloo_mesh.h"));
+  EXPECT_TRUE(BreaksModuleOrder("store/src/s.cc", "muster/rendezvous/auth.h"));
+  EXPECT_TRUE(BreaksModuleOrder("store/src/s.cc", "comm/src/os.h"));
+  EXPECT_TRUE(BreaksModuleOrder("comm/api/i.cc", "muster/rendezvous/server.h"));
+  EXPECT_TRUE(
+      BreaksModuleOrder("comm/api/i.cc", "rendezvous/src/leader_gate.h"));
+  EXPECT_FALSE(BreaksModuleOrder("comm/api/i.cc", "muster/store/store.h"));
+  EXPECT_FALSE(BreaksModuleOrder("rendezvous/src/r.cc", "muster/store/x.h"));
+  EXPECT_FALSE(BreaksModuleOrder("store/src/s.cc", "muster/common/net.h"));
 }
 
 // Calls `check` with (file, line number, line) for every line of every source
@@ -281,7 +305,7 @@ TEST(LayoutTest, EveryCommFolderHasItsPlaceInTheGraph) {
        fs::directory_iterator(fs::path(SourceDir()) / "comm", ec)) {
     if (!entry.is_directory(ec)) continue;
     const std::string name = entry.path().filename().string();
-    if (name == "include" || name == "store") continue;
+    if (name == "include") continue;
     bool known = false;
     for (const CommFolder& f : kCommFolders) known = known || name == f.name;
     if (!known) offenders.push_back(absl::StrCat("comm/", name, "/"));
@@ -290,6 +314,16 @@ TEST(LayoutTest, EveryCommFolderHasItsPlaceInTheGraph) {
              "every folder of comm/ has its place in the include graph: add "
              "it to kCommFolders with the folders it may include, and to "
              "docs/architecture.md's picture");
+}
+
+TEST(LayoutTest, StoreAndCommIncludeNothingAboveThem) {
+  const std::vector<std::string> offenders =
+      IncludesThat(std::regex(kQuotedInclude), BreaksModuleOrder, "\"", "\"");
+  ExpectNone(offenders,
+             "store/ includes nothing of rendezvous/, agent/, comm/ or cli/, "
+             "and comm/ nothing of rendezvous/ (docs/architecture.md's "
+             "dependency order); declare a hook in store/ that the module "
+             "above implements");
 }
 
 TEST(LayoutTest, OsHeadersOnlyInPlatform) {

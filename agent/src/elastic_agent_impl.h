@@ -226,7 +226,7 @@ class ElasticAgent::Impl {
   std::string endpoint_;
   // config_.security, without TLS when this agent's own embedded server
   // (plaintext) is the endpoint.
-  rendezvous::ClientSecurity security_;
+  store::ClientSecurity security_;
 
   AgentState state_ = AgentState::kJoining;
   v1::RoundReady round_;

@@ -19,7 +19,7 @@ WorkerEnvParams MakeWorkerParams(const AgentConfig& config,
                                  const v1::RoundReady& ready, int local,
                                  const std::string& attempt_dir,
                                  const std::string& store_endpoint,
-                                 const rendezvous::ClientSecurity& security) {
+                                 const store::ClientSecurity& security) {
   WorkerEnvParams p;
   p.local_rank = local;
   p.rank = ready.rank_offset() + local;
@@ -57,7 +57,7 @@ WorkerEnvParams MakeWorkerParams(const AgentConfig& config,
 RoundWorkers MakeRoundWorkers(
     const AgentConfig& config, const v1::RoundReady& ready,
     const std::string& attempt_dir, const std::string& store_endpoint,
-    const rendezvous::ClientSecurity& security,
+    const store::ClientSecurity& security,
     const std::map<std::string, std::string>& base_env,
     const std::vector<std::vector<int>>& numa_cpus) {
   RoundWorkers round;

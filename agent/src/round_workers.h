@@ -13,7 +13,7 @@
 #include "muster/agent/config.h"
 #include "muster/agent/worker_env.h"
 #include "muster/agent/worker_group.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/security.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::agent {
@@ -39,7 +39,7 @@ WorkerEnvParams MakeWorkerParams(const AgentConfig& config,
                                  const v1::RoundReady& ready, int local,
                                  const std::string& attempt_dir,
                                  const std::string& store_endpoint,
-                                 const rendezvous::ClientSecurity& security);
+                                 const store::ClientSecurity& security);
 
 // `attempt_dir` is <run_dir>/attempt_<n>; `store_endpoint` the workers'
 // MUSTER_STORE_ENDPOINT; `security` the session's (its token derives the
@@ -48,7 +48,7 @@ WorkerEnvParams MakeWorkerParams(const AgentConfig& config,
 RoundWorkers MakeRoundWorkers(
     const AgentConfig& config, const v1::RoundReady& ready,
     const std::string& attempt_dir, const std::string& store_endpoint,
-    const rendezvous::ClientSecurity& security,
+    const store::ClientSecurity& security,
     const std::map<std::string, std::string>& base_env,
     const std::vector<std::vector<int>>& numa_cpus);
 

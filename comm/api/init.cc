@@ -27,7 +27,7 @@
 #include "muster/common/net.h"
 #include "muster/common/status.h"
 #include "muster/platform/env.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm {
 namespace internal {
@@ -216,7 +216,7 @@ void LogBindChoice(const CoreConfig& config) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
-    std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+    std::shared_ptr<store::Store> store, int rank, int world_size,
     const CommOptions& options, bool all_local, const std::string& key_root,
     CoreConfig base) {
   MUSTER_ASSIGN_OR_RETURN(
@@ -249,7 +249,7 @@ absl::Status BindControlChannel(const CommOptions& options, bool from_env,
 }
 
 absl::StatusOr<std::unique_ptr<CommCore>> ConnectCore(
-    std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+    std::shared_ptr<store::Store> store, int rank, int world_size,
     const CommOptions& options, bool all_local, const std::string& key_root,
     CoreConfig base, std::unique_ptr<Backend> previous_device) {
   if (store == nullptr) {
@@ -321,7 +321,7 @@ absl::string_view AllReduceAlgorithmName(AllReduceAlgorithm algorithm) {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
-    std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+    std::shared_ptr<store::Store> store, int rank, int world_size,
     CommOptions options) {
   // Ranks that share an in-process store are threads of this process, and a
   // file store is one machine's: loopback reaches them all.

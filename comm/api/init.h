@@ -11,7 +11,7 @@
 #include "comm/src/backend.h"
 #include "comm/src/core.h"
 #include "muster/comm/communicator.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm::internal {
 
@@ -42,13 +42,13 @@ inline constexpr char kKeyRoot[] = "muster_comm/";
 // channel's fields of CoreConfig (round, is_group, previous_*), if any;
 // `previous_device` is the ended round's NCCL backend (Recover).
 absl::StatusOr<std::unique_ptr<CommCore>> ConnectCore(
-    std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+    std::shared_ptr<store::Store> store, int rank, int world_size,
     const CommOptions& options, bool all_local, const std::string& key_root,
     CoreConfig base = {}, std::unique_ptr<Backend> previous_device = nullptr);
 
 // ConnectCore, wrapped in a Communicator.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
-    std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+    std::shared_ptr<store::Store> store, int rank, int world_size,
     const CommOptions& options, bool all_local, const std::string& key_root,
     CoreConfig base = {});
 

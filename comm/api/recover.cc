@@ -15,8 +15,8 @@
 #include "muster/comm/communicator.h"
 #include "muster/common/logging.h"
 #include "muster/common/status.h"
-#include "muster/rendezvous/grpc_store.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/grpc_store.h"
+#include "muster/store/security.h"
 
 namespace muster::comm {
 namespace internal {
@@ -58,26 +58,26 @@ absl::StatusOr<RoundInfo> WaitForRound(ControlChannel& channel, int64_t after,
 
 // The round's Store namespace with its credential; TLS as this worker's
 // environment says.
-absl::StatusOr<std::shared_ptr<rendezvous::Store>> OpenRoundStore(
+absl::StatusOr<std::shared_ptr<store::Store>> OpenRoundStore(
     const RoundInfo& info, absl::Time deadline) {
-  rendezvous::GrpcStoreOptions options;
+  store::GrpcStoreOptions options;
   options.endpoint = info.store_endpoint;
   options.prefix = info.store_prefix;
-  options.security = rendezvous::StoreSecurityFromEnv();
+  options.security = store::StoreSecurityFromEnv();
   options.security.token = info.store_token;
   // One writer per key (the library's bootstrap keys): a Set in flight
   // across a musterd failover is written again.
   options.repeat_sets_in_flight = true;
   options.connect_timeout =
       std::max(deadline - absl::Now(), absl::Milliseconds(1));
-  absl::StatusOr<std::unique_ptr<rendezvous::Store>> store =
-      rendezvous::NewGrpcStore(options);
+  absl::StatusOr<std::unique_ptr<store::Store>> store =
+      store::NewGrpcStore(options);
   if (!store.ok()) {
     return Annotate(store.status(),
                     absl::StrCat("connecting to round ", info.round,
                                  "'s store at ", info.store_endpoint));
   }
-  return std::shared_ptr<rendezvous::Store>(std::move(*store));
+  return std::shared_ptr<store::Store>(std::move(*store));
 }
 
 }  // namespace
@@ -140,7 +140,7 @@ absl::StatusOr<RecoverResult> Communicator::Recover(absl::Duration timeout) {
     const std::string next = absl::StrCat(
         "rank ", info.rank, "/", info.world_size, " of round ", info.round);
     state->Formed(info.seq, info.round);
-    absl::StatusOr<std::shared_ptr<rendezvous::Store>> store =
+    absl::StatusOr<std::shared_ptr<store::Store>> store =
         internal::OpenRoundStore(info, deadline);
     absl::StatusOr<std::unique_ptr<internal::CommCore>> core =
         absl::UnknownError("unreachable");

@@ -8,8 +8,8 @@
 #include "absl/time/clock.h"
 #include "comm/gloo/gloo_device.h"
 #include "comm/gloo/gloo_status.h"
+#include "comm/gloo/gloo_store.h"
 #include "comm/src/missing_peers.h"
-#include "comm/store/gloo_store.h"
 #include "gloo/transport/buffer.h"
 #include "gloo/transport/pair.h"
 #include "muster/common/status.h"
@@ -101,7 +101,7 @@ namespace {
 // messages name. Best effort: relies on connectFullMesh's key layout (the key
 // "<rank>" holds that rank's address for each of its peers, in rank order,
 // itself left out), and names nobody if that ever changes.
-std::vector<std::string> ReadPeerNames(rendezvous::Store& store,
+std::vector<std::string> ReadPeerNames(store::Store& store,
                                        const std::string& key_prefix,
                                        PeerContext& context) {
   const int n = context.size;

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "comm/gloo/gloo_device.h"
+#include "comm/gloo/gloo_store.h"
 #include "comm/src/core.h"
-#include "comm/store/gloo_store.h"
 #include "gloo/allreduce.h"
 #include "gloo/allreduce_bcube.h"
 #include "gloo/allreduce_halving_doubling.h"
@@ -28,7 +28,7 @@ RawGloo::RawGloo(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RawGloo::~RawGloo() = default;
 
 absl::StatusOr<std::unique_ptr<RawGloo>> RawGloo::Connect(
-    std::shared_ptr<rendezvous::Store> store, int rank, int size,
+    std::shared_ptr<store::Store> store, int rank, int size,
     const std::string& host) {
   auto impl = std::make_unique<Impl>();
   try {

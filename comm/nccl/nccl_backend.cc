@@ -25,7 +25,7 @@
 
 namespace muster::comm::internal {
 
-absl::StatusOr<bool> AgreeOnNccl(rendezvous::Store& store,
+absl::StatusOr<bool> AgreeOnNccl(store::Store& store,
                                  const std::string& key_prefix, int rank,
                                  int world_size, bool usable,
                                  absl::Time deadline) {

@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "comm/src/backend.h"
 #include "comm/src/core.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm::internal {
 
@@ -28,7 +28,7 @@ bool IsDevicePointer(const void* p);
 // Backend kAuto: every rank publishes whether it can run NCCL; rank 0 decides
 // (all of them can) and publishes the decision, which every rank returns.
 // Blocks until rank 0 has decided or `deadline`. Errors: the store's.
-absl::StatusOr<bool> AgreeOnNccl(rendezvous::Store& store,
+absl::StatusOr<bool> AgreeOnNccl(store::Store& store,
                                  const std::string& key_prefix, int rank,
                                  int world_size, bool usable,
                                  absl::Time deadline);

@@ -576,7 +576,7 @@ Control* ControlOf(SharedRegion& region, int k) {
 
 // The local leader creates the segment and publishes "name token chunk" under
 // segment_key (empty when it could not: the others then give up too).
-absl::StatusOr<Segment> CreateSegment(rendezvous::Store& store,
+absl::StatusOr<Segment> CreateSegment(store::Store& store,
                                       const std::string& segment_key,
                                       int local_size, size_t chunk,
                                       const std::string& who) {
@@ -605,7 +605,7 @@ absl::StatusOr<Segment> CreateSegment(rendezvous::Store& store,
 
 // A non-leader waits for the leader's segment, maps it, and checks that its
 // header is the one the leader wrote.
-absl::StatusOr<Segment> OpenSegment(rendezvous::Store& store,
+absl::StatusOr<Segment> OpenSegment(store::Store& store,
                                     const std::string& segment_key,
                                     const Topology& topology, size_t chunk,
                                     const std::string& who,
@@ -683,7 +683,7 @@ absl::StatusOr<std::unique_ptr<Backend>> WithSharedMemory(
     return gloo;
   }
   const std::string who = absl::StrCat("rank ", rank, "/", n);
-  rendezvous::Store& store = *config.store;
+  store::Store& store = *config.store;
   const std::string root = absl::StrCat(config.key_prefix, "shm/");
   auto remaining = [&] {
     return std::max(deadline - absl::Now(), absl::Milliseconds(1));

@@ -36,7 +36,7 @@
 #include "comm/src/peer_monitor.h"
 #include "comm/src/progress_file.h"
 #include "muster/comm/communicator.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm::internal {
 
@@ -58,7 +58,7 @@ class WorkState {
 struct CoreConfig {
   int rank = 0;
   int world_size = 1;
-  std::shared_ptr<rendezvous::Store> store;
+  std::shared_ptr<store::Store> store;
   // This communicator's namespace in the store ("muster_comm/3/").
   std::string key_prefix;
   CommOptions options;  // timeout, backend and algorithm resolved.

@@ -9,7 +9,7 @@
 namespace muster::comm::internal {
 
 absl::Status DescribeMissingPeers(const absl::Status& status,
-                                  rendezvous::Store& store,
+                                  store::Store& store,
                                   const std::string& key_prefix, int rank,
                                   int world_size, absl::Duration timeout) {
   auto published = [&](int r) {

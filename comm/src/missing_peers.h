@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm::internal {
 
@@ -17,7 +17,7 @@ namespace muster::comm::internal {
 // published `key_prefix` + their rank, as DEADLINE_EXCEEDED with the hint;
 // `status` when that says nothing. Reads the store without waiting.
 absl::Status DescribeMissingPeers(const absl::Status& status,
-                                  rendezvous::Store& store,
+                                  store::Store& store,
                                   const std::string& key_prefix, int rank,
                                   int world_size, absl::Duration timeout);
 

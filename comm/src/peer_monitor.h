@@ -48,7 +48,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "comm/src/os.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm::internal {
 
@@ -58,7 +58,7 @@ struct PeerMonitorOptions {
   // The IP address to listen on (the one the backend uses).
   std::string bind_ip;
   // The communicator's namespace in the store.
-  std::shared_ptr<rendezvous::Store> store;
+  std::shared_ptr<store::Store> store;
   std::string key_prefix;
   // Bounds setting up the mesh.
   absl::Time deadline;

@@ -42,7 +42,7 @@ std::string Describe(int r, const std::vector<std::string>& fields) {
 constexpr absl::Duration kRoundEndedCheckPeriod = absl::Milliseconds(100);
 
 // OK while `own_key` (this rank's published address) is in the store.
-absl::Status RoundEnded(rendezvous::Store& store, const std::string& own_key) {
+absl::Status RoundEnded(store::Store& store, const std::string& own_key) {
   absl::StatusOr<std::string> mine = store.Get(own_key, absl::ZeroDuration());
   if (mine.ok()) return absl::OkStatus();
   if (absl::IsNotFound(mine.status())) {

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/src/os.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm::internal {
 
@@ -29,7 +29,7 @@ struct TcpMeshOptions {
   int world_size = 1;
   // The IP address to listen on (the one the backend uses).
   std::string bind_ip;
-  std::shared_ptr<rendezvous::Store> store;
+  std::shared_ptr<store::Store> store;
   // Where the ranks publish their addresses: `key_root + rank`.
   std::string key_root;
   // Bounds the whole set-up.

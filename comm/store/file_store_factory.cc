@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "comm/src/environment.h"
 #include "comm/src/os.h"
-#include "comm/store/file_store.h"
 #include "comm/store/store_factory.h"
 #include "muster/common/status.h"
+#include "muster/store/file_store.h"
 
 namespace muster::comm::internal {
 namespace {
@@ -30,7 +30,7 @@ class FileStoreFactory final : public StoreFactory {
     job.rank = request.rank;
     job.world_size = request.world_size;
     MUSTER_RETURN_IF_ERROR(ResolveRankAndSize(job.rank, job.world_size));
-    MUSTER_ASSIGN_OR_RETURN(job.store, FileStore::Open(path, job.rank));
+    MUSTER_ASSIGN_OR_RETURN(job.store, store::FileStore::Open(path, job.rank));
     job.all_local = true;  // A store file is one machine's.
     return job;
   }

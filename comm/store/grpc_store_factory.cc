@@ -1,8 +1,8 @@
 // The init methods whose store is musterd's Store service over gRPC: env://
 // (the launcher's store, or without the launcher one rank 0 serves at
 // MASTER_ADDR:MASTER_PORT) and tcp://HOST:PORT (rank 0 serves it). The one
-// place in libmuster_comm that knows the gRPC store and embeds the rendezvous
-// server.
+// place in libmuster_comm that knows the gRPC store and serves one
+// (store::StoreServer: the Store service alone, no rendezvous).
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,9 +13,9 @@
 #include "comm/store/store_factory.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
-#include "muster/rendezvous/grpc_store.h"
-#include "muster/rendezvous/security.h"
-#include "muster/rendezvous/server.h"
+#include "muster/store/grpc_store.h"
+#include "muster/store/security.h"
+#include "muster/store/served_store.h"
 
 namespace muster::comm::internal {
 namespace {
@@ -26,10 +26,10 @@ constexpr char kServedPrefix[] = "muster_comm_init";
 
 // A store that owns the server it talks to (rank 0 of tcp:// and of env://
 // without the launcher): the server lives as long as rank 0's communicators.
-class ServedStore final : public rendezvous::Store {
+class ServedStore final : public store::Store {
  public:
-  ServedStore(std::unique_ptr<rendezvous::RendezvousServer> server,
-              std::unique_ptr<rendezvous::Store> client)
+  ServedStore(std::unique_ptr<store::StoreServer> server,
+              std::unique_ptr<store::Store> client)
       : server_(std::move(server)), client_(std::move(client)) {}
   ~ServedStore() override {
     client_.reset();
@@ -68,20 +68,20 @@ class ServedStore final : public rendezvous::Store {
   absl::StatusOr<int64_t> NumKeys() override { return client_->NumKeys(); }
 
  private:
-  std::unique_ptr<rendezvous::RendezvousServer> server_;
-  std::unique_ptr<rendezvous::Store> client_;
+  std::unique_ptr<store::StoreServer> server_;
+  std::unique_ptr<store::Store> client_;
 };
 
 // Rank 0 serves the store on `where.port` (all interfaces); every rank (rank
 // 0 too) talks to where.
-absl::StatusOr<std::shared_ptr<rendezvous::Store>> ServedTcpStore(
+absl::StatusOr<std::shared_ptr<store::Store>> ServedTcpStore(
     const HostPort& where, int rank, absl::Duration timeout) {
-  std::unique_ptr<rendezvous::RendezvousServer> server;
+  std::unique_ptr<store::StoreServer> server;
   if (rank == 0) {
-    rendezvous::ServerOptions server_options;
+    store::StoreServerOptions server_options;
     server_options.listen = absl::StrCat("0.0.0.0:", where.port);
-    absl::StatusOr<std::unique_ptr<rendezvous::RendezvousServer>> started =
-        rendezvous::RendezvousServer::Start(server_options);
+    absl::StatusOr<std::unique_ptr<store::StoreServer>> started =
+        store::StoreServer::Start(server_options);
     if (!started.ok()) {
       return Annotate(
           started.status(),
@@ -89,24 +89,24 @@ absl::StatusOr<std::shared_ptr<rendezvous::Store>> ServedTcpStore(
     }
     server = std::move(*started);
   }
-  rendezvous::GrpcStoreOptions store_options;
+  store::GrpcStoreOptions store_options;
   store_options.endpoint = where.ToString();
   store_options.prefix = kServedPrefix;
   // The other ranks may start before rank 0 serves: wait as long as joining
   // may take.
   store_options.connect_timeout = timeout;
   store_options.repeat_sets_in_flight = true;  // one writer per key
-  absl::StatusOr<std::unique_ptr<rendezvous::Store>> client =
-      rendezvous::NewGrpcStore(store_options);
+  absl::StatusOr<std::unique_ptr<store::Store>> client =
+      store::NewGrpcStore(store_options);
   if (!client.ok()) {
     return Annotate(client.status(),
                     absl::StrCat("rank ", rank, ": connecting to the store at ",
                                  where.ToString()));
   }
   if (server == nullptr) {
-    return std::shared_ptr<rendezvous::Store>(std::move(*client));
+    return std::shared_ptr<store::Store>(std::move(*client));
   }
-  return std::shared_ptr<rendezvous::Store>(
+  return std::shared_ptr<store::Store>(
       std::make_shared<ServedStore>(std::move(server), std::move(*client)));
 }
 
@@ -189,7 +189,7 @@ absl::StatusOr<JobStore> OpenLauncherStore() {
         absl::StrCat("environment: LOCAL_WORLD_SIZE=", local_world_size,
                      " is outside [1, WORLD_SIZE=", job.world_size, "]"));
   }
-  rendezvous::GrpcStoreOptions store_options;
+  store::GrpcStoreOptions store_options;
   // HOST:PORT, or every musterd replica's, comma-separated (H1:P1,H2:P2):
   // passed through as it is; NewGrpcStore validates it (naming the forms it
   // takes) and finds the leader among the replicas.
@@ -197,20 +197,20 @@ absl::StatusOr<JobStore> OpenLauncherStore() {
   store_options.prefix = prefix;
   // The round's Store credential and TLS settings the agent gave this worker
   // (MUSTER_STORE_TOKEN, MUSTER_STORE_TLS_*); none against a plain musterd.
-  store_options.security = rendezvous::StoreSecurityFromEnv();
+  store_options.security = store::StoreSecurityFromEnv();
   // Each key the library writes has one writer (a rank's address, a NCCL
   // id): a Set in flight across a musterd failover is written again, and the
   // worker sees a slow call, not an error.
   store_options.repeat_sets_in_flight = true;
-  absl::StatusOr<std::unique_ptr<rendezvous::Store>> store =
-      rendezvous::NewGrpcStore(store_options);
+  absl::StatusOr<std::unique_ptr<store::Store>> store =
+      store::NewGrpcStore(store_options);
   if (!store.ok()) {
     return Annotate(
         store.status(),
         absl::StrCat("connecting to the store at MUSTER_STORE_ENDPOINT=",
                      endpoint));
   }
-  job.store = std::shared_ptr<rendezvous::Store>(std::move(*store));
+  job.store = std::shared_ptr<store::Store>(std::move(*store));
   job.all_local = local_world_size == job.world_size;
   return job;
 }

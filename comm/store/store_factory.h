@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm::internal {
 
@@ -41,7 +41,7 @@ struct StoreRequest {
 
 // An opened store and what it says about the job.
 struct JobStore {
-  std::shared_ptr<rendezvous::Store> store;
+  std::shared_ptr<store::Store> store;
   int rank = 0;
   int world_size = 1;
   // Whether every rank is known to run on this machine (they bind loopback).

@@ -130,7 +130,7 @@ Credential ParseAuthorization(const std::string* values, int count) {
   c.kind = Credential::Kind::kMalformed;
   if (count > 1) return c;
   absl::string_view v = values[0];
-  if (!absl::ConsumePrefix(&v, kBearerPrefix)) return c;
+  if (!absl::ConsumePrefix(&v, store::kBearerPrefix)) return c;
   if (v.empty()) return c;
   c.kind = Credential::Kind::kBearer;
   c.secret = std::string(v);
@@ -250,6 +250,14 @@ absl::Status JobAuthRegistry::CheckStore(const Credential& credential,
                                          absl::string_view store_prefix) const {
   return Check(credential, Access::kStore, JobOfStorePrefix(store_prefix),
                store_prefix);
+}
+
+absl::Status JobAuthRegistry::CheckStore(
+    absl::Span<const std::string> authorization,
+    const std::string& store_prefix) const {
+  return CheckStore(ParseAuthorization(authorization.data(),
+                                       static_cast<int>(authorization.size())),
+                    store_prefix);
 }
 
 void JobAuthRegistry::Bind(absl::string_view job_id,

@@ -13,9 +13,9 @@
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/rendezvous/heartbeat_budget.h"
+#include "muster/store/grpc_security.h"
+#include "muster/store/grpc_status.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
-#include "rendezvous/src/grpc_security.h"
-#include "rendezvous/src/grpc_status.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/session_client.h"
 #include "rendezvous/src/session_inbox.h"
@@ -47,7 +47,7 @@ constexpr absl::Duration kCloseWait = absl::Seconds(1);
 //   this agent called Close               CANCELLED.
 class GrpcRendezvousClient final : public SessionClient {
  public:
-  GrpcRendezvousClient(GrpcClientOptions options, ChannelWait wait)
+  GrpcRendezvousClient(GrpcClientOptions options, store::ChannelWait wait)
       : options_(std::move(options)),
         wait_(wait),
         interval_us_(absl::ToInt64Microseconds(options_.heartbeat_interval)) {}
@@ -72,10 +72,10 @@ class GrpcRendezvousClient final : public SessionClient {
     if (target->host.empty()) target->host = "127.0.0.1";
     target_ = *target;
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        NewSecureMusterChannel(target_, options_.security);
+        store::NewSecureMusterChannel(target_, options_.security);
     if (!channel.ok()) return channel.status();
     channel_ = *std::move(channel);
-    absl::Status connected = WaitForChannel(
+    absl::Status connected = store::WaitForChannel(
         *channel_, target_, "rendezvous server", options_.connect_timeout,
         wait_, options_.security.tls());
     if (!connected.ok()) return connected;
@@ -287,7 +287,7 @@ class GrpcRendezvousClient final : public SessionClient {
     grpc::Status status = stream_->Finish();
     absl::MutexLock lock(&mu_);
     // A standby replica's refusal names the leader (leader_gate.h).
-    leader_ = LeaderFromTrailers(context_);
+    leader_ = store::LeaderFromTrailers(context_);
     inbox_.End(EndStatus(status));
     MUSTER_LOG(DEBUG) << "session with " << target_.ToString()
                       << " ended: " << inbox_.end();
@@ -313,7 +313,7 @@ class GrpcRendezvousClient final : public SessionClient {
             absl::StrCat("lost the rendezvous server at ", where, ": ",
                          status.error_message()));
       default:
-        return FromGrpcStatus(status);
+        return store::FromGrpcStatus(status);
     }
   }
 
@@ -399,7 +399,7 @@ class GrpcRendezvousClient final : public SessionClient {
   }
 
   const GrpcClientOptions options_;
-  const ChannelWait wait_;
+  const store::ChannelWait wait_;
   // Set by Start before any other thread exists, constant afterwards.
   HostPort target_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -432,7 +432,7 @@ class GrpcRendezvousClient final : public SessionClient {
 }  // namespace
 
 std::unique_ptr<SessionClient> NewSessionClient(GrpcClientOptions options,
-                                                ChannelWait wait) {
+                                                store::ChannelWait wait) {
   return std::make_unique<GrpcRendezvousClient>(std::move(options), wait);
 }
 

@@ -67,14 +67,7 @@ void LeaderGate::StandBy(absl::string_view self, absl::string_view leader) {
 
 void LeaderGate::AddLeaderTrailer(grpc::ServerContextBase& context) const {
   const std::string l = leader();
-  if (!l.empty()) context.AddTrailingMetadata(kLeaderMetadataKey, l);
-}
-
-std::string LeaderFromTrailers(const grpc::ClientContext& context) {
-  const auto& trailers = context.GetServerTrailingMetadata();
-  auto it = trailers.find(kLeaderMetadataKey);
-  if (it == trailers.end()) return "";
-  return std::string(it->second.data(), it->second.size());
+  if (!l.empty()) context.AddTrailingMetadata(store::kLeaderMetadataKey, l);
 }
 
 }  // namespace muster::rendezvous

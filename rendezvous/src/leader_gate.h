@@ -10,7 +10,6 @@
 #ifndef MUSTER_RENDEZVOUS_SRC_LEADER_GATE_H_
 #define MUSTER_RENDEZVOUS_SRC_LEADER_GATE_H_
 
-#include <grpcpp/client_context.h>
 #include <grpcpp/server_context.h>
 
 #include <atomic>
@@ -22,16 +21,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "muster/store/service_hooks.h"
 
 namespace muster::rendezvous {
 
-// The trailing metadata key that names the leader on a standby's refusal.
-inline constexpr char kLeaderMetadataKey[] = "muster-leader";
-// The initial metadata key of every Store answer from a replica: the
-// leadership's epoch (LeaderGate::epoch), decimal.
-inline constexpr char kEpochMetadataKey[] = "muster-epoch";
-
-class LeaderGate {
+// The Store service's gate too (store::StoreGate), so that the Session and
+// Store services are fenced by one leadership.
+class LeaderGate final : public store::StoreGate {
  public:
   // Serving from the start (a single musterd).
   LeaderGate() = default;
@@ -41,18 +37,20 @@ class LeaderGate {
   // OK while this musterd serves. Otherwise UNAVAILABLE: "musterd <self> is a
   // standby replica; the leader is <leader>" (or "no replica leads yet (an
   // election is under way); retry in a moment"). Never blocks.
-  absl::Status Check() const;
+  absl::Status Check() const override;
 
   // The leader's HOST:PORT when this replica is a standby that knows it;
   // empty otherwise.
-  std::string leader() const;
+  std::string leader() const override;
   // Serving, and (a replica) its leadership confirmed recently enough: see
   // SetValidUntil.
-  bool serving() const;
+  bool serving() const override;
   // Leads, whether or not the leadership was confirmed lately: while
   // leads() && !serving(), what arrives is held, not refused, and what would
   // leave waits (fenced_inbox.h); a standby (!leads()) refuses. Never blocks.
-  bool leads() const { return serving_.load(std::memory_order_acquire); }
+  bool leads() const override {
+    return serving_.load(std::memory_order_acquire);
+  }
 
   // Becomes the leader (serving) or a standby naming `leader` (may be empty:
   // unknown). `self` is this replica's advertised address, for messages.
@@ -76,7 +74,9 @@ class LeaderGate {
   // Every Session and Store answer carries it, so a client that has seen a
   // newer leader ignores what an older one still sends (docs/architecture.md,
   // "Fencing"). Never blocks.
-  int64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  int64_t epoch() const override {
+    return epoch_.load(std::memory_order_acquire);
+  }
 
   // Adds `muster-leader` to a server call's trailing metadata when this
   // replica is a standby that knows the leader. Call before finishing the
@@ -93,9 +93,6 @@ class LeaderGate {
   std::string self_ ABSL_GUARDED_BY(mu_);
   std::string leader_ ABSL_GUARDED_BY(mu_);
 };
-
-// The leader a standby named in a finished call's trailing metadata, or empty.
-std::string LeaderFromTrailers(const grpc::ClientContext& context);
 
 }  // namespace muster::rendezvous
 

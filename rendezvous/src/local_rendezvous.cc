@@ -15,9 +15,9 @@
 #include "absl/time/clock.h"
 #include "muster/common/logging.h"
 #include "muster/platform/clock.h"
+#include "muster/store/store_service.h"
 #include "rendezvous/src/local_store_server.h"
 #include "rendezvous/src/session_inbox.h"
-#include "rendezvous/src/store_service.h"
 #include "rendezvous/src/tick_loop.h"
 
 namespace muster::rendezvous {
@@ -130,7 +130,7 @@ class LocalRendezvous::Impl {
   }
 
   Coordinator& coordinator() { return coordinator_; }
-  KvStore& store() { return store_; }
+  store::KvStore& store() { return store_; }
 
   // One session's events reach the Coordinator in order.
   absl::Mutex& events_mu() { return events_mu_; }
@@ -149,7 +149,7 @@ class LocalRendezvous::Impl {
  private:
   // As RendezvousServer: a round's end drops its store namespace.
   static CoordinatorOptions WithStoreCleanup(CoordinatorOptions options,
-                                             KvStore* store) {
+                                             store::KvStore* store) {
     options.on_round_end = [store, user = std::move(options.on_round_end)](
                                const std::string& store_prefix) {
       if (absl::EndsWith(store_prefix, "/")) {
@@ -168,9 +168,9 @@ class LocalRendezvous::Impl {
   }
 
   const LocalRendezvousOptions options_;
-  KvStore store_;
+  store::KvStore store_;
   Coordinator coordinator_;
-  StoreService store_service_;
+  store::StoreService store_service_;
   // Where the workers' Store connections come in; set by Start.
   std::unique_ptr<LocalStoreServer> store_server_;
   std::thread tick_thread_;
@@ -301,6 +301,6 @@ std::string LocalRendezvous::store_endpoint() const {
 bool LocalRendezvous::store_started() const { return impl_->store_started(); }
 void LocalRendezvous::Shutdown(absl::Duration grace) { impl_->Shutdown(grace); }
 Coordinator& LocalRendezvous::coordinator() { return impl_->coordinator(); }
-KvStore& LocalRendezvous::store() { return impl_->store(); }
+store::KvStore& LocalRendezvous::store() { return impl_->store(); }
 
 }  // namespace muster::rendezvous

@@ -156,7 +156,7 @@ void RpcMetrics::CountStoreOp(absl::string_view op) {
 }
 
 std::string RpcMetrics::Render(const Coordinator& coordinator,
-                               const KvStore& store) const {
+                               const store::KvStore& store) const {
   std::string out;
   Help(&out, "muster_build_info", "gauge", "musterd's version.");
   Line(&out, "muster_build_info",

@@ -19,12 +19,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "muster/rendezvous/coordinator.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/kv_store.h"
+#include "muster/store/service_hooks.h"
 
 namespace muster::rendezvous {
 
-// Thread-safe.
-class RpcMetrics {
+// The Store service's metrics too (store::StoreMetrics). Thread-safe.
+class RpcMetrics final : public store::StoreMetrics {
  public:
   // Upper bounds of the latency histogram, in seconds (Prometheus "le").
   static constexpr std::array<double, 12> kBuckets = {
@@ -36,11 +37,15 @@ class RpcMetrics {
                absl::Duration elapsed);
   void Observe(const std::string& method, grpc::StatusCode code,
                absl::Duration elapsed);
+  void Observe(const std::string& method, absl::StatusCode code,
+               absl::Duration elapsed) override {
+    Observe(method, static_cast<grpc::StatusCode>(code), elapsed);
+  }
 
   // One Store op that came over Store.Stream ("Set", "Get", ...): counted
   // in muster_store_ops_total with the unary calls of the same op (the
   // interceptor sees the stream, not its ops).
-  void CountStoreOp(absl::string_view op);
+  void CountStoreOp(absl::string_view op) override;
 
   // An interceptor factory that feeds this object; register it with the
   // ServerBuilder. It leaves out bidirectional streams: an interceptor runs on
@@ -56,7 +61,7 @@ class RpcMetrics {
   // The Prometheus text exposition of the RPC metrics and of the server's
   // state.
   std::string Render(const Coordinator& coordinator,
-                     const KvStore& store) const;
+                     const store::KvStore& store) const;
 
  private:
   struct Histogram {

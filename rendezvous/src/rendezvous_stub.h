@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "muster/common/net.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/security.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 
 namespace muster::rendezvous {
@@ -18,7 +18,7 @@ namespace muster::rendezvous {
 // another replica next. Errors: NewSecureMusterChannel's and WaitForChannel's
 // (UNAVAILABLE naming the target, and TLS with the fix on a mismatch).
 absl::StatusOr<std::unique_ptr<v1::Rendezvous::Stub>> ConnectRendezvous(
-    const HostPort& target, const ClientSecurity& security,
+    const HostPort& target, const store::ClientSecurity& security,
     absl::Duration connect);
 
 }  // namespace muster::rendezvous

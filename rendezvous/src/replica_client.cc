@@ -153,7 +153,7 @@ class FollowingClient final : public RendezvousClient {
       GrpcClientOptions one = options_;
       one.endpoint = replicas_[0];
       std::unique_ptr<SessionClient> inner =
-          NewSessionClient(std::move(one), ChannelWait::kPatient);
+          NewSessionClient(std::move(one), store::ChannelWait::kPatient);
       absl::Status s = inner->Start(join);
       absl::MutexLock lock(&mu_);
       inner_ = std::move(inner);
@@ -387,7 +387,7 @@ class FollowingClient final : public RendezvousClient {
       if (hook) hook(seq);
     };
     std::unique_ptr<SessionClient> inner =
-        NewSessionClient(std::move(one), ChannelWait::kFailFast);
+        NewSessionClient(std::move(one), store::ChannelWait::kFailFast);
     absl::Status started = inner->Start(join);
     if (!started.ok()) {
       *leader = inner->leader();

@@ -18,16 +18,17 @@
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/platform/clock.h"
+#include "muster/store/grpc_security.h"
+#include "muster/store/served_store.h"
 #include "rendezvous/src/console_api.h"
-#include "rendezvous/src/grpc_security.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/metrics.h"
 #ifdef MUSTER_WITH_ETCD
 #include "rendezvous/src/replica/replica.h"
 #endif
+#include "muster/store/store_service.h"
 #include "rendezvous/src/session_service.h"
 #include "rendezvous/src/state_journal.h"
-#include "rendezvous/src/store_service.h"
 #include "rendezvous/src/tick_loop.h"
 
 namespace muster::rendezvous {
@@ -43,35 +44,6 @@ void InitGrpcServerGlobals() {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   });
-}
-
-// Why binding `where` failed, as far as we can tell.
-std::string DescribeBindFailure(const HostPort& where) {
-  std::string prefix =
-      absl::StrCat("cannot listen on ", where.ToString(), ": ");
-  if (where.port != 0) {
-    std::string owner = DescribePortOwner(where.port);
-    if (!owner.empty()) {
-      return absl::StrCat(prefix, "the port is in use by ", owner,
-                          " — stop it, or pick another port with --listen");
-    }
-    std::string probe_host = (where.host == "0.0.0.0" || where.host == "::")
-                                 ? "127.0.0.1"
-                                 : where.host;
-    if (CanConnect(probe_host, where.port, absl::Milliseconds(200))) {
-      return absl::StrCat(
-          prefix,
-          "the port is in use by another process (not one this user can see)"
-          " — stop it, or pick another port with --listen");
-    }
-  }
-  if (where.port == 0) {
-    return absl::StrCat(prefix, "is the address on this host? (", where.host,
-                        " is not an address of this machine's interfaces)");
-  }
-  return absl::StrCat(
-      prefix, "is the address on this host? (", where.host,
-      " is not an address of this machine's interfaces, or the port is taken)");
 }
 
 }  // namespace
@@ -135,24 +107,13 @@ class RendezvousServer::Impl {
 
     InitGrpcServerGlobals();
     grpc::ServerBuilder builder;
-    // gRPC sets SO_REUSEPORT by default, which lets a second server share the
-    // port silently.
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    // Clients ping every 10 s (NewMusterChannel) to notice a cut network; allow
-    // it.
-    builder.AddChannelArgument(
-        GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5'000);
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-    // No bandwidth-delay probing: every message here is small, and its pings
-    // (one per burst of reads on each connection) cost 10,000 heartbeating
-    // agents a syscall pair per burst for nothing.
-    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    store::AddMusterServerArguments(builder);
     int bound_port = 0;
     std::shared_ptr<grpc::ServerCredentials> credentials =
         grpc::InsecureServerCredentials();
     if (options_.tls.enabled()) {
-      absl::StatusOr<std::unique_ptr<ServerTlsCredentials>> tls =
-          ServerTlsCredentials::Create(options_.tls);
+      absl::StatusOr<std::unique_ptr<store::ServerTlsCredentials>> tls =
+          store::ServerTlsCredentials::Create(options_.tls);
       if (!tls.ok()) return tls.status();
       tls_ = *std::move(tls);
       credentials = tls_->credentials();
@@ -172,7 +133,7 @@ class RendezvousServer::Impl {
     if (server == nullptr || bound_port == 0) {
       if (server != nullptr) server->Shutdown(absl::ToChronoTime(absl::Now()));
       session_service_.StopStreams();
-      return absl::UnavailableError(DescribeBindFailure(*where));
+      return absl::UnavailableError(store::DescribeBindFailure(*where));
     }
     session_service_.StartStreams();
     server_ = std::move(server);
@@ -320,14 +281,14 @@ class RendezvousServer::Impl {
   int port() const { return port_; }
   const std::string& address() const { return address_; }
   Coordinator& coordinator() { return coordinator_; }
-  KvStore& store() { return store_; }
+  store::KvStore& store() { return store_; }
 
  private:
   // The Coordinator's options, with on_round_end also dropping the round's
   // store namespace (or every round of a forgotten job, for a prefix "<job>/").
   // A forgotten job's token binding goes with it.
   static CoordinatorOptions WithStoreCleanup(CoordinatorOptions options,
-                                             KvStore* store,
+                                             store::KvStore* store,
                                              JobAuthRegistry* auth) {
     options.on_round_end = [store, auth,
                             user = std::move(options.on_round_end)](
@@ -448,7 +409,7 @@ class RendezvousServer::Impl {
   // Declared before what uses them: destroyed after the server and the
   // services.
   JobAuthRegistry auth_;
-  std::unique_ptr<ServerTlsCredentials> tls_;
+  std::unique_ptr<store::ServerTlsCredentials> tls_;
   RpcMetrics metrics_;
   std::atomic<bool> draining_{false};
   LeaderGate gate_;
@@ -456,10 +417,10 @@ class RendezvousServer::Impl {
   // InfiniteFuture: confirmed. Tick thread only.
   absl::Time lapse_started_ = absl::InfiniteFuture();
   int64_t lapses_seen_ = 0;  // gate_.lapses() at the last MayTick
-  KvStore store_;
+  store::KvStore store_;
   Coordinator coordinator_;
   SessionService session_service_;
-  StoreService store_service_;
+  store::StoreService store_service_;
   ConsoleApi console_{&coordinator_, &auth_, &gate_, session_service_.stacks(),
                       &metrics_};
   std::unique_ptr<grpc::Server> server_;
@@ -544,6 +505,6 @@ std::string RendezvousServer::ReplicaRole(std::string* leader) const {
 
 Coordinator& RendezvousServer::coordinator() { return impl_->coordinator(); }
 
-KvStore& RendezvousServer::store() { return impl_->store(); }
+store::KvStore& RendezvousServer::store() { return impl_->store(); }
 
 }  // namespace muster::rendezvous

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "muster/rendezvous/client.h"
-#include "rendezvous/src/grpc_status.h"
+#include "muster/store/grpc_status.h"
 
 namespace muster::rendezvous {
 
@@ -33,7 +33,7 @@ class SessionClient : public RendezvousClient {
 // kFailFast: a refused or unresolvable replica fails at once, so that the
 // next one is tried).
 std::unique_ptr<SessionClient> NewSessionClient(GrpcClientOptions options,
-                                                ChannelWait wait);
+                                                store::ChannelWait wait);
 
 }  // namespace muster::rendezvous
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "muster/common/logging.h"
-#include "rendezvous/src/grpc_security.h"
-#include "rendezvous/src/grpc_status.h"
+#include "muster/store/grpc_status.h"
+#include "rendezvous/src/grpc_auth.h"
 #include "rendezvous/src/session_stream.h"
 #include "rendezvous/src/status_page.h"
 
@@ -94,14 +94,14 @@ grpc::ServerUnaryReactor* SessionService::GetStatus(
   // A standby replica knows no jobs: `muster status` asks the leader.
   if (gate_ != nullptr && !gate_->serving()) {
     gate_->AddLeaderTrailer(*context);
-    reactor->Finish(ToGrpcStatus(gate_->Check()));
+    reactor->Finish(store::ToGrpcStatus(gate_->Check()));
     return reactor;
   }
   // One page (status_page.h): a request without paging fields (an old
   // client) gets the first page and the total.
   absl::StatusOr<StatusPageQuery> query = StatusPageQueryOf(*request);
   if (!query.ok()) {
-    reactor->Finish(ToGrpcStatus(query.status()));
+    reactor->Finish(store::ToGrpcStatus(query.status()));
     return reactor;
   }
   const Credential credential =
@@ -114,7 +114,7 @@ grpc::ServerUnaryReactor* SessionService::GetStatus(
       absl::Status allowed =
           auth_->Check(credential, Access::kStatus, request->job_id());
       if (!allowed.ok()) {
-        reactor->Finish(ToGrpcStatus(allowed));
+        reactor->Finish(store::ToGrpcStatus(allowed));
         return reactor;
       }
     }

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "muster/common/logging.h"
-#include "rendezvous/src/grpc_security.h"
-#include "rendezvous/src/grpc_status.h"
+#include "muster/store/grpc_status.h"
+#include "rendezvous/src/grpc_auth.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/session_service.h"
 
@@ -315,7 +315,7 @@ void SessionStream::CloseLocked(const absl::Status& status) {
   held_out_.clear();
   held_close_.reset();
   closing_ = true;
-  final_status_ = ToGrpcStatus(status);
+  final_status_ = store::ToGrpcStatus(status);
   // Else OnWrite finishes once the queue is flushed.
   if (!write_pending_) StartFinishLocked();
 }
@@ -373,7 +373,8 @@ void SessionStream::StartFinishLocked() {
   state_ = State::kFinishing;
   out_.clear();
   if (!leader_trailer_.empty() && call_ != nullptr) {
-    call_->context.AddTrailingMetadata(kLeaderMetadataKey, leader_trailer_);
+    call_->context.AddTrailingMetadata(store::kLeaderMetadataKey,
+                                       leader_trailer_);
   }
   if (StartOp([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         call_->stream.Finish(final_status_, Tag(kFinish));

@@ -9,20 +9,18 @@
 #include "absl/strings/str_join.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
+#include "muster/store/grpc_status.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
-#include "rendezvous/src/grpc_status.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/rendezvous_stub.h"
 
 namespace muster::rendezvous {
 namespace {
 
-absl::StatusOr<v1::GetStacksResponse> AskOne(const HostPort& target,
-                                             const std::string& job_id,
-                                             absl::Duration connect,
-                                             absl::Duration gather,
-                                             const ClientSecurity& security,
-                                             std::string* leader) {
+absl::StatusOr<v1::GetStacksResponse> AskOne(
+    const HostPort& target, const std::string& job_id, absl::Duration connect,
+    absl::Duration gather, const store::ClientSecurity& security,
+    std::string* leader) {
   MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<v1::Rendezvous::Stub> stub,
                           ConnectRendezvous(target, security, connect));
   v1::GetStacksRequest request;
@@ -33,10 +31,10 @@ absl::StatusOr<v1::GetStacksResponse> AskOne(const HostPort& target,
       absl::ToChronoTime(absl::Now() + gather + absl::Seconds(5)));
   v1::GetStacksResponse response;
   absl::Status s =
-      FromGrpcStatus(stub->GetStacks(&context, request, &response));
+      store::FromGrpcStatus(stub->GetStacks(&context, request, &response));
   if (!s.ok()) {
     if (s.code() == absl::StatusCode::kUnavailable)
-      *leader = LeaderFromTrailers(context);
+      *leader = store::LeaderFromTrailers(context);
     if (s.code() == absl::StatusCode::kUnimplemented) {
       return absl::UnimplementedError(
           absl::StrCat("the musterd at ", target.ToString(),
@@ -52,7 +50,7 @@ absl::StatusOr<v1::GetStacksResponse> AskOne(const HostPort& target,
 absl::StatusOr<v1::GetStacksResponse> QueryStacks(
     const std::string& endpoint, const std::string& job_id,
     absl::Duration connect, absl::Duration gather,
-    const ClientSecurity& security) {
+    const store::ClientSecurity& security) {
   MUSTER_ASSIGN_OR_RETURN(std::vector<HostPort> replicas,
                           ParseHostPortList(endpoint, 29400));
   std::vector<std::string> why;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rendezvous/src/grpc_security.h"
-#include "rendezvous/src/grpc_status.h"
+#include "muster/store/grpc_status.h"
+#include "rendezvous/src/grpc_auth.h"
 #include "rendezvous/src/session_service.h"
 
 namespace muster::rendezvous {
@@ -18,17 +18,17 @@ grpc::ServerUnaryReactor* SessionService::GetStacks(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (gate_ != nullptr && !gate_->serving()) {
     gate_->AddLeaderTrailer(*context);
-    reactor->Finish(ToGrpcStatus(gate_->Check()));
+    reactor->Finish(store::ToGrpcStatus(gate_->Check()));
     return reactor;
   }
   if (request->job_id().empty()) {
-    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
+    reactor->Finish(store::ToGrpcStatus(absl::InvalidArgumentError(
         "GetStacks needs a job id (muster stacks JOB)")));
     return reactor;
   }
   if (request->timeout_ms() < 0 ||
       absl::Milliseconds(request->timeout_ms()) > kMaxStacksTimeout) {
-    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+    reactor->Finish(store::ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
         "GetStacks timeout_ms=", request->timeout_ms(), ": expected 0 to ",
         absl::ToInt64Milliseconds(kMaxStacksTimeout)))));
     return reactor;
@@ -37,7 +37,7 @@ grpc::ServerUnaryReactor* SessionService::GetStacks(
     absl::Status allowed = auth_->Check(CredentialOf(*context), Access::kStatus,
                                         request->job_id());
     if (!allowed.ok()) {
-      reactor->Finish(ToGrpcStatus(allowed));
+      reactor->Finish(store::ToGrpcStatus(allowed));
       return reactor;
     }
   }
@@ -46,7 +46,7 @@ grpc::ServerUnaryReactor* SessionService::GetStacks(
   query.job_id = request->job_id();
   v1::GetStatusResponse status = coordinator_->StatusPage(query);
   if (status.jobs_size() == 0) {
-    reactor->Finish(ToGrpcStatus(absl::NotFoundError(
+    reactor->Finish(store::ToGrpcStatus(absl::NotFoundError(
         absl::StrCat("musterd knows no job '", request->job_id(), "'"))));
     return reactor;
   }

@@ -18,7 +18,7 @@ constexpr absl::Duration kMinInterval = absl::Milliseconds(200);
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StateJournal>> StateJournal::Open(
-    const std::string& dir, KvStore* store, Coordinator* coordinator,
+    const std::string& dir, store::KvStore* store, Coordinator* coordinator,
     absl::Duration adoption_grace, absl::Time now) {
   if (absl::Status s = platform::PrepareStateDir(dir); !s.ok()) return s;
   std::unique_ptr<StateJournal> j(new StateJournal(dir, store, coordinator));

@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "muster/rendezvous/coordinator.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/kv_store.h"
 
 namespace muster::rendezvous {
 
@@ -36,7 +36,7 @@ class StateJournal {
   // naming the path for a bad directory or a state file that is not a regular
   // file or not musterd's JSON (move it away).
   static absl::StatusOr<std::unique_ptr<StateJournal>> Open(
-      const std::string& dir, KvStore* store, Coordinator* coordinator,
+      const std::string& dir, store::KvStore* store, Coordinator* coordinator,
       absl::Duration adoption_grace, absl::Time now);
 
   // Writes the state when it changed and the last write is 200 ms old, and
@@ -49,7 +49,7 @@ class StateJournal {
   int64_t writes() const { return writes_; }
 
  private:
-  StateJournal(std::string dir, KvStore* store, Coordinator* coordinator)
+  StateJournal(std::string dir, store::KvStore* store, Coordinator* coordinator)
       : dir_(std::move(dir)), store_(store), coordinator_(coordinator) {}
   // The journal's JSON, and the job lines alone (to tell whether they
   // changed).
@@ -57,7 +57,7 @@ class StateJournal {
   std::string JobsJson() const;
 
   const std::string dir_;
-  KvStore* const store_;
+  store::KvStore* const store_;
   Coordinator* const coordinator_;
   int restored_namespaces_ = 0;
   int64_t writes_ = 0;

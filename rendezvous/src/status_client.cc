@@ -11,8 +11,8 @@
 #include "muster/common/net.h"
 #include "muster/common/status.h"
 #include "muster/rendezvous/client.h"
+#include "muster/store/grpc_status.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
-#include "rendezvous/src/grpc_status.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/rendezvous_stub.h"
 
@@ -21,7 +21,7 @@ namespace muster::rendezvous {
 absl::StatusOr<v1::GetStatusResponse> QueryStatus(const std::string& endpoint,
                                                   const std::string& job_id,
                                                   absl::Duration timeout) {
-  return QueryStatus(endpoint, job_id, timeout, ClientSecurity());
+  return QueryStatus(endpoint, job_id, timeout, store::ClientSecurity());
 }
 
 namespace {
@@ -30,7 +30,7 @@ namespace {
 // it refused (muster-leader), else unchanged.
 absl::StatusOr<v1::GetStatusResponse> QueryOne(
     const HostPort& target, const std::string& job_id, absl::Duration timeout,
-    const ClientSecurity& security, int page_size, std::string* leader) {
+    const store::ClientSecurity& security, int page_size, std::string* leader) {
   MUSTER_ASSIGN_OR_RETURN(std::unique_ptr<v1::Rendezvous::Stub> stub,
                           ConnectRendezvous(target, security, timeout));
   v1::GetStatusRequest request;
@@ -43,10 +43,11 @@ absl::StatusOr<v1::GetStatusResponse> QueryOne(
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     v1::GetStatusResponse page;
-    absl::Status s = FromGrpcStatus(stub->GetStatus(&context, request, &page));
+    absl::Status s =
+        store::FromGrpcStatus(stub->GetStatus(&context, request, &page));
     if (!s.ok()) {
       if (s.code() == absl::StatusCode::kUnavailable)
-        *leader = LeaderFromTrailers(context);
+        *leader = store::LeaderFromTrailers(context);
       return Annotate(s, absl::StrCat("status from ", target.ToString()));
     }
     if (all.server_version().empty())
@@ -70,7 +71,8 @@ absl::StatusOr<v1::GetStatusResponse> QueryOne(
 
 absl::StatusOr<v1::GetStatusResponse> QueryStatus(
     const std::string& endpoint, const std::string& job_id,
-    absl::Duration timeout, const ClientSecurity& security, int page_size) {
+    absl::Duration timeout, const store::ClientSecurity& security,
+    int page_size) {
   MUSTER_ASSIGN_OR_RETURN(std::vector<HostPort> replicas,
                           ParseHostPortList(endpoint, 29400));
   std::string leader;

@@ -30,8 +30,8 @@
 #include "gtest/gtest.h"
 #include "muster/comm/communicator.h"
 #include "muster/comm/progress.h"
-#include "muster/rendezvous/in_memory_store.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/in_memory_store.h"
+#include "muster/store/kv_store.h"
 #include "tests/comm/collective_checks.h"
 
 namespace muster::comm {
@@ -48,8 +48,8 @@ CommOptions TestOptions() {
 // Runs body(comm) on n threads, one rank each, on one shared store.
 void RunRanks(int n, const std::function<void(Communicator&)>& body,
               CommOptions options = TestOptions(),
-              std::shared_ptr<rendezvous::Store> store = nullptr) {
-  if (store == nullptr) store = std::make_shared<rendezvous::InMemoryStore>();
+              std::shared_ptr<store::Store> store = nullptr) {
+  if (store == nullptr) store = std::make_shared<store::InMemoryStore>();
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
@@ -136,7 +136,7 @@ TEST(SendBufferTest, SizedAtTheFirstAlgorithmClassNotAtConnect) {
   const int before = SocketsWithSendBufferOf(pinned);
   CommOptions options = TestOptions();
   options.allreduce_algorithm = AllReduceAlgorithm::kRing;
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   absl::Barrier* connected = new absl::Barrier(kN + 1);
   absl::Barrier* broadcast = new absl::Barrier(kN + 1);
   absl::Barrier* counted = new absl::Barrier(kN + 1);
@@ -319,7 +319,7 @@ TEST(ArgumentsTest, MisuseIsInvalidArgumentAndHarmless) {
 // ---- Failures ----
 
 TEST(FailureTest, APeerThatCrashesMidAllReduceIsNamedWithinSeconds) {
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   constexpr int kN = 4;
   absl::Barrier* started = new absl::Barrier(kN);
   std::vector<std::thread> threads;
@@ -356,8 +356,8 @@ TEST(FailureTest, APeerThatCrashesMidAllReduceIsNamedWithinSeconds) {
 TEST(FailureTest, TheLauncherEndingTheRoundAbortsACollectiveInFlight) {
   // musterd drops the round's namespace when a worker fails: every rank's
   // monitor sees its store wait end with ABORTED.
-  auto kv = std::make_shared<rendezvous::KvStore>();
-  auto store = std::make_shared<rendezvous::InMemoryStore>(kv, "job/3");
+  auto kv = std::make_shared<store::KvStore>();
+  auto store = std::make_shared<store::InMemoryStore>(kv, "job/3");
   absl::Notification created[2];
   absl::Notification rank0_done;
   std::vector<std::thread> threads;
@@ -390,7 +390,7 @@ TEST(FailureTest, TheLauncherEndingTheRoundAbortsACollectiveInFlight) {
 }
 
 TEST(FailureTest, APerCallTimeoutFailsOnlyThatCallAndTellsThePeers) {
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   absl::Notification timed_out;
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
@@ -425,7 +425,7 @@ TEST(FailureTest, APerCallTimeoutFailsOnlyThatCallAndTellsThePeers) {
 }
 
 TEST(WorkTest, WaitWithATimeoutReportsStillRunningThenTheResult) {
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {

@@ -31,9 +31,9 @@
 #include "muster/comm/c_api.h"
 #include "muster/comm/communicator.h"
 #include "muster/platform/files.h"
-#include "muster/rendezvous/grpc_store.h"
-#include "muster/rendezvous/in_memory_store.h"
 #include "muster/rendezvous/server.h"
+#include "muster/store/grpc_store.h"
+#include "muster/store/in_memory_store.h"
 #include "tests/comm/fake_agent.h"
 #include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
@@ -87,7 +87,7 @@ TEST_P(RecoverTest, SurvivorsOfALostRankRecoverAndAllReduce) {
   FakeAgent agent;
   ASSERT_TRUE(agent.ok());
   for (int w = 0; w < 3; ++w) agent.Write(w, true, 1, w, 3);
-  std::shared_ptr<rendezvous::Store> store = agent.Store("round1");
+  std::shared_ptr<store::Store> store = agent.Store("round1");
   std::vector<std::unique_ptr<Communicator>> comms(3);
   Parallel(
       {[&] {
@@ -177,7 +177,7 @@ TEST_P(RecoverTest, ANewcomerGrowsTheWorldAtAStepBoundary) {
   FakeAgent agent;
   ASSERT_TRUE(agent.ok());
   for (int w = 0; w < 2; ++w) agent.Write(w, true, 1, w, 2);
-  std::shared_ptr<rendezvous::Store> store = agent.Store("round1");
+  std::shared_ptr<store::Store> store = agent.Store("round1");
   std::vector<std::unique_ptr<Communicator>> comms(3);
   std::unique_ptr<Communicator> group;
   std::unique_ptr<Communicator> group1;  // Rank 1's, kept as long.
@@ -221,7 +221,7 @@ TEST_P(RecoverTest, ANewcomerGrowsTheWorldAtAStepBoundary) {
   agent.Write(0, true, 2, 0, 3);
   agent.Write(1, true, 2, 1, 3);
   agent.Write(2, true, 2, 2, 3);
-  std::shared_ptr<rendezvous::Store> store2 = agent.Store("round2");
+  std::shared_ptr<store::Store> store2 = agent.Store("round2");
   Parallel({[&] { ASSERT_TRUE(comms[0]->Recover(absl::Seconds(30)).ok()); },
             [&] { ASSERT_TRUE(comms[1]->Recover(absl::Seconds(30)).ok()); },
             [&] {
@@ -283,7 +283,7 @@ TEST(RecoverErrorsTest, RecoverWithoutANewRoundIsDeadlineExceeded) {
 
 TEST(RecoverErrorsTest, WithoutTheChannelNothingChangesAndRecoverRefuses) {
   auto comm =
-      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 1);
+      Communicator::Create(std::make_shared<store::InMemoryStore>(), 0, 1);
   ASSERT_TRUE(comm.ok()) << comm.status();
   EXPECT_FALSE((*comm)->RoundChanged());
   absl::StatusOr<RecoverResult> r = (*comm)->Recover(absl::Seconds(1));
@@ -309,8 +309,8 @@ TEST(ControlChannelTest, HelloIsWrittenOnceWithThisProcess) {
       std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   CommOptions bad;
   bad.control_dir = "/nonexistent/control";
-  auto refused = Communicator::Create(
-      std::make_shared<rendezvous::InMemoryStore>(), 0, 1, bad);
+  auto refused =
+      Communicator::Create(std::make_shared<store::InMemoryStore>(), 0, 1, bad);
   EXPECT_TRUE(absl::IsFailedPrecondition(refused.status()));
   EXPECT_THAT(refused.status().message(), HasSubstr("/nonexistent/control"));
 }

@@ -14,12 +14,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "comm/src/os.h"
-#include "comm/store/file_store.h"
 #include "comm/store/store_factory.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/comm/communicator.h"
-#include "muster/rendezvous/in_memory_store.h"
+#include "muster/store/file_store.h"
+#include "muster/store/in_memory_store.h"
 #include "tests/testing/subprocess.h"
 
 namespace muster::comm::internal {
@@ -71,8 +71,8 @@ class MemStoreFactory final : public StoreFactory {
   }
 
  private:
-  const std::shared_ptr<rendezvous::Store> store_ =
-      std::make_shared<rendezvous::InMemoryStore>();
+  const std::shared_ptr<store::Store> store_ =
+      std::make_shared<store::InMemoryStore>();
   mutable absl::Mutex mu_;
   mutable std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
 };
@@ -106,9 +106,9 @@ TEST(StoreFactoryTest, InitOpensTheStoreOfARegisteredScheme) {
 }
 
 TEST(StoreFactoryTest, StoresSayWhetherTheirClientsShareThisHost) {
-  EXPECT_TRUE(rendezvous::InMemoryStore().HostLocal());
+  EXPECT_TRUE(store::InMemoryStore().HostLocal());
   const std::string path = testing::MakeTempDir("hostlocal") + "/store";
-  auto file = FileStore::Open(path, 0);
+  auto file = store::FileStore::Open(path, 0);
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_TRUE((*file)->HostLocal());
 }

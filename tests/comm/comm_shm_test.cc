@@ -27,11 +27,11 @@
 #include "comm/shm/shm_backend.h"
 #include "comm/src/backend.h"
 #include "comm/src/core.h"
-#include "comm/store/file_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/comm/communicator.h"
-#include "muster/rendezvous/in_memory_store.h"
+#include "muster/store/file_store.h"
+#include "muster/store/in_memory_store.h"
 #include "tests/comm/collective_checks.h"
 
 namespace muster::comm {
@@ -50,7 +50,7 @@ CommOptions ShmOptions() {
 void RunRanks(const std::vector<std::string>& hosts,
               const std::function<void(Communicator&)>& body,
               CommOptions options = ShmOptions()) {
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   const int n = static_cast<int>(hosts.size());
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
@@ -194,8 +194,8 @@ class RecordingBackend final : public internal::Backend {
   std::atomic<int>* const runs_;
 };
 
-internal::CoreConfig BareConfig(std::shared_ptr<rendezvous::Store> store,
-                                int rank, int n) {
+internal::CoreConfig BareConfig(std::shared_ptr<store::Store> store, int rank,
+                                int n) {
   internal::CoreConfig config;
   config.rank = rank;
   config.world_size = n;
@@ -222,7 +222,7 @@ internal::Op SumOp(std::vector<int32_t>& data) {
 }
 
 TEST(ShmTransportTest, AllReduceNeverReachesGloo) {
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   std::atomic<int> gloo_runs{0};
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
@@ -251,7 +251,7 @@ TEST(ShmTransportTest, AllReduceNeverReachesGloo) {
 // A large output (written with non-temporal stores) at an address that is
 // not 16-byte aligned, and a count that is no multiple of anything.
 TEST(ShmTransportTest, ALargeMisalignedOutputIsComplete) {
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   std::atomic<int> gloo_runs{0};
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
@@ -298,7 +298,7 @@ TEST(ShmTransportTest, APeerProcessThatDiesIsNamedWithoutAMonitor) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     // Rank 1: one allreduce, then death mid-way through the next one's wait.
-    auto store = internal::FileStore::Open(path, 1);
+    auto store = store::FileStore::Open(path, 1);
     if (!store.ok()) _exit(10);
     auto backend = internal::WithSharedMemory(
         BareConfig(*store, 1, 2),
@@ -314,7 +314,7 @@ TEST(ShmTransportTest, APeerProcessThatDiesIsNamedWithoutAMonitor) {
     kill(getpid(), SIGKILL);
     _exit(13);
   }
-  auto store = internal::FileStore::Open(path, 0);
+  auto store = store::FileStore::Open(path, 0);
   ASSERT_TRUE(store.ok()) << store.status();
   auto backend = internal::WithSharedMemory(
       BareConfig(*store, 0, 2), std::make_unique<RecordingBackend>(&gloo_runs),

@@ -22,8 +22,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/comm/communicator.h"
-#include "muster/rendezvous/in_memory_store.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/in_memory_store.h"
+#include "muster/store/kv_store.h"
 
 namespace muster::comm {
 namespace {
@@ -41,8 +41,8 @@ CommOptions TestOptions() {
 // Runs body(comm) on `n` threads, one rank each, with communicators created on
 // one shared store. Creation failures are test failures.
 void RunRanks(int n, const std::function<void(Communicator&)>& body,
-              std::shared_ptr<rendezvous::Store> store = nullptr) {
-  if (store == nullptr) store = std::make_shared<rendezvous::InMemoryStore>();
+              std::shared_ptr<store::Store> store = nullptr) {
+  if (store == nullptr) store = std::make_shared<store::InMemoryStore>();
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
@@ -222,7 +222,7 @@ TEST_P(CommTest, BarrierWaitsForALateRank) {
 
 TEST_P(CommTest, SecondCommunicatorOnTheSameStore) {
   const int n = GetParam();
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   for (int round = 0; round < 2; ++round) {
     RunRanks(
         n,
@@ -273,7 +273,7 @@ TEST(CommArgumentsTest,
 }
 
 TEST(CommArgumentsTest, CreateRejectsBadArguments) {
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
   EXPECT_EQ(Communicator::Create(nullptr, 0, 1).status().code(), kInvalid);
   EXPECT_EQ(Communicator::Create(store, 0, 0).status().code(), kInvalid);
@@ -288,8 +288,8 @@ TEST(CommArgumentsTest, UnknownInterfaceIsAPreconditionNotACrash) {
   // Gloo 0.5.0 itself segfaults on such a name.
   CommOptions options = TestOptions();
   options.ifname = "nosuchif0";
-  auto comm = Communicator::Create(
-      std::make_shared<rendezvous::InMemoryStore>(), 0, 1, options);
+  auto comm = Communicator::Create(std::make_shared<store::InMemoryStore>(), 0,
+                                   1, options);
   ASSERT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition)
       << comm.status();
   EXPECT_THAT(comm.status().message(), HasSubstr("nosuchif0"));
@@ -301,8 +301,8 @@ TEST(CommTimeoutTest, ARankThatNeverJoinsFailsInitWithDeadlineExceeded) {
   options.timeout = absl::Seconds(1);
   const absl::Time start = absl::Now();
   // Rank 1 of 2 never comes.
-  auto comm = Communicator::Create(
-      std::make_shared<rendezvous::InMemoryStore>(), 0, 2, options);
+  auto comm = Communicator::Create(std::make_shared<store::InMemoryStore>(), 0,
+                                   2, options);
   const absl::Duration took = absl::Now() - start;
   ASSERT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded)
       << comm.status();
@@ -311,8 +311,8 @@ TEST(CommTimeoutTest, ARankThatNeverJoinsFailsInitWithDeadlineExceeded) {
 }
 
 TEST(CommTimeoutTest, ACollectiveThatAPeerNeverJoinsTimesOut) {
-  std::shared_ptr<rendezvous::Store> store =
-      std::make_shared<rendezvous::InMemoryStore>();
+  std::shared_ptr<store::Store> store =
+      std::make_shared<store::InMemoryStore>();
   absl::Notification done;
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
@@ -339,7 +339,7 @@ TEST(CommTimeoutTest, ACollectiveThatAPeerNeverJoinsTimesOut) {
 }
 
 // A store whose every call fails, as a GrpcStore does when musterd is gone.
-class UnreachableStore : public rendezvous::Store {
+class UnreachableStore : public store::Store {
  public:
   absl::Status Set(absl::string_view, absl::string_view) override {
     return Down();
@@ -386,8 +386,8 @@ TEST(CommFailureTest, ARoundDroppedWhileJoiningIsAborted) {
   // The store's namespace is dropped (the round ended) while rank 0 waits for
   // rank 1: the store's ABORTED comes back through Gloo unchanged, long before
   // the timeout.
-  auto kv = std::make_shared<rendezvous::KvStore>();
-  auto store = std::make_shared<rendezvous::InMemoryStore>(kv, "job/1");
+  auto kv = std::make_shared<store::KvStore>();
+  auto store = std::make_shared<store::InMemoryStore>(kv, "job/1");
   std::thread dropper([&] {
     absl::SleepFor(absl::Milliseconds(200));
     kv->DropNamespace("job/1");
@@ -400,8 +400,8 @@ TEST(CommFailureTest, ARoundDroppedWhileJoiningIsAborted) {
 }
 
 TEST(CommFailureTest, APeerThatShutsDownIsReportedWithItsRank) {
-  std::shared_ptr<rendezvous::Store> store =
-      std::make_shared<rendezvous::InMemoryStore>();
+  std::shared_ptr<store::Store> store =
+      std::make_shared<store::InMemoryStore>();
   absl::Notification peer_gone;
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
@@ -519,8 +519,8 @@ TEST(CommEnvironmentTest, BadTimeoutVariableIsInvalidArgument) {
     SCOPED_TRACE(bad);
     ScopedEnv env;
     setenv("MUSTER_COMM_TIMEOUT", bad, 1);
-    auto comm = Communicator::Create(
-        std::make_shared<rendezvous::InMemoryStore>(), 0, 1);
+    auto comm =
+        Communicator::Create(std::make_shared<store::InMemoryStore>(), 0, 1);
     ASSERT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(comm.status().message(),
                 HasSubstr(absl::StrCat("MUSTER_COMM_TIMEOUT='", bad,
@@ -536,7 +536,7 @@ TEST(CommEnvironmentTest, TimeoutVariableOverridesTheOption) {
   // Rank 1 never joins; the 30 minutes of the options give way to the
   // variable's 0.5 s.
   auto comm =
-      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 2);
+      Communicator::Create(std::make_shared<store::InMemoryStore>(), 0, 2);
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kDeadlineExceeded)
       << comm.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
@@ -551,7 +551,7 @@ TEST(CommEnvironmentTest, InterfaceVariableIsUsed) {
   setenv("MUSTER_SOCKET_IFNAME", "nosuchif0",
          1);  // Wins over GLOO_SOCKET_IFNAME.
   auto comm =
-      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 1);
+      Communicator::Create(std::make_shared<store::InMemoryStore>(), 0, 1);
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition)
       << comm.status();
 }

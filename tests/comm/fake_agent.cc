@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "muster/common/control_round.h"
 #include "muster/platform/files.h"
-#include "muster/rendezvous/grpc_store.h"
+#include "muster/store/grpc_store.h"
 #include "tests/testing/rendezvous.h"
 #include "tests/testing/subprocess.h"
 
@@ -29,14 +29,14 @@ std::string FakeAgent::Dir(int w) {
   return dir;
 }
 
-std::shared_ptr<rendezvous::Store> FakeAgent::Store(const std::string& prefix) {
-  rendezvous::GrpcStoreOptions options;
+std::shared_ptr<store::Store> FakeAgent::Store(const std::string& prefix) {
+  store::GrpcStoreOptions options;
   options.endpoint = endpoint();
   options.prefix = prefix;
-  absl::StatusOr<std::unique_ptr<rendezvous::Store>> store =
-      rendezvous::NewGrpcStore(options);
+  absl::StatusOr<std::unique_ptr<store::Store>> store =
+      store::NewGrpcStore(options);
   EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? std::shared_ptr<rendezvous::Store>(std::move(*store))
+  return store.ok() ? std::shared_ptr<store::Store>(std::move(*store))
                     : nullptr;
 }
 

@@ -11,7 +11,7 @@
 
 #include "muster/comm/communicator.h"
 #include "muster/rendezvous/server.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm_testing {
 
@@ -28,7 +28,7 @@ class FakeAgent {
   std::string Dir(int w);
 
   // A client of the store namespace `prefix`.
-  std::shared_ptr<rendezvous::Store> Store(const std::string& prefix);
+  std::shared_ptr<store::Store> Store(const std::string& prefix);
 
   // Writes worker w's `round` (seq counted per worker): running round
   // `round` as rank/world on the namespace "round<round>" (local world =

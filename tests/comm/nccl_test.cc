@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/comm/communicator.h"
-#include "muster/rendezvous/in_memory_store.h"
+#include "muster/store/in_memory_store.h"
 
 #ifdef MUSTER_WITH_NCCL
 #include <cuda_runtime_api.h>
@@ -72,9 +72,8 @@ TEST(NcclBackendTest, WithoutAGpuAskingForNcclIsAFailedPreconditionNamingWhy) {
   if (internal::NcclUsable(&why)) {
     GTEST_SKIP() << "a GPU is present here: the refusal path does not apply";
   }
-  auto comm =
-      Communicator::Create(std::make_shared<rendezvous::InMemoryStore>(), 0, 1,
-                           Options(Backend::kNccl));
+  auto comm = Communicator::Create(std::make_shared<store::InMemoryStore>(), 0,
+                                   1, Options(Backend::kNccl));
   ASSERT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition)
       << comm.status();
   EXPECT_THAT(comm.status().message(), HasSubstr("NCCL backend cannot run"));
@@ -93,7 +92,7 @@ TEST(NcclBackendTest, AutoFallsBackToGlooWhereNcclCannotRun) {
   if (internal::NcclUsable(&why)) {
     GTEST_SKIP() << "a GPU is present here: auto uses NCCL for device memory";
   }
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
@@ -119,7 +118,7 @@ TEST(NcclBackendTest, DeviceMemoryCollectives) {
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   // One rank per device (NCCL refuses two ranks on one device).
   const int n = std::min(devices, 4);
-  auto store = std::make_shared<rendezvous::InMemoryStore>();
+  auto store = std::make_shared<store::InMemoryStore>();
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {

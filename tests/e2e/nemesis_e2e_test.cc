@@ -87,7 +87,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "muster/rendezvous/grpc_store.h"
+#include "muster/store/grpc_store.h"
 #include "tests/doctor/netns.h"
 #include "tests/testing/etcd.h"
 #include "tests/testing/files.h"
@@ -228,12 +228,11 @@ class StoreClient {
 
   // Connects (30 s at most); false with the reason in *why.
   bool Connect(std::string* why) {
-    rendezvous::GrpcStoreOptions o;
+    store::GrpcStoreOptions o;
     o.endpoint = endpoints_;
     o.prefix = prefix_;
     o.connect_timeout = absl::Seconds(30);
-    absl::StatusOr<std::unique_ptr<rendezvous::Store>> s =
-        rendezvous::NewGrpcStore(o);
+    absl::StatusOr<std::unique_ptr<store::Store>> s = store::NewGrpcStore(o);
     if (!s.ok()) {
       *why = s.status().ToString();
       return false;
@@ -374,7 +373,7 @@ class StoreClient {
   const std::string endpoints_;
   const std::string prefix_;
   History* const history_;
-  std::unique_ptr<rendezvous::Store> store_;
+  std::unique_ptr<store::Store> store_;
   int64_t seq_ = 0;
   std::map<std::string, std::string> seen_;  // key -> last value seen
   std::map<std::string, std::string> own_acked_;

@@ -19,7 +19,7 @@
 #include "muster/common/logging.h"
 #include "muster/platform/clock.h"
 #include "muster/rendezvous/coordinator.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/kv_store.h"
 #include "rendezvous/src/status_page.h"
 #include "tests/fuzz/fuzz_input.h"
 
@@ -107,12 +107,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rendezvous::CoordinatorOptions options;
   options.max_finished_jobs = 4;
   rendezvous::Coordinator coord(options, &clock);
-  rendezvous::KvStoreLimits limits;
+  store::KvStoreLimits limits;
   limits.max_key_bytes = 64;
   limits.max_value_bytes = 256;
   limits.max_namespace_keys = 16;
   limits.max_namespace_bytes = 2048;
-  rendezvous::KvStore kv(limits);
+  store::KvStore kv(limits);
   // Eight agents' streams. As in the gRPC adapter, a stream the server
   // closed (or that failed its Join) ends: the adapter reports the disconnect,
   // and the agent's next stream has a new id (ids are never reused).

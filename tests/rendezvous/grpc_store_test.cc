@@ -1,6 +1,6 @@
 // The Store service and GrpcStore end to end: a real RendezvousServer on
 // 127.0.0.1:0.
-#include "muster/rendezvous/grpc_store.h"
+#include "muster/store/grpc_store.h"
 
 #include <dirent.h>
 #include <grpcpp/grpcpp.h>
@@ -53,8 +53,8 @@ class GrpcStoreTest : public ::testing::Test {
     endpoint_ = LoopbackEndpoint(server_->port());
   }
 
-  std::unique_ptr<Store> NewStore(const std::string& prefix) {
-    auto store = NewGrpcStore({.endpoint = endpoint_, .prefix = prefix});
+  std::unique_ptr<store::Store> NewStore(const std::string& prefix) {
+    auto store = store::NewGrpcStore({.endpoint = endpoint_, .prefix = prefix});
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
   }
@@ -311,10 +311,13 @@ TEST_F(GrpcStoreTest, RequestsAreValidated) {
   EXPECT_EQ(
       CallUnary(*stub, &v1::Store::Stub::Get, negative_timeout).error_code(),
       grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(NewGrpcStore({.endpoint = endpoint_, .prefix = ""}).status().code(),
+  EXPECT_EQ(store::NewGrpcStore({.endpoint = endpoint_, .prefix = ""})
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(NewGrpcStore({.endpoint = "", .prefix = "job/1"}).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store::NewGrpcStore({.endpoint = "", .prefix = "job/1"}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(GrpcStoreUnreachableTest, NamesTheEndpointWithinTheConnectTimeout) {
@@ -322,9 +325,10 @@ TEST(GrpcStoreUnreachableTest, NamesTheEndpointWithinTheConnectTimeout) {
   ASSERT_TRUE(port.ok());
   const std::string endpoint = absl::StrCat("127.0.0.1:", *port);
   const absl::Time start = absl::Now();
-  auto store = NewGrpcStore({.endpoint = endpoint,
-                             .prefix = "job/1",
-                             .connect_timeout = absl::Milliseconds(500)});
+  auto store =
+      store::NewGrpcStore({.endpoint = endpoint,
+                           .prefix = "job/1",
+                           .connect_timeout = absl::Milliseconds(500)});
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(store.status().message(), HasSubstr(endpoint));

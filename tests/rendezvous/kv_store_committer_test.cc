@@ -13,14 +13,14 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/kv_store.h"
 
 namespace muster::rendezvous {
 namespace {
 
 using ::testing::ElementsAre;
 
-class FakeCommitter : public KvStore::Committer {
+class FakeCommitter : public store::KvStore::Committer {
  public:
   void Commit(std::vector<Write> writes,
               absl::AnyInvocable<void(absl::Status)> done) override {
@@ -55,7 +55,7 @@ class FakeCommitter : public KvStore::Committer {
 class KvStoreCommitterTest : public ::testing::Test {
  protected:
   void SetUp() override { store_.SetCommitter(&committer_); }
-  KvStore store_;
+  store::KvStore store_;
   FakeCommitter committer_;
 };
 
@@ -214,7 +214,7 @@ TEST_F(KvStoreCommitterTest, WritesInFlightAtTheDropAreAnswered) {
 // The records of closed namespaces are bounded as the store's list is: the
 // close that pushes the oldest off the list drops its record in etcd.
 TEST_F(KvStoreCommitterTest, TheOldestClosedRecordGoesWithTheNewestClose) {
-  const size_t n = KvStore::kMaxClosedNamespaces + 1;
+  const size_t n = store::KvStore::kMaxClosedNamespaces + 1;
   for (size_t i = 1; i <= n; ++i) store_.DropNamespace(absl::StrCat("j/", i));
   ASSERT_EQ(committer_.forgotten.size(), n);
   EXPECT_EQ(committer_.forgotten[n - 2], "");
@@ -230,7 +230,7 @@ TEST_F(KvStoreCommitterTest, TheOldestClosedRecordGoesWithTheNewestClose) {
 }
 
 TEST_F(KvStoreCommitterTest, QuotasAreCheckedBeforeAnythingIsCommitted) {
-  KvStore small(KvStoreLimits{.max_key_bytes = 4});
+  store::KvStore small(store::KvStoreLimits{.max_key_bytes = 4});
   small.SetCommitter(&committer_);
   absl::Status s;
   small.SetAsync("j/1", "too-long", "v", [&](absl::Status r) { s = r; });
@@ -239,7 +239,7 @@ TEST_F(KvStoreCommitterTest, QuotasAreCheckedBeforeAnythingIsCommitted) {
 }
 
 TEST(KvStoreWithoutCommitterTest, AsyncWritesApplyAtOnce) {
-  KvStore store;
+  store::KvStore store;
   absl::StatusOr<int64_t> v;
   store.AddAsync("j/1", "n", 2, [&](absl::StatusOr<int64_t> r) { v = r; });
   EXPECT_EQ(*v, 2);

@@ -1,4 +1,4 @@
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/kv_store.h"
 
 #include <thread>
 
@@ -6,13 +6,13 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "muster/rendezvous/in_memory_store.h"
+#include "muster/store/in_memory_store.h"
 
 namespace muster::rendezvous {
 namespace {
 
 TEST(KvStoreTest, SetGetAddCompareSet) {
-  KvStore kv;
+  store::KvStore kv;
   ASSERT_TRUE(kv.Set("j/1", "a", "x").ok());
   EXPECT_EQ(*kv.Get("j/1", "a"), "x");
   EXPECT_EQ(kv.Get("j/2", "a").status().code(), absl::StatusCode::kNotFound);
@@ -30,7 +30,7 @@ TEST(KvStoreTest, SetGetAddCompareSet) {
 }
 
 TEST(KvStoreTest, WaiterWakesOnSetAndNamespacesAreSeparate) {
-  KvStore kv;
+  store::KvStore kv;
   std::vector<std::string> got;
   int calls = 0;
   auto id = kv.WaitFor("j/2", {"a", "b"},
@@ -50,7 +50,7 @@ TEST(KvStoreTest, WaiterWakesOnSetAndNamespacesAreSeparate) {
 }
 
 TEST(KvStoreTest, CancelNamesMissingKeysAndDropAborts) {
-  KvStore kv;
+  store::KvStore kv;
   absl::Status why;
   auto id = kv.WaitFor(
       "j/1", {"present", "missing"},
@@ -70,7 +70,7 @@ TEST(KvStoreTest, CancelNamesMissingKeysAndDropAborts) {
 }
 
 TEST(KvStoreTest, ADroppedRoundStaysClosedUntilItsJobIsForgotten) {
-  KvStore kv;
+  store::KvStore kv;
   ASSERT_TRUE(kv.Set("j/1", "k", "v").ok());
   kv.DropNamespace("j/1");
   // Every op on it fails with ABORTED, naming it; nothing recreates it.
@@ -102,7 +102,7 @@ TEST(KvStoreTest, ADroppedRoundStaysClosedUntilItsJobIsForgotten) {
 // ABORTED on a dropped namespace, before anything else it could answer
 // (a value, "not an integer", "not found").
 TEST(KvStoreTest, EveryOperationOnADroppedNamespaceIsAborted) {
-  KvStore kv;
+  store::KvStore kv;
   ASSERT_TRUE(kv.Set("j/1", "k", "v").ok());
   ASSERT_TRUE(kv.Set("j/1", "text", "not a number").ok());
   kv.DropNamespace("j/1");
@@ -127,8 +127,8 @@ TEST(KvStoreTest, EveryOperationOnADroppedNamespaceIsAborted) {
   // Bad input stays refused as such.
   EXPECT_TRUE(absl::IsInvalidArgument(kv.MultiSet("j/1", {"a"}, {})));
   // A store's client sees the same (InMemoryStore on the namespace).
-  auto shared = std::make_shared<KvStore>();
-  InMemoryStore round(shared, "j/1");
+  auto shared = std::make_shared<store::KvStore>();
+  store::InMemoryStore round(shared, "j/1");
   ASSERT_TRUE(round.Set("k", "v").ok());
   shared->DropNamespace("j/1");
   EXPECT_TRUE(absl::IsAborted(round.Delete("k").status()));
@@ -139,8 +139,8 @@ TEST(KvStoreTest, EveryOperationOnADroppedNamespaceIsAborted) {
 // The closed list keeps the newest kMaxClosedNamespaces: the oldest falls off
 // (and opens again), the newest stay closed.
 TEST(KvStoreTest, TheClosedListKeepsTheNewest) {
-  KvStore kv;
-  const size_t n = KvStore::kMaxClosedNamespaces + 2;
+  store::KvStore kv;
+  const size_t n = store::KvStore::kMaxClosedNamespaces + 2;
   for (size_t i = 1; i <= n; ++i) kv.DropNamespace(absl::StrCat("j/", i));
   EXPECT_TRUE(kv.Set("j/1", "k", "v").ok());
   EXPECT_TRUE(kv.Set("j/2", "k", "v").ok());
@@ -149,8 +149,8 @@ TEST(KvStoreTest, TheClosedListKeepsTheNewest) {
 }
 
 TEST(InMemoryStoreTest, GetBlocksUntilAnotherThreadSets) {
-  auto kv = std::make_shared<KvStore>();
-  InMemoryStore a(kv, "ns"), b(kv, "ns");
+  auto kv = std::make_shared<store::KvStore>();
+  store::InMemoryStore a(kv, "ns"), b(kv, "ns");
   std::thread setter([&] {
     // Once the Get waits, so that the Set is what wakes it.
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
@@ -167,7 +167,7 @@ TEST(InMemoryStoreTest, GetBlocksUntilAnotherThreadSets) {
 }
 
 TEST(InMemoryStoreTest, GetTimesOutNamingKey) {
-  InMemoryStore s;
+  store::InMemoryStore s;
   absl::Time start = absl::Now();
   auto v = s.Get("never", absl::Milliseconds(100));
   EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -189,12 +189,12 @@ using ::testing::HasSubstr;
 // write with RESOURCE_EXHAUSTED naming the limit and its flag; nothing is
 // written, and the namespace's accounting follows overwrites and deletes.
 TEST(KvStoreTest, LimitsRefuseWritesNamingTheLimit) {
-  KvStoreLimits limits;
+  store::KvStoreLimits limits;
   limits.max_key_bytes = 8;
   limits.max_value_bytes = 100;
   limits.max_namespace_keys = 3;
   limits.max_namespace_bytes = 250;
-  KvStore kv(limits);
+  store::KvStore kv(limits);
   absl::Status s = kv.Set("j/1", "a-very-long-key", "x");
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("--store-max-key-bytes"));

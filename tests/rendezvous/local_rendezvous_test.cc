@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/rendezvous/client.h"
-#include "muster/rendezvous/grpc_store.h"
+#include "muster/store/grpc_store.h"
 #include "tests/testing/rendezvous.h"
 #include "tests/testing/wait.h"
 
@@ -82,11 +82,11 @@ TEST(LocalRendezvousTest, ARoundFormsAndTheStoreStartsOnlyWhenAWorkerConnects) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(quiet.status())) << quiet.status();
 
   // A worker's store client.
-  GrpcStoreOptions options;
+  store::GrpcStoreOptions options;
   options.endpoint = local->store_endpoint();
   options.prefix = prefix;
   options.connect_timeout = absl::Seconds(5);
-  auto store = NewGrpcStore(options);
+  auto store = store::NewGrpcStore(options);
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->Set("k", "v").ok());
   auto value = (*store)->Get("k", absl::Seconds(5));
@@ -124,10 +124,10 @@ TEST(LocalRendezvousTest, ShutdownEndsTheSessionAndWaitingStoreCalls) {
   ASSERT_NO_FATAL_FAILURE(StartOneNodeRound(&round));
   auto& local = round.local;
   auto& client = round.client;
-  GrpcStoreOptions options;
+  store::GrpcStoreOptions options;
   options.endpoint = local->store_endpoint();
   options.prefix = round.ready.store_prefix();
-  auto store = NewGrpcStore(options);
+  auto store = store::NewGrpcStore(options);
   ASSERT_TRUE(store.ok()) << store.status();
   absl::Status waited;
   std::thread waiter(

@@ -73,7 +73,7 @@ class ReplicaEtcdTest : public ::testing::Test {
   }
 
   // A Store write through the leader's committer, acknowledged.
-  static absl::Status Commit(KvStore& store, const std::string& ns,
+  static absl::Status Commit(store::KvStore& store, const std::string& ns,
                              const std::string& key, const std::string& value) {
     absl::Notification done;
     absl::Status result;
@@ -118,7 +118,7 @@ TEST_F(ReplicaEtcdTest, ANewLeaderRefusesANamespaceItsPredecessorDropped) {
 
   first->Shutdown();  // resigns: the standby leads at once
   ASSERT_TRUE(WaitUntil([&] { return Leads(*second); }, absl::Seconds(30)));
-  KvStore& store = second->store();
+  store::KvStore& store = second->store();
   EXPECT_EQ(*store.Get("job/2", "k"), "round 2");
   // Every operation on the dropped round answers ABORTED on the new leader.
   EXPECT_TRUE(absl::IsAborted(store.Get("job/1", "k").status()));

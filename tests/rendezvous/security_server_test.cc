@@ -19,9 +19,9 @@
 #include "gtest/gtest.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/client.h"
-#include "muster/rendezvous/grpc_store.h"
-#include "muster/rendezvous/security.h"
 #include "muster/rendezvous/server.h"
+#include "muster/store/grpc_store.h"
+#include "muster/store/security.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "muster/v1/store.grpc.pb.h"
 #include "tests/testing/rendezvous.h"
@@ -62,8 +62,8 @@ class SecurityServerTest : public ::testing::Test {
     return StartLoopbackServer(options);
   }
 
-  static ClientSecurity Tls(std::string token = "") {
-    ClientSecurity s;
+  static store::ClientSecurity Tls(std::string token = "") {
+    store::ClientSecurity s;
     s.tls_ca = pki_->ca_cert;
     s.token = std::move(token);
     return s;
@@ -117,7 +117,8 @@ TEST_F(SecurityServerTest, TlsStatusWorksAndPlaintextFailsFastNamingTls) {
   ASSERT_TRUE(ok.ok()) << ok.status();
 
   const absl::Time start = absl::Now();
-  auto plain = QueryStatus(endpoint, "", absl::Seconds(10), ClientSecurity());
+  auto plain =
+      QueryStatus(endpoint, "", absl::Seconds(10), store::ClientSecurity());
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(plain.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(plain.status().message()), HasSubstr("TLS"));
@@ -139,7 +140,7 @@ TEST_F(SecurityServerTest, TlsClientAgainstPlaintextServerNamesTls) {
 TEST_F(SecurityServerTest, WrongCaIsAFailedHandshake) {
   auto server = StartServer(/*tls=*/true);
   ASSERT_NE(server, nullptr);
-  ClientSecurity wrong;
+  store::ClientSecurity wrong;
   wrong.tls_ca = pki_->ca2_cert;
   auto s = QueryStatus(LoopbackEndpoint(server->port()), "", absl::Seconds(10),
                        wrong);
@@ -153,7 +154,7 @@ TEST_F(SecurityServerTest, MutualTlsNeedsAClientCertificate) {
   const std::string endpoint = LoopbackEndpoint(server->port());
   auto without = QueryStatus(endpoint, "", absl::Seconds(5), Tls());
   EXPECT_FALSE(without.ok());
-  ClientSecurity with = Tls();
+  store::ClientSecurity with = Tls();
   with.tls_cert = pki_->client_cert;
   with.tls_key = pki_->client_key;
   auto ok = QueryStatus(endpoint, "", absl::Seconds(10), with);
@@ -282,11 +283,11 @@ TEST_F(SecurityServerTest, GrpcStorePresentsTheRoundCredential) {
   auto server = StartServer(/*tls=*/true);
   ASSERT_NE(server, nullptr);
   auto agent = JoinedAgent(server->port());
-  GrpcStoreOptions o;
+  store::GrpcStoreOptions o;
   o.endpoint = LoopbackEndpoint(server->port());
   o.prefix = "jobA/1";
   o.security = Tls(DeriveStoreCredential(testing::kJobToken, "jobA/1"));
-  auto store = NewGrpcStore(o);
+  auto store = store::NewGrpcStore(o);
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->Set("k", "v").ok());
   auto v = (*store)->Get("k", absl::Seconds(1));
@@ -294,7 +295,7 @@ TEST_F(SecurityServerTest, GrpcStorePresentsTheRoundCredential) {
   EXPECT_EQ(*v, "v");
 
   o.security.token = "";
-  auto anonymous = NewGrpcStore(o);
+  auto anonymous = store::NewGrpcStore(o);
   ASSERT_TRUE(anonymous.ok());
   EXPECT_EQ((*anonymous)->Set("k", "x").code(),
             absl::StatusCode::kUnauthenticated);
@@ -361,7 +362,7 @@ TEST_F(SecurityServerTest, ReloadSwapsTheCertificateForNewConnections) {
   auto server = StartLoopbackServer(options);
   ASSERT_NE(server, nullptr);
   const std::string endpoint = LoopbackEndpoint(server->port());
-  ClientSecurity ca2;
+  store::ClientSecurity ca2;
   ca2.tls_ca = pki_->ca2_cert;
   ASSERT_TRUE(QueryStatus(endpoint, "", absl::Seconds(10), Tls()).ok());
 

@@ -18,7 +18,7 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "muster/rendezvous/grpc_store.h"
+#include "muster/store/grpc_store.h"
 #include "muster/v1/rendezvous.grpc.pb.h"
 #include "tests/testing/rendezvous.h"
 #include "tests/testing/wait.h"
@@ -142,7 +142,7 @@ TEST(RendezvousServerTest,
   // A Session stream that has sent nothing yet, and one stuck in a Store wait.
   RawSession session(LoopbackChannel(server->port()));
 
-  auto store = NewGrpcStore(
+  auto store = store::NewGrpcStore(
       {.endpoint = LoopbackEndpoint(server->port()), .prefix = "job/1"});
   ASSERT_TRUE(store.ok()) << store.status();
   absl::StatusOr<std::string> got;

@@ -239,7 +239,7 @@ TEST(StatusAuthTest, TotalCountsOnlyTheJobsOfTheCallersToken) {
   EXPECT_THAT(totals, Each(6));
 
   // The client library follows the pages with the caller's token too.
-  ClientSecurity b;
+  store::ClientSecurity b;
   b.token = kTokenB;
   auto all = QueryStatus(LoopbackEndpoint(server->port()), "",
                          absl::Seconds(10), b, /*page_size=*/1);

@@ -19,12 +19,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/common/net.h"
-#include "muster/rendezvous/grpc_store.h"
-#include "muster/rendezvous/kv_store.h"
 #include "muster/rendezvous/server.h"
+#include "muster/store/grpc_status.h"
+#include "muster/store/grpc_store.h"
+#include "muster/store/kv_store.h"
+#include "muster/store/store_service.h"
 #include "muster/v1/store.grpc.pb.h"
 #include "rendezvous/src/leader_gate.h"
-#include "rendezvous/src/store_service.h"
 #include "tests/testing/rendezvous.h"
 #include "tests/testing/wait.h"
 
@@ -99,17 +100,17 @@ struct Raw {
   std::vector<uint64_t> order;  // ids in the order answered
 };
 
-std::unique_ptr<Store> NewStore(const std::string& endpoint,
-                                const std::string& prefix,
-                                absl::Duration failover = absl::Seconds(15),
-                                bool repeat_sets_in_flight = false) {
-  GrpcStoreOptions o;
+std::unique_ptr<store::Store> NewStore(
+    const std::string& endpoint, const std::string& prefix,
+    absl::Duration failover = absl::Seconds(15),
+    bool repeat_sets_in_flight = false) {
+  store::GrpcStoreOptions o;
   o.endpoint = endpoint;
   o.prefix = prefix;
   o.connect_timeout = kDeadline;
   o.failover_timeout = failover;
   o.repeat_sets_in_flight = repeat_sets_in_flight;
-  auto store = NewGrpcStore(o);
+  auto store = store::NewGrpcStore(o);
   EXPECT_TRUE(store.ok()) << store.status();
   return store.ok() ? *std::move(store) : nullptr;
 }
@@ -164,13 +165,13 @@ TEST(StoreStreamTest, OpsPipelinedFromManyThreadsOnOneStore) {
 TEST(StoreStreamTest, TheUnaryCallsServeEveryOp) {
   auto server = StartLoopbackServer();
   ASSERT_NE(server, nullptr);
-  GrpcStoreOptions o;
+  store::GrpcStoreOptions o;
   o.endpoint = LoopbackEndpoint(server->port());
   o.prefix = "job/1";
   o.unary = true;
-  auto made = NewGrpcStore(o);
+  auto made = store::NewGrpcStore(o);
   ASSERT_TRUE(made.ok()) << made.status();
-  Store& store = **made;
+  store::Store& store = **made;
   ASSERT_TRUE(store.Set("a", "1").ok());
   auto added = store.Add("n", 2);
   ASSERT_TRUE(added.ok()) << added.status();
@@ -247,9 +248,9 @@ TEST(StoreStreamTest, ADroppedNamespaceAbortsTheStreamsWaits) {
 class BoundedStreamTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    service_ = std::make_unique<StoreService>(
+    service_ = std::make_unique<store::StoreService>(
         &kv_, nullptr,
-        StoreStreamLimits{
+        store::StoreStreamLimits{
             .max_in_flight = 4, .max_batch = 8, .max_queued_bytes = 4096});
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
@@ -262,8 +263,8 @@ class BoundedStreamTest : public ::testing::Test {
     service_->Shutdown(absl::UnavailableError("test over"));
     server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   }
-  KvStore kv_;
-  std::unique_ptr<StoreService> service_;
+  store::KvStore kv_;
+  std::unique_ptr<store::StoreService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
@@ -338,10 +339,10 @@ TEST(StoreStandbyTest, AStandbyRefusesNamingTheLeaderAndEndsOpenStreams) {
   grpc::Status ended = open.stream->Finish();
   EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(ended.error_message(), HasSubstr("standby"));
-  EXPECT_EQ(open.Trailer(kLeaderMetadataKey), "127.0.0.1:2");
+  EXPECT_EQ(open.Trailer(store::kLeaderMetadataKey), "127.0.0.1:2");
   ASSERT_TRUE(wait_done.WaitForNotificationWithTimeout(kDeadline));
   EXPECT_EQ(wait_status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(LeaderFromTrailers(unary_wait), "127.0.0.1:2");
+  EXPECT_EQ(store::LeaderFromTrailers(unary_wait), "127.0.0.1:2");
 
   // New calls: refused with the leader named, unary and stream alike.
   grpc::ClientContext set_ctx;
@@ -353,12 +354,12 @@ TEST(StoreStandbyTest, AStandbyRefusesNamingTheLeaderAndEndsOpenStreams) {
   grpc::Status refused = stub->Set(&set_ctx, set, &set_resp);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(refused.error_message(), HasSubstr("the leader is 127.0.0.1:2"));
-  EXPECT_EQ(LeaderFromTrailers(set_ctx), "127.0.0.1:2");
+  EXPECT_EQ(store::LeaderFromTrailers(set_ctx), "127.0.0.1:2");
   Raw later(server->port());
   later.Send({SetOp(1, "job/1", "k", "v")});
   grpc::Status s = later.stream->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(later.Trailer(kLeaderMetadataKey), "127.0.0.1:2");
+  EXPECT_EQ(later.Trailer(store::kLeaderMetadataKey), "127.0.0.1:2");
   EXPECT_FALSE(server->store().Get("job/1", "k").ok()) << "a standby wrote";
 
   // Leading again: served.
@@ -378,7 +379,7 @@ struct TwoReplicas {
   std::unique_ptr<rendezvous::RendezvousServer> second;
   std::string a;
   std::string b;
-  std::unique_ptr<Store> store;
+  std::unique_ptr<store::Store> store;
 };
 
 void StartTwoReplicas(TwoReplicas* r, bool standby_first = false) {
@@ -398,7 +399,7 @@ void StartTwoReplicas(TwoReplicas* r, bool standby_first = false) {
 TEST(StoreFailoverTest, GivenStandbyAndLeaderTheStoreEndsUpOnTheLeader) {
   TwoReplicas r;
   ASSERT_NO_FATAL_FAILURE(StartTwoReplicas(&r, /*standby_first=*/true));
-  std::unique_ptr<Store>& store = r.store;
+  std::unique_ptr<store::Store>& store = r.store;
   ASSERT_TRUE(store->Set("k", "v").ok());
   EXPECT_TRUE(r.first->store().Get("job/1", "k").ok());
   EXPECT_FALSE(r.second->store().Get("job/1", "k").ok());
@@ -413,7 +414,7 @@ TEST(StoreFailoverTest, GivenStandbyAndLeaderTheStoreEndsUpOnTheLeader) {
 TEST(StoreFailoverTest, TheStoreFailsOverWhenItsLeaderGoesAndAnotherLeads) {
   TwoReplicas r;
   ASSERT_NO_FATAL_FAILURE(StartTwoReplicas(&r));
-  std::unique_ptr<Store>& store = r.store;
+  std::unique_ptr<store::Store>& store = r.store;
   ASSERT_TRUE(store->Set("before", "1").ok());
   // A Get waits on the first leader when it goes.
   absl::StatusOr<std::string> waited;
@@ -445,7 +446,7 @@ TEST(StoreFailoverTest, ThreadsKeepWritingWhileLeadershipMoves) {
   TwoReplicas r;
   ASSERT_NO_FATAL_FAILURE(StartTwoReplicas(&r));
   // One writer per key, as the comm library: Sets in flight are repeated.
-  std::unique_ptr<Store> store =
+  std::unique_ptr<store::Store> store =
       NewStore(absl::StrCat(r.a, ",", r.b), "job/1", absl::Seconds(15),
                /*repeat_sets_in_flight=*/true);
   ASSERT_NE(store, nullptr);
@@ -703,7 +704,7 @@ TEST(StoreFallbackTest, AgainstAnOlderMusterdTheStoreUsesUnaryCalls) {
 
 TEST(StoreEndpointTest, BadEndpointListsAreRefusedNamingTheForm) {
   for (const char* bad : {"127.0.0.1:1,", ",127.0.0.1:1", "a:1,b:notaport"}) {
-    auto store = NewGrpcStore({.endpoint = bad, .prefix = "job/1"});
+    auto store = store::NewGrpcStore({.endpoint = bad, .prefix = "job/1"});
     EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(store.status().message()),
                 HasSubstr("comma-separated"))

@@ -3,7 +3,7 @@
 // times and outcome, and CheckLinearizable decides whether some order of the
 // operations, each taking effect at one instant between its invocation and its
 // answer, explains every answer under the Store's sequential semantics
-// (KvStore in rendezvous/src/kv_store.cc). No gRPC: absl and std only.
+// (KvStore in store/src/kv_store.cc). No gRPC: absl and std only.
 #ifndef MUSTER_TESTS_TESTING_LINEARIZABILITY_H_
 #define MUSTER_TESTS_TESTING_LINEARIZABILITY_H_
 

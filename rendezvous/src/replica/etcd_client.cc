@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "muster/common/net.h"
-#include "rendezvous/src/grpc_status.h"
+#include "muster/store/grpc_status.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -205,7 +205,7 @@ absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
         PrepareContext(context, deadline);
         etcdserverpb::RangeResponse response;
         *status = m.kv->Range(&context, request, &response);
-        if (!status->ok()) return FromGrpcStatus(*status);
+        if (!status->ok()) return store::FromGrpcStatus(*status);
         return response;
       });
 }
@@ -220,7 +220,7 @@ absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(
         PrepareContext(context, deadline);
         etcdserverpb::TxnResponse response;
         *status = m.kv->Txn(&context, request, &response);
-        if (!status->ok()) return FromGrpcStatus(*status);
+        if (!status->ok()) return store::FromGrpcStatus(*status);
         return response;
       });
 }
@@ -238,7 +238,8 @@ absl::StatusOr<int64_t> EtcdClient::LeaseGrant(int64_t ttl_seconds,
                         etcdserverpb::LeaseGrantResponse response;
                         *status =
                             m.lease->LeaseGrant(&context, request, &response);
-                        if (!status->ok()) return FromGrpcStatus(*status);
+                        if (!status->ok())
+                          return store::FromGrpcStatus(*status);
                         if (!response.error().empty()) {
                           return absl::FailedPreconditionError(absl::StrCat(
                               "etcd refused a lease: ", response.error()));
@@ -273,7 +274,7 @@ absl::StatusOr<int64_t> EtcdClient::LeaseKeepAlive(int64_t id,
             *status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                    "the keep-alive stream ended early");
           }
-          return FromGrpcStatus(*status);
+          return store::FromGrpcStatus(*status);
         }
         *status = grpc::Status::OK;
         if (response.ttl() <= 0) {
@@ -299,7 +300,7 @@ absl::Status EtcdClient::LeaseRevoke(int64_t id, absl::Duration timeout) {
           *status = grpc::Status::OK;  // gone already
           return true;
         }
-        if (!status->ok()) return FromGrpcStatus(*status);
+        if (!status->ok()) return store::FromGrpcStatus(*status);
         return true;
       });
   return done.status();

@@ -35,7 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/kv_store.h"
 #include "rendezvous/src/replica/etcd_client.h"
 
 namespace muster::rendezvous {
@@ -64,7 +64,7 @@ struct EtcdCommitterOptions {
   std::function<void(const absl::Status&)> on_failure;
 };
 
-class EtcdCommitter final : public KvStore::Committer {
+class EtcdCommitter final : public store::KvStore::Committer {
  public:
   // `etcd` outlives the committer. Starts the thread.
   EtcdCommitter(EtcdClient* etcd, EtcdCommitterOptions options);

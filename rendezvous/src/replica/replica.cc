@@ -605,8 +605,9 @@ absl::Status Replica::TakeOver() {
   committer_ = std::make_unique<EtcdCommitter>(etcd_.get(), std::move(c));
   // Records past the store's bound (left by a leader lost before it erased
   // them) go now, oldest first, as the store forgot them.
-  if (closed.size() > KvStore::kMaxClosedNamespaces) {
-    for (size_t i = 0; i < closed.size() - KvStore::kMaxClosedNamespaces; ++i) {
+  if (closed.size() > store::KvStore::kMaxClosedNamespaces) {
+    for (size_t i = 0; i < closed.size() - store::KvStore::kMaxClosedNamespaces;
+         ++i) {
       committer_->CommitKey(ClosedPrefix() + closed[i].second, "",
                             /*erase=*/true);
     }

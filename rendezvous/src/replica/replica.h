@@ -68,8 +68,8 @@
 #include "absl/time/time.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
-#include "muster/rendezvous/kv_store.h"
 #include "muster/rendezvous/replica_options.h"
+#include "muster/store/kv_store.h"
 #include "rendezvous/src/leader_gate.h"
 #include "rendezvous/src/replica/etcd_client.h"
 #include "rendezvous/src/replica/etcd_committer.h"
@@ -94,7 +94,7 @@ class Replica {
   // leader's address (maybe empty) when this replica stands by; it must make
   // the server refuse and end its open calls (RendezvousServer::StandBy).
   struct Server {
-    KvStore* store;
+    store::KvStore* store;
     Coordinator* coordinator;
     JobAuthRegistry* auth;
     LeaderGate* gate;

@@ -10,7 +10,7 @@
 
 #include "absl/time/time.h"
 #include "muster/rendezvous/defaults.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/security.h"
 
 namespace muster::agent {
 
@@ -111,7 +111,7 @@ struct AgentConfig {
   // (MUSTER_RDZV_TOKEN or rdzv-conf token_file), read once by launch_flags.
   // The token goes to musterd on every call and never to a worker: workers
   // get their round's Store credential instead (MUSTER_STORE_TOKEN).
-  rendezvous::ClientSecurity security = {};
+  store::ClientSecurity security = {};
 
   // --- workers
   // The program and its arguments, ready to exec: ["/usr/bin/python3", "-u",

@@ -165,9 +165,9 @@
 #include "absl/types/span.h"
 #include "muster/comm/types.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 class Store;
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
 namespace muster::comm {
 
@@ -351,7 +351,7 @@ class Communicator {
   // naming the ranks that did not join in time; UNAVAILABLE or ABORTED when a
   // peer or the store cannot be reached or is lost while connecting.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
-      std::shared_ptr<rendezvous::Store> store, int rank, int world_size,
+      std::shared_ptr<store::Store> store, int rank, int world_size,
       CommOptions options = {});
 
   // Shuts down (see Shutdown) and frees the communicator.

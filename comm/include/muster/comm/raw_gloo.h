@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm {
 
@@ -22,7 +22,7 @@ class RawGloo {
   // Connects `size` ranks through `store` (keys under "bench/raw/") on the
   // interface of `host`. Errors: UNAVAILABLE with what Gloo threw.
   static absl::StatusOr<std::unique_ptr<RawGloo>> Connect(
-      std::shared_ptr<rendezvous::Store> store, int rank, int size,
+      std::shared_ptr<store::Store> store, int rank, int size,
       const std::string& host);
   ~RawGloo();
   RawGloo(const RawGloo&) = delete;

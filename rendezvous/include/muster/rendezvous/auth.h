@@ -33,12 +33,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "muster/store/service_hooks.h"
 
 namespace muster::rendezvous {
 
-// The gRPC metadata key and scheme a client sends its secret with.
-inline constexpr char kAuthorizationHeader[] = "authorization";
-inline constexpr char kBearerPrefix[] = "Bearer ";
+// The gRPC metadata key and scheme a client sends its secret with:
+// store::kAuthorizationHeader and store::kBearerPrefix
+// (muster/store/service_hooks.h).
 // Tokens shorter than this are refused: they could be guessed.
 inline constexpr size_t kMinTokenLength = 16;
 
@@ -134,8 +136,9 @@ absl::string_view JobOfStorePrefix(absl::string_view store_prefix);
 // Lifetime of a binding: made when the Coordinator accepts the first Join of
 // the job (Bind), dropped when the Coordinator forgets the job (Forget, from
 // its on_round_end("<job>/") hook). A job's id stays bound to its token while
-// the job is known, including its retention after the end.
-class JobAuthRegistry {
+// the job is known, including its retention after the end. It is the Store
+// service's access check too (store::StoreAccess).
+class JobAuthRegistry final : public store::StoreAccess {
  public:
   explicit JobAuthRegistry(AuthPolicy policy) : policy_(std::move(policy)) {}
 
@@ -148,6 +151,9 @@ class JobAuthRegistry {
   // For a Store call: the job is JobOfStorePrefix(store_prefix).
   absl::Status CheckStore(const Credential& credential,
                           absl::string_view store_prefix) const;
+  // The same for the values of a Store call's `authorization` metadata.
+  absl::Status CheckStore(absl::Span<const std::string> authorization,
+                          const std::string& store_prefix) const override;
   // Binds an unbound job to the credential (a token, or none). No effect when
   // the job is bound already.
   void Bind(absl::string_view job_id, const Credential& credential);

@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "muster/rendezvous/defaults.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/security.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::rendezvous {
@@ -122,7 +122,7 @@ struct GrpcClientOptions {
   bool follow_server_heartbeat_interval = false;
   absl::Duration lease = kDefaultLease;
   // TLS and the job token (sent on every call). Default: plaintext, none.
-  ClientSecurity security = {};
+  store::ClientSecurity security = {};
   // Lease fencing (agent/src/lease_fence.h), both optional. lease_seq gives
   // the seq of the Join and of each heartbeat just before it is written;
   // on_lease_renewed is called on the reader thread with the seq of each
@@ -161,7 +161,8 @@ absl::StatusOr<v1::GetStatusResponse> QueryStatus(const std::string& endpoint,
 // open, and UNAVAILABLE naming TLS for a plaintext/TLS mismatch.
 absl::StatusOr<v1::GetStatusResponse> QueryStatus(
     const std::string& endpoint, const std::string& job_id,
-    absl::Duration timeout, const ClientSecurity& security, int page_size = 0);
+    absl::Duration timeout, const store::ClientSecurity& security,
+    int page_size = 0);
 
 std::unique_ptr<RendezvousClient> NewGrpcRendezvousClient(
     GrpcClientOptions options);

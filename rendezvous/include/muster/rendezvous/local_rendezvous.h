@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "muster/rendezvous/client.h"
 #include "muster/rendezvous/coordinator.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/kv_store.h"
 
 namespace muster::rendezvous {
 
@@ -65,7 +65,7 @@ class LocalRendezvous {
   void Shutdown(absl::Duration grace = absl::Seconds(1));
 
   Coordinator& coordinator();
-  KvStore& store();
+  store::KvStore& store();
 
  private:
   class Impl;

@@ -17,9 +17,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "muster/rendezvous/coordinator.h"
-#include "muster/rendezvous/kv_store.h"
 #include "muster/rendezvous/replica_options.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/kv_store.h"
+#include "muster/store/security.h"
 
 namespace muster::rendezvous {
 
@@ -35,10 +35,10 @@ struct ServerOptions {
   // heartbeat detection.
   absl::Duration tick_interval = absl::Milliseconds(20);
   // Key and value sizes and each job round's quota in the Store.
-  KvStoreLimits store_limits;
+  store::KvStoreLimits store_limits;
   // TLS on the gRPC port (musterd --tls-cert, --tls-key, --tls-client-ca);
   // plaintext when empty. See docs/security.md.
-  ServerTls tls = {};
+  store::ServerTls tls = {};
   // Refuse jobs without a token (musterd --require-token).
   bool require_token = false;
   // The admin token (musterd --admin-token-file): sees every job's status.
@@ -128,7 +128,7 @@ class RendezvousServer {
   std::string ReplicaRole(std::string* leader = nullptr) const;
 
   Coordinator& coordinator();
-  KvStore& store();
+  store::KvStore& store();
 
  private:
   class Impl;

@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/security.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::rendezvous {
@@ -19,7 +19,7 @@ namespace muster::rendezvous {
 absl::StatusOr<v1::GetStacksResponse> QueryStacks(
     const std::string& endpoint, const std::string& job_id,
     absl::Duration connect, absl::Duration gather,
-    const ClientSecurity& security);
+    const store::ClientSecurity& security);
 
 }  // namespace muster::rendezvous
 

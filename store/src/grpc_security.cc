@@ -1,4 +1,4 @@
-#include "rendezvous/src/grpc_security.h"
+#include "muster/store/grpc_security.h"
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -27,7 +27,7 @@
 #include "muster/platform/files.h"
 #include "muster/platform/socket.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path,
@@ -245,13 +245,14 @@ TlsProbe ProbeTls(const std::string& host, int port, absl::Duration timeout) {
   return out;
 }
 
-Credential CredentialOf(const grpc::ServerContextBase& context) {
+std::vector<std::string> AuthorizationOf(
+    const grpc::ServerContextBase& context) {
   const auto& md = context.client_metadata();
   auto range = md.equal_range(kAuthorizationHeader);
   std::vector<std::string> values;
   for (auto it = range.first; it != range.second; ++it)
     values.emplace_back(it->second.data(), it->second.size());
-  return ParseAuthorization(values.data(), static_cast<int>(values.size()));
+  return values;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> NewSecureMusterChannel(
@@ -412,4 +413,4 @@ absl::Status ServerTlsCredentials::Reload() {
   return CopyFiles();
 }
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store

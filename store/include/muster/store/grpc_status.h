@@ -5,20 +5,22 @@
 //   - channels that cannot connect: UNAVAILABLE with the endpoint and the cause
 //   found by a TCP
 //     probe (refused, no answer, unresolvable name, not a gRPC server).
-#ifndef MUSTER_RENDEZVOUS_SRC_GRPC_STATUS_H_
-#define MUSTER_RENDEZVOUS_SRC_GRPC_STATUS_H_
+#ifndef MUSTER_STORE_GRPC_STATUS_H_
+#define MUSTER_STORE_GRPC_STATUS_H_
 
 #include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
 #include <grpcpp/support/status.h>
 
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "muster/common/net.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 // Same code, same message. OK maps to OK.
 grpc::Status ToGrpcStatus(const absl::Status& status);
@@ -30,6 +32,10 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // and keepalive pings (10 s) so that a cut network or a frozen server ends a
 // stream instead of leaving it hanging. Never null.
 std::shared_ptr<grpc::Channel> NewMusterChannel(const HostPort& target);
+
+// The leader a standby named in a finished call's trailing metadata
+// (kLeaderMetadataKey), or empty.
+std::string LeaderFromTrailers(const grpc::ClientContext& context);
 
 enum class ChannelWait {
   // The server may come up later (an agent started before musterd): keep
@@ -56,6 +62,6 @@ absl::Status WaitForChannel(grpc::Channel& channel, const HostPort& target,
                             ChannelWait wait = ChannelWait::kPatient,
                             bool client_tls = false);
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_SRC_GRPC_STATUS_H_
+#endif  // MUSTER_STORE_GRPC_STATUS_H_

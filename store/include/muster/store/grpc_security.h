@@ -1,9 +1,10 @@
-// The gRPC side of muster's security (auth.h decides, security.h configures):
+// The gRPC side of muster's security (security.h configures; musterd's
+// rendezvous/auth.h decides):
 // the caller's credential from its metadata, client channels with TLS and the
 // bearer token on every call, musterd's TLS credentials with reload, and the
 // probe that names a plaintext/TLS mismatch.
-#ifndef MUSTER_RENDEZVOUS_SRC_GRPC_SECURITY_H_
-#define MUSTER_RENDEZVOUS_SRC_GRPC_SECURITY_H_
+#ifndef MUSTER_STORE_GRPC_SECURITY_H_
+#define MUSTER_STORE_GRPC_SECURITY_H_
 
 #include <grpcpp/channel.h>
 #include <grpcpp/security/server_credentials.h>
@@ -11,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -18,13 +20,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "muster/common/net.h"
-#include "muster/rendezvous/auth.h"
-#include "muster/rendezvous/security.h"
+#include "muster/store/security.h"
+#include "muster/store/service_hooks.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
-// The caller's `authorization` metadata.
-Credential CredentialOf(const grpc::ServerContextBase& context);
+// The values of the caller's `authorization` metadata (kAuthorizationHeader),
+// usually one.
+std::vector<std::string> AuthorizationOf(
+    const grpc::ServerContextBase& context);
 
 // A channel to `target` with muster's channel arguments (NewMusterChannel),
 // TLS when security.tls(), and `authorization: Bearer TOKEN` added to every
@@ -70,6 +74,6 @@ class ServerTlsCredentials {
   std::shared_ptr<grpc::ServerCredentials> credentials_;
 };
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_SRC_GRPC_SECURITY_H_
+#endif  // MUSTER_STORE_GRPC_SECURITY_H_

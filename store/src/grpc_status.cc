@@ -1,4 +1,4 @@
-#include "rendezvous/src/grpc_status.h"
+#include "muster/store/grpc_status.h"
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -9,9 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "muster/common/probe.h"
-#include "rendezvous/src/grpc_security.h"
+#include "muster/store/grpc_security.h"
+#include "muster/store/service_hooks.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 // absl::StatusCode and grpc::StatusCode are both the canonical codes (0..16),
 // so the numbers are the same; anything out of range (never sent by a gRPC
@@ -34,6 +35,13 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   }
   return absl::Status(static_cast<absl::StatusCode>(code),
                       status.error_message());
+}
+
+std::string LeaderFromTrailers(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(kLeaderMetadataKey);
+  if (it == trailers.end()) return "";
+  return std::string(it->second.data(), it->second.size());
 }
 
 std::shared_ptr<grpc::Channel> NewMusterChannel(const HostPort& target) {
@@ -138,4 +146,4 @@ absl::Status WaitForChannel(grpc::Channel& channel, const HostPort& target,
                      cause);
 }
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store

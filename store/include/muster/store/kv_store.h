@@ -9,8 +9,8 @@
 // Thread-safe. Callbacks run outside the lock, on the thread that made them
 // ready (a Set, a CancelWait, a Drop), or on the calling thread when WaitFor
 // finds the keys at once.
-#ifndef MUSTER_RENDEZVOUS_KV_STORE_H_
-#define MUSTER_RENDEZVOUS_KV_STORE_H_
+#ifndef MUSTER_STORE_KV_STORE_H_
+#define MUSTER_STORE_KV_STORE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -32,7 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 // Limits that keep one job from exhausting musterd's memory (a shared server:
 // one runaway worker must not take every other job down with it). A write that
@@ -282,6 +282,6 @@ class KvStore {
   std::atomic<uint64_t> version_{0};
 };
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_KV_STORE_H_
+#endif  // MUSTER_STORE_KV_STORE_H_

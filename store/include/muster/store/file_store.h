@@ -2,9 +2,9 @@
 // (the file:///PATH init method; how Windows users start, as in PyTorch).
 //
 // Every operation takes a lock on the file (shared to read, exclusive to
-// write; comm/src/file.h), reads the whole file, and rewrites it when it
-// changes: the store is for bootstrap, a few kilobytes. Waits poll the file
-// (1 ms, backing off to 100 ms).
+// write; muster/platform/locked_file.h), reads the whole file, and rewrites it
+// when it changes: the store is for bootstrap, a few kilobytes. Waits poll the
+// file (1 ms, backing off to 100 ms).
 //
 // Who uses the file: each rank registers itself (key "__member/<rank>" =
 // "<pid> <start time> <host>") when it opens the store and removes itself when
@@ -15,8 +15,8 @@
 // registered processes are alive belongs to a run still going: a rank that
 // finds its own rank number held by a live process gets FAILED_PRECONDITION
 // naming that pid (another job uses the same path).
-#ifndef MUSTER_COMM_STORE_FILE_STORE_H_
-#define MUSTER_COMM_STORE_FILE_STORE_H_
+#ifndef MUSTER_STORE_FILE_STORE_H_
+#define MUSTER_STORE_FILE_STORE_H_
 
 #include <map>
 #include <memory>
@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "comm/src/os.h"
-#include "muster/rendezvous/store.h"
+#include "muster/platform/locked_file.h"
+#include "muster/store/store.h"
 
-namespace muster::comm::internal {
+namespace muster::store {
 
-class FileStore final : public rendezvous::Store {
+class FileStore final : public Store {
  public:
   // Opens (creating) the store file at `path` as `rank`, handling a stale
   // file as above. Errors: FAILED_PRECONDITION (the rank is taken by a live
@@ -60,7 +60,8 @@ class FileStore final : public rendezvous::Store {
 
  private:
   using Map = std::map<std::string, std::string>;
-  FileStore(std::string path, int rank, std::unique_ptr<LockedFile> file);
+  FileStore(std::string path, int rank,
+            std::unique_ptr<platform::LockedFile> file);
 
   // Runs fn on the file's contents under an exclusive (write) or shared lock;
   // writes them back when fn says they changed.
@@ -74,9 +75,9 @@ class FileStore final : public rendezvous::Store {
 
   const std::string path_;
   const int rank_;
-  const std::unique_ptr<LockedFile> file_;
+  const std::unique_ptr<platform::LockedFile> file_;
 };
 
-}  // namespace muster::comm::internal
+}  // namespace muster::store
 
-#endif  // MUSTER_COMM_STORE_FILE_STORE_H_
+#endif  // MUSTER_STORE_FILE_STORE_H_

@@ -1,4 +1,4 @@
-#include "muster/rendezvous/grpc_store.h"
+#include "muster/store/grpc_store.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -15,13 +15,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "muster/common/net.h"
+#include "muster/store/grpc_security.h"
+#include "muster/store/grpc_status.h"
+#include "muster/store/service_hooks.h"
 #include "muster/v1/store.grpc.pb.h"
-#include "rendezvous/src/grpc_security.h"
-#include "rendezvous/src/grpc_status.h"
-#include "rendezvous/src/grpc_store_stream.h"
-#include "rendezvous/src/leader_gate.h"
+#include "store/src/grpc_store_stream.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 namespace {
 
 constexpr int kDefaultStorePort = 29400;
@@ -313,4 +313,4 @@ absl::StatusOr<std::unique_ptr<Store>> NewGrpcStore(
   return std::unique_ptr<Store>(std::move(store));
 }
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store

@@ -2,8 +2,8 @@
 // stream (StreamCore) and its gRPC reactor (StreamReactor), and the request
 // checks the stream shares with the unary handlers. Private to the service:
 // store_service.cc opens and ends streams, store_stream_service.cc runs them.
-#ifndef MUSTER_RENDEZVOUS_SRC_STORE_STREAM_SERVICE_H_
-#define MUSTER_RENDEZVOUS_SRC_STORE_STREAM_SERVICE_H_
+#ifndef MUSTER_STORE_SRC_STORE_STREAM_SERVICE_H_
+#define MUSTER_STORE_SRC_STORE_STREAM_SERVICE_H_
 
 #include <cstdint>
 #include <initializer_list>
@@ -18,13 +18,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "muster/rendezvous/auth.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/grpc_security.h"
+#include "muster/store/kv_store.h"
+#include "muster/store/store_service.h"
 #include "muster/v1/store.grpc.pb.h"
-#include "rendezvous/src/grpc_security.h"
-#include "rendezvous/src/store_service.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 // The checks of a Store request, the same on the unary calls and the stream.
 absl::Status CheckKey(const std::string& key);
@@ -57,7 +56,7 @@ class StoreService::StreamCore final
       : s_(service),
         limits_(service->stream_limits_),
         context_(context),
-        credential_(CredentialOf(*context)) {}
+        authorization_(AuthorizationOf(*context)) {}
 
   // Called once from the method handler with the new reactor: refuses the
   // stream (standby, shutdown) or accepts it and starts reading.
@@ -117,8 +116,8 @@ class StoreService::StreamCore final
 
   StoreService* const s_;
   const StoreStreamLimits limits_;
-  grpc::CallbackServerContext* const context_;  // used before Finish only
-  const Credential credential_;
+  grpc::CallbackServerContext* const context_;    // used before Finish only
+  const std::vector<std::string> authorization_;  // the caller's metadata
   v1::StoreRequests read_buf_;  // the one read in flight owns it
 
   absl::Mutex mu_;
@@ -157,6 +156,6 @@ class StoreService::StreamReactor final
   const std::shared_ptr<StreamCore> core_;
 };
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_SRC_STORE_STREAM_SERVICE_H_
+#endif  // MUSTER_STORE_SRC_STORE_STREAM_SERVICE_H_

@@ -1,4 +1,4 @@
-#include "rendezvous/src/store_service.h"
+#include "muster/store/store_service.h"
 
 #include <optional>
 #include <vector>
@@ -7,12 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "muster/common/logging.h"
-#include "rendezvous/src/grpc_security.h"
-#include "rendezvous/src/grpc_status.h"
-#include "rendezvous/src/leader_gate.h"
-#include "rendezvous/src/store_stream_service.h"
+#include "muster/store/grpc_security.h"
+#include "muster/store/grpc_status.h"
+#include "store/src/store_stream_service.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 // ----------------------------------------------------------------
 // DeadlineScheduler
@@ -422,7 +421,7 @@ class StoreService::Rpcs final : public v1::Store::CallbackService {
   StoreService* const s_;
 };
 
-StoreService::StoreService(KvStore* store, const JobAuthRegistry* auth,
+StoreService::StoreService(KvStore* store, const StoreAccess* auth,
                            StoreStreamLimits stream_limits)
     : store_(store),
       auth_(auth),
@@ -470,15 +469,19 @@ absl::Status StoreService::CheckGate(
   }
   if (gate_ == nullptr || gate_->serving()) return absl::OkStatus();
   absl::Status refusal = gate_->Check();
-  if (!refusal.ok()) gate_->AddLeaderTrailer(*context);
+  if (const std::string leader = gate_->leader();
+      !refusal.ok() && !leader.empty()) {
+    context->AddTrailingMetadata(kLeaderMetadataKey, leader);
+  }
   return refusal;
 }
 
-absl::Status StoreService::CheckNamespace(const Credential& credential,
-                                          const std::string& prefix) const {
+absl::Status StoreService::CheckNamespace(
+    absl::Span<const std::string> authorization,
+    const std::string& prefix) const {
   absl::Status valid = CheckPrefix(prefix);
   if (!valid.ok() || auth_ == nullptr) return valid;
-  return auth_->CheckStore(credential, prefix);
+  return auth_->CheckStore(authorization, prefix);
 }
 
 absl::Status StoreService::CheckAccess(grpc::CallbackServerContext* context,
@@ -486,7 +489,7 @@ absl::Status StoreService::CheckAccess(grpc::CallbackServerContext* context,
   if (absl::Status gate = CheckGate(context); !gate.ok()) return gate;
   absl::Status valid = CheckPrefix(prefix);
   if (!valid.ok() || auth_ == nullptr) return valid;
-  return auth_->CheckStore(CredentialOf(*context), prefix);
+  return auth_->CheckStore(AuthorizationOf(*context), prefix);
 }
 
 absl::Status StoreService::CheckAccessAndKey(
@@ -629,4 +632,4 @@ absl::Status StoreService::ShutdownStatus() const {
   return shutdown_;
 }
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store

@@ -4,15 +4,15 @@
 // clang-format off
 //   InMemoryStore  in one process (N ranks as threads in tests).
 //   GrpcStore      musterd's Store service, namespaced by the round's store prefix
-//                  (muster/rendezvous/grpc_store.h).
+//                  (muster/store/grpc_store.h).
 //   FileStore      a file shared by the ranks of one host (comm's file:// init method,
-//                  comm/store/file_store.h).
+//                  muster/store/file_store.h).
 //   ServedStore    rank 0 of comm's tcp:// (and env:// without the launcher): a Store
 //                  that owns the server it talks to
 //                  (comm/store/grpc_store_factory.cc).
 // clang-format on
-#ifndef MUSTER_RENDEZVOUS_STORE_H_
-#define MUSTER_RENDEZVOUS_STORE_H_
+#ifndef MUSTER_STORE_STORE_H_
+#define MUSTER_STORE_STORE_H_
 
 #include <cstdint>
 #include <memory>
@@ -25,7 +25,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 // Thread-safe: every method may be called from any thread at once.
 class Store {
@@ -81,6 +81,6 @@ class Store {
   virtual bool HostLocal() const { return false; }
 };
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_STORE_H_
+#endif  // MUSTER_STORE_STORE_H_

@@ -8,18 +8,18 @@
 // refusal naming the leader (`muster-leader`) sends it there at once, and a
 // broken stream or an unreachable replica makes it try the others for up to
 // failover_timeout, repeating the ops in flight that are safe to repeat.
-#ifndef MUSTER_RENDEZVOUS_GRPC_STORE_H_
-#define MUSTER_RENDEZVOUS_GRPC_STORE_H_
+#ifndef MUSTER_STORE_GRPC_STORE_H_
+#define MUSTER_STORE_GRPC_STORE_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "muster/rendezvous/security.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/security.h"
+#include "muster/store/store.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 struct GrpcStoreOptions {
   // HOST:PORT of musterd (MUSTER_STORE_ENDPOINT), or of every musterd replica,
@@ -66,6 +66,6 @@ struct GrpcStoreOptions {
 absl::StatusOr<std::unique_ptr<Store>> NewGrpcStore(
     const GrpcStoreOptions& options);
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_GRPC_STORE_H_
+#endif  // MUSTER_STORE_GRPC_STORE_H_

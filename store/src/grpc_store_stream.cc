@@ -1,4 +1,4 @@
-#include "rendezvous/src/grpc_store_stream.h"
+#include "store/src/grpc_store_stream.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -13,11 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "muster/common/logging.h"
+#include "muster/store/grpc_status.h"
+#include "muster/store/service_hooks.h"
 #include "muster/v1/store.grpc.pb.h"
-#include "rendezvous/src/leader_gate.h"
-#include "rendezvous/src/store_ops.h"
+#include "store/src/store_ops.h"
 
-namespace muster::rendezvous::internal {
+namespace muster::store::internal {
 
 // One Store.Stream. Lives from StartCall until OnDone (deletes itself). A
 // read is always in flight until the stream ends, so OnDone cannot come while
@@ -491,4 +492,4 @@ absl::StatusOr<v1::StoreResponse> GrpcStore::Call(v1::StoreRequest r,
   return std::move(op->result);
 }
 
-}  // namespace muster::rendezvous::internal
+}  // namespace muster::store::internal

@@ -1,7 +1,7 @@
 // TLS and tokens for muster's gRPC clients and for musterd. The decisions
 // themselves live in auth.h; this is configuration.
-#ifndef MUSTER_RENDEZVOUS_SECURITY_H_
-#define MUSTER_RENDEZVOUS_SECURITY_H_
+#ifndef MUSTER_STORE_SECURITY_H_
+#define MUSTER_STORE_SECURITY_H_
 
 #include <string>
 
@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 // How a client (the agent, `muster status`, `muster doctor`, libmuster_comm's
 // store client) talks to musterd. Plain data; Validate once.
@@ -69,6 +69,6 @@ enum class TlsProbe {
 };
 TlsProbe ProbeTls(const std::string& host, int port, absl::Duration timeout);
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_SECURITY_H_
+#endif  // MUSTER_STORE_SECURITY_H_

@@ -1,11 +1,11 @@
-#include "muster/rendezvous/in_memory_store.h"
+#include "muster/store/in_memory_store.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 InMemoryStore::InMemoryStore()
     : InMemoryStore(std::make_shared<KvStore>(), "") {}
@@ -77,4 +77,4 @@ absl::StatusOr<bool> InMemoryStore::Delete(absl::string_view key) {
 
 absl::StatusOr<int64_t> InMemoryStore::NumKeys() { return kv_->CountKeys(ns_); }
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store

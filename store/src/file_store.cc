@@ -1,4 +1,4 @@
-#include "comm/store/file_store.h"
+#include "muster/store/file_store.h"
 
 #include <algorithm>
 #include <utility>
@@ -9,12 +9,19 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "comm/src/os.h"
 #include "muster/common/logging.h"
 #include "muster/common/net.h"
 #include "muster/common/status.h"
+#include "muster/platform/host.h"
+#include "muster/platform/locked_file.h"
 
-namespace muster::comm::internal {
+namespace muster::store {
+
+using platform::CurrentProcessId;
+using platform::LockedFile;
+using platform::ProcessRuns;
+using platform::ProcessStartToken;
+
 namespace {
 
 constexpr char kMemberPrefix[] = "__member/";
@@ -295,4 +302,4 @@ absl::StatusOr<int64_t> FileStore::NumKeys() {
   return n;
 }
 
-}  // namespace muster::comm::internal
+}  // namespace muster::store

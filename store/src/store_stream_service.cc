@@ -1,4 +1,4 @@
-#include "rendezvous/src/store_stream_service.h"
+#include "store/src/store_stream_service.h"
 
 #include <optional>
 #include <string>
@@ -7,11 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rendezvous/src/grpc_status.h"
-#include "rendezvous/src/leader_gate.h"
-#include "rendezvous/src/store_ops.h"
+#include "muster/store/grpc_status.h"
+#include "store/src/store_ops.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 // ---------------------------------------------------------------- Stream
 
@@ -91,7 +90,7 @@ void StoreService::StreamCore::Open(StreamReactor* reactor) {
   // Tells the client its stream reached a serving musterd: what it writes from
   // now on may be applied (GrpcStore's rule for an Add in flight at failover).
   context_->AddInitialMetadata("muster-store-stream", "1");
-  // The fencing token (leader_gate.h): a client that has seen a newer
+  // The fencing token (StoreGate::epoch): a client that has seen a newer
   // leader's epoch does not take this stream's answers.
   if (s_->gate_ != nullptr) {
     context_->AddInitialMetadata(kEpochMetadataKey,
@@ -144,7 +143,8 @@ void StoreService::StreamCore::StartWriteLocked() {
 // The stream's end as one finished RPC (the interceptor skips streams).
 void StoreService::StreamCore::ObserveEnd(grpc::StatusCode code) {
   if (s_->metrics_ != nullptr) {
-    s_->metrics_->Observe("/muster.v1.Store/Stream", code,
+    s_->metrics_->Observe("/muster.v1.Store/Stream",
+                          static_cast<absl::StatusCode>(code),
                           absl::Now() - started_);
   }
 }
@@ -304,7 +304,7 @@ bool StoreService::StreamCore::Admit(const v1::StoreRequest& request,
     return false;
   }
   *prefix = request.prefix().empty() ? OpPrefix(request) : request.prefix();
-  if (absl::Status check = s_->CheckNamespace(credential_, *prefix);
+  if (absl::Status check = s_->CheckNamespace(authorization_, *prefix);
       !check.ok()) {
     Answer(ErrorResponse(id, check));
     return false;
@@ -553,4 +553,4 @@ void StoreService::StreamCore::WaitEnded(
   Answer(std::move(out));
 }
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store

@@ -11,7 +11,7 @@
 
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/store.h"
 
 namespace muster::comm::internal {
 
@@ -22,7 +22,7 @@ namespace muster::comm::internal {
 class GlooStore : public ::gloo::rendezvous::Store {
  public:
   // `default_timeout` bounds get(), and wait() when Gloo passes no timeout.
-  GlooStore(std::shared_ptr<rendezvous::Store> store, std::string prefix,
+  GlooStore(std::shared_ptr<store::Store> store, std::string prefix,
             absl::Duration default_timeout);
 
   void set(const std::string& key, const std::vector<char>& data) override;
@@ -39,7 +39,7 @@ class GlooStore : public ::gloo::rendezvous::Store {
   std::string FullKey(const std::string& key) const { return prefix_ + key; }
 
  private:
-  const std::shared_ptr<rendezvous::Store> store_;
+  const std::shared_ptr<store::Store> store_;
   const std::string prefix_;
   const absl::Duration default_timeout_;
 };

@@ -1,15 +1,15 @@
 // A Store inside one process, over a shared KvStore namespace: N ranks run as
 // threads on one InMemoryStore in tests (as gloo's own tests do). Thread-safe.
-#ifndef MUSTER_RENDEZVOUS_IN_MEMORY_STORE_H_
-#define MUSTER_RENDEZVOUS_IN_MEMORY_STORE_H_
+#ifndef MUSTER_STORE_IN_MEMORY_STORE_H_
+#define MUSTER_STORE_IN_MEMORY_STORE_H_
 
 #include <memory>
 #include <string>
 
-#include "muster/rendezvous/kv_store.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/kv_store.h"
+#include "muster/store/store.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 class InMemoryStore : public Store {
  public:
@@ -41,6 +41,6 @@ class InMemoryStore : public Store {
   const std::string ns_;
 };
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_IN_MEMORY_STORE_H_
+#endif  // MUSTER_STORE_IN_MEMORY_STORE_H_

@@ -9,8 +9,8 @@
 // answered as they complete (out of order), answers batched into one message
 // per write. Writes go through KvStore's async write path everywhere, so that
 // a replicated musterd answers them once etcd committed them.
-#ifndef MUSTER_RENDEZVOUS_SRC_STORE_SERVICE_H_
-#define MUSTER_RENDEZVOUS_SRC_STORE_SERVICE_H_
+#ifndef MUSTER_STORE_STORE_SERVICE_H_
+#define MUSTER_STORE_STORE_SERVICE_H_
 
 #include <cstdint>
 #include <map>
@@ -29,14 +29,11 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "muster/rendezvous/auth.h"
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/kv_store.h"
+#include "muster/store/service_hooks.h"
 #include "muster/v1/store.grpc.pb.h"
-#include "rendezvous/src/metrics.h"
 
-namespace muster::rendezvous {
-
-class LeaderGate;
+namespace muster::store {
 
 // Bounds of one Store stream, so that a client that floods it (or never reads
 // its answers) cannot exhaust musterd's memory.
@@ -112,14 +109,15 @@ class DeadlineScheduler {
 // registered with.
 class StoreService {
  public:
-  // auth, when given, decides every call by its namespace's job and the
-  // caller's authorization metadata (auth.h); it must outlive the service.
-  explicit StoreService(KvStore* store, const JobAuthRegistry* auth = nullptr,
+  // auth, when given, decides every call by its namespace and the caller's
+  // authorization metadata (musterd: its job tokens); it must outlive the
+  // service. None: every caller may use every namespace.
+  explicit StoreService(KvStore* store, const StoreAccess* auth = nullptr,
                         StoreStreamLimits stream_limits = {});
   // Stream ops are counted there (muster_store_ops_total) and each stream's
   // end observed; set before the server starts. The unary calls are the
   // interceptor's.
-  void SetMetrics(RpcMetrics* metrics) { metrics_ = metrics; }
+  void SetMetrics(StoreMetrics* metrics) { metrics_ = metrics; }
   // Shutdown(UNAVAILABLE) when not done yet.
   ~StoreService();
   StoreService(const StoreService&) = delete;
@@ -132,7 +130,7 @@ class StoreService {
   // its opening and at each of its ops is refused with the gate's UNAVAILABLE
   // and the leader in the trailing metadata `muster-leader`. Call before the
   // server starts; gate must outlive the service. None: always serve.
-  void SetGate(const LeaderGate* gate) { gate_ = gate; }
+  void SetGate(const StoreGate* gate) { gate_ = gate; }
 
   // This musterd stopped leading: ends every open stream and every pending
   // unary wait with `why`, naming `leader` (HOST:PORT; empty: unknown) in the
@@ -175,8 +173,9 @@ class StoreService {
   // fencing) when ReleaseHeld runs, or UNAVAILABLE from EndOpen when this
   // replica no longer leads.
   void FinishFenced(grpc::ServerUnaryReactor* reactor, grpc::Status status);
-  // The namespace is well-formed and `credential` may use it.
-  absl::Status CheckNamespace(const Credential& credential,
+  // The namespace is well-formed and a caller that sent `authorization`
+  // may use it.
+  absl::Status CheckNamespace(absl::Span<const std::string> authorization,
                               const std::string& prefix) const;
   // The gate, then the namespace is well-formed and the caller may use it.
   absl::Status CheckAccess(grpc::CallbackServerContext* context,
@@ -210,10 +209,10 @@ class StoreService {
   void Unregister(StreamCore* stream);
 
   KvStore* const store_;
-  const JobAuthRegistry* const auth_;
-  RpcMetrics* metrics_ = nullptr;  // SetMetrics, before serving
+  const StoreAccess* const auth_;
+  StoreMetrics* metrics_ = nullptr;  // SetMetrics, before serving
   const StoreStreamLimits stream_limits_;
-  const LeaderGate* gate_ = nullptr;  // set before serving
+  const StoreGate* gate_ = nullptr;  // set before serving
   DeadlineScheduler scheduler_;
 
   mutable absl::Mutex mu_;
@@ -231,6 +230,6 @@ class StoreService {
   const std::unique_ptr<Rpcs> rpcs_;
 };
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_SRC_STORE_SERVICE_H_
+#endif  // MUSTER_STORE_STORE_SERVICE_H_

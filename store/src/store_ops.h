@@ -1,11 +1,11 @@
 // What both sides of the Store stream say about an op: its name, as the unary
 // method's ("Set", "Get", ...), for metrics and messages.
-#ifndef MUSTER_RENDEZVOUS_SRC_STORE_OPS_H_
-#define MUSTER_RENDEZVOUS_SRC_STORE_OPS_H_
+#ifndef MUSTER_STORE_SRC_STORE_OPS_H_
+#define MUSTER_STORE_SRC_STORE_OPS_H_
 
 #include "muster/v1/store.pb.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 inline const char* StoreOpName(const v1::StoreRequest& r) {
   switch (r.op_case()) {
@@ -33,6 +33,6 @@ inline const char* StoreOpName(const v1::StoreRequest& r) {
   return "Unknown";
 }
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store
 
-#endif  // MUSTER_RENDEZVOUS_SRC_STORE_OPS_H_
+#endif  // MUSTER_STORE_SRC_STORE_OPS_H_

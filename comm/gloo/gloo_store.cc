@@ -1,4 +1,4 @@
-#include "comm/store/gloo_store.h"
+#include "comm/gloo/gloo_store.h"
 
 #include <utility>
 
@@ -9,8 +9,8 @@
 
 namespace muster::comm::internal {
 
-GlooStore::GlooStore(std::shared_ptr<rendezvous::Store> store,
-                     std::string prefix, absl::Duration default_timeout)
+GlooStore::GlooStore(std::shared_ptr<store::Store> store, std::string prefix,
+                     absl::Duration default_timeout)
     : store_(std::move(store)),
       prefix_(std::move(prefix)),
       default_timeout_(default_timeout) {}

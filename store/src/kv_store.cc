@@ -1,4 +1,4 @@
-#include "muster/rendezvous/kv_store.h"
+#include "muster/store/kv_store.h"
 
 #include <utility>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace muster::rendezvous {
+namespace muster::store {
 
 absl::Status KvStore::CheckOpenLocked(absl::string_view ns) const {
   if (!closed_.contains(ns)) return absl::OkStatus();
@@ -678,4 +678,4 @@ void KvStore::DeleteAsync(absl::string_view ns, absl::string_view key,
                });
 }
 
-}  // namespace muster::rendezvous
+}  // namespace muster::store

@@ -1,10 +1,10 @@
-// GrpcStore (muster/rendezvous/grpc_store.h): the Store client over
+// GrpcStore (muster/store/grpc_store.h): the Store client over
 // musterd's Store.Stream, with failover between replicas and the unary
 // fallback. Private to its two files: grpc_store.cc has the channels, Connect,
 // the unary calls and NewGrpcStore; grpc_store_stream.cc the stream transport
 // and its failover (the Conn reactor, the supervisor, the stream's ops).
-#ifndef MUSTER_RENDEZVOUS_SRC_GRPC_STORE_STREAM_H_
-#define MUSTER_RENDEZVOUS_SRC_GRPC_STORE_STREAM_H_
+#ifndef MUSTER_STORE_SRC_GRPC_STORE_STREAM_H_
+#define MUSTER_STORE_SRC_GRPC_STORE_STREAM_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -28,11 +28,11 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "muster/common/net.h"
-#include "muster/rendezvous/security.h"
-#include "muster/rendezvous/store.h"
+#include "muster/store/security.h"
+#include "muster/store/store.h"
 #include "muster/v1/store.grpc.pb.h"
 
-namespace muster::rendezvous::internal {
+namespace muster::store::internal {
 
 // Deadline of calls that do not wait: generous, only a hung server or a cut
 // network reaches it.
@@ -308,6 +308,6 @@ class GrpcStore final : public Store {
   const std::shared_ptr<Link> link_ = std::make_shared<Link>();
 };
 
-}  // namespace muster::rendezvous::internal
+}  // namespace muster::store::internal
 
-#endif  // MUSTER_RENDEZVOUS_SRC_GRPC_STORE_STREAM_H_
+#endif  // MUSTER_STORE_SRC_GRPC_STORE_STREAM_H_
