@@ -426,7 +426,7 @@ std::vector<LaunchFlag> MakeTable() {
      s->replicas = {*hp};
      return absl::OkStatus();
    }
-   // A list "H1:P1,H2:P2" names musterd replicas (issue 25).
+   // A list "H1:P1,H2:P2" names musterd replicas.
    absl::StatusOr<std::vector<HostPort>> list =
        ParseHostPortList(g.value, kDefaultRdzvPort);
    if (!list.ok()) {

@@ -141,7 +141,7 @@ absl::Status ResolveStatic(const LaunchSettings& in, AgentConfig* c,
 void WarnDynamicFlags(const LaunchSettings& in,
                       std::vector<std::string>* warnings);
 
-// --rdzv-endpoint=H1:P1,H2:P2: musterd replicas (issue 25). The agent always
+// --rdzv-endpoint=H1:P1,H2:P2: musterd replicas. The agent always
 // joins (no is_host guess: a replica is a musterd of its own), and unless
 // lease_timeout is given its lease is kDefaultReplicatedLease, long enough
 // to outlast a leader's replacement (defaults.h; docs/architecture.md,

@@ -1,4 +1,4 @@
-// musterd's replica flags (issue 25: replicas on etcd): --etcd-endpoints,
+// musterd's replica flags (replicas on etcd): --etcd-endpoints,
 // --etcd-ca, --etcd-cert, --etcd-key, --etcd-prefix, --advertise-addr and
 // --election-ttl, kept apart from MusterdMain so that its flag list stays a
 // list.

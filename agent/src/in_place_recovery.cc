@@ -1,4 +1,4 @@
-// --recovery=in-place (issue 26): the agent keeps its running workers across
+// --recovery=in-place: the agent keeps its running workers across
 // rounds and tells them each new round through their control channels
 // (agent/src/control_channel.h); and Transition, the one place state_ changes
 // (agent/src/agent_state.h has the table and the diagram).

@@ -1,4 +1,4 @@
-// --worker-timeout on the agent's side (issue 28): the watchdog over this
+// --worker-timeout on the agent's side: the watchdog over this
 // node's workers, the progress the heartbeats carry to musterd, and musterd's
 // CaptureHang when no rank of the job progressed. Either way the hang report
 // (agent/src/hang_report.h) is written before the workers are killed, and the

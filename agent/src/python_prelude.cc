@@ -6,7 +6,7 @@
 namespace muster::agent {
 namespace {
 
-// `muster stacks` and the hang report for Python workers (issue 28): every
+// `muster stacks` and the hang report for Python workers: every
 // program the launcher runs through Python (a .py script, -m, --run-path)
 // starts with this prelude. When the
 // agent set MUSTER_STACKS_FILE and MUSTER_STACKS_SIGNAL

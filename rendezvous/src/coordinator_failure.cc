@@ -290,7 +290,7 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
   }
 }
 
-// ---------- re-adoption after a musterd restart (issue 11 item 4)
+// ---------- re-adoption after a musterd restart
 
 bool Coordinator::Impl::AdoptableClaim(const v1::Join& join) {
   if (!join.has_claim()) return false;

@@ -201,7 +201,7 @@ struct Job {
   // last call exists for newcomers, not for a round re-forming.
   std::set<std::string> awaited_survivors;
   bool reforming = false;  // OPEN after a restart (awaited_survivors applies).
-  // Re-adoption (issue 11 item 4): a musterd that does not know the job hears
+  // Re-adoption: a musterd that does not know the job hears
   // its agents claim a RUNNING round (Join.claim). The job waits OPEN (no
   // round closes) until every member of that round is back, then runs it on
   // unchanged; at adopt_deadline, or on a claim that does not fit, it opens

@@ -1,4 +1,4 @@
-// The progress watch behind --worker-timeout (issue 28): each agent reports in
+// The progress watch behind --worker-timeout: each agent reports in
 // its heartbeats how long none of its workers has progressed
 // (Heartbeat.progress_age_ms); when every member of a running round says so
 // for at least the job's worker timeout, no rank anywhere is progressing: a

@@ -1,4 +1,4 @@
-// Lease fencing, musterd's side (issue 11 item 3; docs/architecture.md, "Lease
+// Lease fencing, musterd's side (docs/architecture.md, "Lease
 // fencing"). Each agent holds a lease on its place in the running round. The
 // server renews it by answering the agent's heartbeats with LeaseRenewed{seq}
 // (at most about every lease/4, so 10,000 agents cost a few thousand small

@@ -1,4 +1,4 @@
-// The agent's Session client over musterd replicas (issue 25): joins the
+// The agent's Session client over musterd replicas: joins the
 // leader among "H1:P1,H2:P2" and gives up a leader that goes silent. One
 // musterd (a single HOST:PORT) gets the plain session of client.cc unchanged.
 //

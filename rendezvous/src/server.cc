@@ -97,7 +97,7 @@ class RendezvousServer::Impl {
                         : options_.replica.advertise_addr,
                     "");
     }
-    if (!options_.state_dir.empty()) {  // musterd --state-dir (issue 11)
+    if (!options_.state_dir.empty()) {  // musterd --state-dir
       absl::StatusOr<std::unique_ptr<StateJournal>> journal =
           StateJournal::Open(options_.state_dir, &store_, &coordinator_,
                              options_.coordinator.adoption_grace, absl::Now());

@@ -1,4 +1,4 @@
-// musterd --state-dir (issue 11 item 4): a journal of the jobs, their rounds
+// musterd --state-dir: a journal of the jobs, their rounds
 // and every Store key, so that a restarted musterd resumes them. One file,
 // DIR/state.json, replaced atomically (muster/platform/state_file.h) at most
 // every 200 ms and only when something changed; its size is bounded by the

@@ -1,4 +1,4 @@
-// GetStatus paging (issue 11): the bounds of a page and its opaque token,
+// GetStatus paging: the bounds of a page and its opaque token,
 // without transport. The service parses a request into a StatusPageQuery,
 // the Coordinator fills the page (Coordinator::StatusPage) and writes the
 // token of the next one.
