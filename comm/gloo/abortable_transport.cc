@@ -21,11 +21,28 @@ class AbortableTransport::Buffer final
         inner_(std::move(inner)) {}
 
   // Unregisters first, so Abort never touches a buffer being destroyed.
-  ~Buffer() override { owner_->Forget(this); }
+  ~Buffer() override {
+    owner_->Forget(this);
+    if (!GlooHasBoundBuffers() && owner_->aborted()) {
+      // Gloo's libuv buffer, when destroyed, spins until every pending
+      // operation of its pairs that refers to it is dropped, and a pair closed
+      // by a dead peer or by Abort never drops them: destroying it would spin
+      // forever (a survivor of a killed rank never reported the loss). Leak
+      // it, and the dead context it refers to: every pair is closed, so no
+      // more bytes arrive for it.
+      static_cast<void>(inner_.release());
+    }
+  }
 
   bool waitRecv(int* rank, std::chrono::milliseconds timeout) override {
     owner_->ThrowIfAborted();
-    const bool done = inner_->waitRecv(rank, timeout);
+    bool done = false;
+    try {
+      done = inner_->waitRecv(rank, timeout);
+    } catch (const ::gloo::Exception&) {
+      owner_->AbortAfterTimeout();
+      throw;
+    }
     // false: Abort woke this wait (nobody else calls abortWaitRecv).
     if (!done) owner_->ThrowIfAborted();
     return done;
@@ -33,7 +50,13 @@ class AbortableTransport::Buffer final
 
   bool waitSend(int* rank, std::chrono::milliseconds timeout) override {
     owner_->ThrowIfAborted();
-    const bool done = inner_->waitSend(rank, timeout);
+    bool done = false;
+    try {
+      done = inner_->waitSend(rank, timeout);
+    } catch (const ::gloo::Exception&) {
+      owner_->AbortAfterTimeout();
+      throw;
+    }
     if (!done) owner_->ThrowIfAborted();
     return done;
   }
@@ -63,7 +86,7 @@ class AbortableTransport::Buffer final
 
  private:
   AbortableTransport* const owner_;
-  const std::unique_ptr<::gloo::transport::UnboundBuffer> inner_;
+  std::unique_ptr<::gloo::transport::UnboundBuffer> inner_;
 };
 
 AbortableTransport::AbortableTransport(
@@ -108,6 +131,13 @@ void AbortableTransport::Forget(Buffer* buffer) {
 void AbortableTransport::ThrowIfAborted() const {
   absl::MutexLock lock(&mu_);
   if (aborted_) throw ::gloo::IoException("aborted by libmuster_comm");
+}
+
+void AbortableTransport::AbortAfterTimeout() {
+  // Gloo's TCP transport fails the whole context itself when a wait times out;
+  // its libuv transport fails only that wait and leaves the operation pending
+  // on its pair, where the buffer's destructor would wait for it forever.
+  if (!GlooHasBoundBuffers()) Abort();
 }
 
 bool AbortableTransport::aborted() const {

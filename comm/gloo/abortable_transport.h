@@ -68,6 +68,9 @@ class AbortableTransport final : public ::gloo::transport::Context {
 
  private:
   class Buffer;
+  // A wait on one of this context's buffers threw (timed out): aborts the
+  // context where Gloo's transport does not fail it itself (libuv).
+  void AbortAfterTimeout();
   void Forget(Buffer* buffer);
   // Throws gloo::IoException when aborted.
   void ThrowIfAborted() const;
