@@ -61,6 +61,9 @@ struct Flags {
   // Print `round ready: rank R of W at T` (T: Unix time in seconds) after the
   // first collective of every round, for bench/recovery.sh.
   bool timestamps = false;
+  // Rank 0 prints `step S at T` every N steps (0: never), for the step rate
+  // bench/stragglers.sh measures.
+  int log_every = 0;
 };
 
 // --epochs=N / --epochs N, --lr=X / --lr X, --step-ms=MS / --step-ms MS.
@@ -73,7 +76,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
-    } else if ((arg == "--epochs" || arg == "--lr" || arg == "--step-ms") &&
+    } else if ((arg == "--epochs" || arg == "--lr" || arg == "--step-ms" ||
+                arg == "--log-every") &&
                i + 1 < argc) {
       value = argv[++i];
     }
@@ -87,12 +91,15 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
         (arg == "--lr" && absl::SimpleAtof(value, &flags->lr) &&
          flags->lr > 0) ||
         (arg == "--step-ms" && absl::SimpleAtoi(value, &flags->step_ms) &&
-         flags->step_ms >= 0);
+         flags->step_ms >= 0) ||
+        (arg == "--log-every" && absl::SimpleAtoi(value, &flags->log_every) &&
+         flags->log_every >= 0);
     if (ok) continue;
     std::cerr
         << "usage: train [--epochs=N (default 50)] [--lr=X (default 0.1)]\n"
            "             [--step-ms=MS (sleep per step, default 0)] "
            "[--timestamps]\n"
+           "             [--log-every=N (rank 0 prints every N steps)]\n"
            "  run it under the launcher:\n"
            "  muster --standalone --nproc-per-node=4 train\n";
     return false;
@@ -306,6 +313,13 @@ int main(int argc, char** argv) {
       }
     }
     ++state.step;
+    if (flags.log_every > 0 && comm->rank() == 0 &&
+        state.step % flags.log_every == 0) {
+      std::cout << absl::StrFormat(
+                       "step %d at %.6f", state.step,
+                       absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()))
+                << std::endl;
+    }
     if (flags.step_ms > 0 && state.step <= flags.epochs) {
       absl::SleepFor(absl::Milliseconds(flags.step_ms));
     }
