@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cli/launch_resolve.h"
 #include "cli/launch_values.h"
@@ -282,6 +283,67 @@ std::vector<LaunchFlag> MakeTable() {
  .apply = MUSTER_APPLY {
    return DurationValue(f, g, "expected seconds >= 0 (0 turns the watchdog "
                         "off)", &s->config.worker_timeout);
+ }},
+{.name = "straggler-action", .value_name = "report|replace|exclude",
+ .group = kGroupNodes, .default_value = "report",
+ .fills = "AgentConfig::straggler_action",
+ .help = "What musterd does with a straggler, a rank the others wait for "
+         "(its speed under --straggler-threshold of the median's). report "
+         "(the default): name it in muster status, the log and the metrics. "
+         "replace: swap its node for a spare agent waiting for a place; needs "
+         "--recovery=in-place, so that the other nodes keep their processes. "
+         "exclude: drop its node while the job keeps --nnodes' minimum. An "
+         "excluded node's agent exits 5.",
+ .apply = MUSTER_APPLY {
+   absl::StatusOr<std::string> action =
+       WordValue(g, {"report", "replace", "exclude"},
+                 "expected report, replace or exclude (what musterd does "
+                 "with a straggler)");
+   if (!action.ok()) return action.status();
+   s->config.straggler_action =
+       *action == "replace"   ? agent::StragglerAction::kReplace
+       : *action == "exclude" ? agent::StragglerAction::kExclude
+                              : agent::StragglerAction::kReport;
+   return absl::OkStatus();
+ }},
+{.name = "straggler-threshold", .value_name = "F", .group = kGroupNodes,
+ .default_value = "0.7", .fills = "AgentConfig::straggler_threshold",
+ .help = "A rank whose speed score (1: as fast as the job's median rank, "
+         "0.5: half as fast) stays under F over --straggler-window is a "
+         "straggler. Between 0 and 1, exclusive. Default 0.7.",
+ .apply = MUSTER_APPLY {
+   double v = 0;
+   // (0, 1): at 1 every rank below the median would be a straggler, and at
+   // 0 none ever is. The negated test also refuses NaN.
+   if (!absl::SimpleAtod(absl::StripAsciiWhitespace(g.value), &v) ||
+       !(v > 0 && v < 1)) {
+     return BadValue(g, "expected a fraction of the median speed between 0 "
+                        "and 1 (exclusive), e.g. 0.7");
+   }
+   s->config.straggler_threshold = v;
+   return absl::OkStatus();
+ }},
+{.name = "straggler-window", .value_name = "DURATION", .group = kGroupNodes,
+ .default_value = "20s",
+ .bounds = DurationRange{absl::Seconds(1), absl::Hours(1)},
+ .fills = "AgentConfig::straggler_window",
+ .help = "The sliding window musterd scores each rank's speed over: a rank "
+         "is named (and acted on) once it stayed slow this long. Seconds or "
+         "a duration (30, 1m). Default 20s.",
+ .apply = MUSTER_APPLY {
+   return DurationValue(f, g, "expected a duration from 1s to 1h, e.g. 20s "
+                        "or 1m", &s->config.straggler_window);
+ }},
+{.name = "exclude-cooldown", .value_name = "DURATION", .group = kGroupNodes,
+ .default_value = "10m",
+ .bounds = DurationRange{absl::Seconds(1), absl::Hours(168)},
+ .fills = "AgentConfig::exclude_cooldown",
+ .help = "How long a node excluded from the job (a straggler replaced or "
+         "excluded, a failed --health-check, rounds failed in a row) may not "
+         "rejoin it. Seconds or a duration (600, 30m). Default 10m.",
+ .apply = MUSTER_APPLY {
+   return DurationValue(f, g, "expected a duration from 1s to 168h, e.g. "
+                        "10m or 1h", &s->config.exclude_cooldown);
  }},
 {.name = "health-check", .value_name = "CMD", .group = kGroupNodes,
  .fills = "AgentConfig::health_check",

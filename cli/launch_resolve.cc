@@ -290,6 +290,16 @@ absl::Status CheckWorkerSettings(const Env& env, LaunchSettings* s) {
   };
   warn_absent_ranks("redirects", c.redirects);
   warn_absent_ranks("tee", c.tees);
+  // Under --recovery=restart a replaced node would cost every other node its
+  // processes too: the very stop a spare is there to avoid.
+  if (c.straggler_action == agent::StragglerAction::kReplace &&
+      c.recovery != agent::Recovery::kInPlace) {
+    return absl::InvalidArgumentError(
+        "--straggler-action=replace needs --recovery=in-place, so that the "
+        "other nodes keep their processes while a spare takes the "
+        "straggler's place: add --recovery=in-place, or give "
+        "--straggler-action=exclude or report");
+  }
   for (int rank : c.local_ranks_filter) {
     if (rank >= c.nproc_per_node) {
       warnings.push_back(absl::StrCat("--local-ranks-filter: local rank ", rank,

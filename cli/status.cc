@@ -1,6 +1,7 @@
 #include "cli/status.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 
@@ -40,10 +41,54 @@ void AppendPeers(std::string* out, const char* title,
   }
 }
 
+// "12:34:56" in `tz`; "" for 0 (not set).
+std::string ClockTime(int64_t unix_ms, absl::TimeZone tz) {
+  if (unix_ms <= 0) return "";
+  return absl::FormatTime("%H:%M:%S", absl::FromUnixMillis(unix_ms), tz);
+}
+
+// The job's stragglers and excluded nodes, and its straggler policy when it
+// is not the default one (report under 0.7): nothing at all for the usual
+// job, so that the listing stays short.
+void AppendStragglers(std::string* out, const v1::JobStatus& job,
+                      absl::TimeZone tz) {
+  const std::string action =
+      job.straggler_action().empty() ? "report" : job.straggler_action();
+  const double threshold =
+      job.straggler_threshold() > 0 ? job.straggler_threshold() : 0.7;
+  const bool default_policy =
+      action == "report" && std::abs(threshold - 0.7) < 1e-9;
+  const std::string policy =
+      absl::StrFormat("action %s, threshold %g", action, threshold);
+  if (!job.stragglers().empty()) {
+    absl::StrAppend(out, "  stragglers (", policy, "):\n");
+    for (const v1::Straggler& st : job.stragglers()) {
+      const std::string since = ClockTime(st.since(), tz);
+      absl::StrAppendFormat(
+          out, "    rank %d on %s (node %s): speed %.2f of the median%s\n",
+          st.rank(), st.hostname().empty() ? "?" : st.hostname(), st.node_id(),
+          st.score(), since.empty() ? "" : absl::StrCat(" since ", since));
+    }
+  } else if (!default_policy) {
+    absl::StrAppend(out, "  stragglers: none (", policy, ")\n");
+  }
+  if (!job.excluded().empty()) {
+    absl::StrAppend(out, "  excluded:\n");
+    for (const v1::ExcludedNode& x : job.excluded()) {
+      const std::string until = ClockTime(x.until_unix_ms(), tz);
+      absl::StrAppend(
+          out, "    node ", x.node_id(),
+          x.hostname().empty() ? "" : absl::StrCat(" (", x.hostname(), ")"),
+          until.empty() ? "" : absl::StrCat(" until ", until), ": ",
+          x.reason().empty() ? "no reason given" : x.reason(), "\n");
+    }
+  }
+}
+
 }  // namespace
 
 std::string FormatStatus(const v1::GetStatusResponse& status,
-                         const std::string& endpoint) {
+                         const std::string& endpoint, absl::TimeZone tz) {
   // total_jobs: the server's count (0 from a musterd without paging).
   const int64_t total =
       std::max<int64_t>(status.total_jobs(), status.jobs_size());
@@ -77,6 +122,7 @@ std::string FormatStatus(const v1::GetStatusResponse& status,
     if (!job.last_failure().empty()) {
       absl::StrAppend(&out, "  last failure: ", job.last_failure(), "\n");
     }
+    AppendStragglers(&out, job, tz);
   }
   return out;
 }

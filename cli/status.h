@@ -1,6 +1,6 @@
 // `muster status --rdzv-endpoint=H:P [JOB] [--json]`: what a rendezvous server
-// knows — jobs, their state and round, members (host, address, ranks), restarts
-// and the last failure.
+// knows — jobs, their state and round, members (host, address, ranks),
+// restarts, the last failure, stragglers and excluded nodes.
 #ifndef MUSTER_CLI_STATUS_H_
 #define MUSTER_CLI_STATUS_H_
 
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "muster/v1/rendezvous.pb.h"
 
 namespace muster::cli {
@@ -21,9 +22,12 @@ int RunStatus(const std::vector<std::string>& args,
 
 // The human form of a status response (tests check it): a header line with
 // the server's total_jobs ("musterd at H:P (version V): N jobs", saying how
-// many are not listed when fewer came), then each job.
+// many are not listed when fewer came), then each job: its members, waiting
+// agents, last failure, stragglers and excluded nodes. Clock times ("since
+// 12:34:56") are in `tz`.
 std::string FormatStatus(const v1::GetStatusResponse& status,
-                         const std::string& endpoint);
+                         const std::string& endpoint,
+                         absl::TimeZone tz = absl::LocalTimeZone());
 
 }  // namespace muster::cli
 

@@ -43,6 +43,11 @@ AgentEvent ElasticAgent::Impl::EventOf(const v1::ServerMessage& msg) {
       e.round = msg.capture_hang().round();
       e.reason = msg.capture_hang().reason();
       break;
+    case v1::ServerMessage::kExcluded:
+      e.kind = EventKind::kExcluded;
+      e.round = msg.excluded().round();
+      e.reason = msg.excluded().reason();
+      break;
     case v1::ServerMessage::kCaptureStacks:  // taken by the client's reader
     case v1::ServerMessage::kLeaseRenewed:   // taken by the client's reader
     case v1::ServerMessage::KIND_NOT_SET:

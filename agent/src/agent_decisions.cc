@@ -187,6 +187,25 @@ Actions OnFenceDue(const AgentFacts& f) {
   return out;
 }
 
+// musterd excluded this node (a straggler replaced or excluded): it stops the
+// workers as for a verdict, leaves and exits kExitExcluded, which tells a
+// scheduler to retry elsewhere. musterd ends the round for the others itself.
+// An Excluded for a round before this node's last one is stale: it was meant
+// for a round already over, and this node has since been let in again. A
+// later round's counts: it may come while this node joins the next round.
+Actions OnExcluded(const AgentEvent& e, const AgentFacts& f) {
+  if (e.round < f.round) {
+    return {
+        Log(LogLevel::kWarning, absl::StrCat("Excluded for round ", e.round,
+                                             " ignored: this node runs round ",
+                                             f.round, " (", e.reason, ")"))};
+  }
+  std::string why = absl::StrCat("musterd excluded this node from job ",
+                                 f.job_id, ": ", e.reason);
+  return {Log(LogLevel::kError, why), StopWorkers(kSignalTerminate),
+          WithReason(ActionKind::kLeave, std::move(why)), Exit(kExitExcluded)};
+}
+
 Actions OnServerMessage(AgentState state, const AgentEvent& e,
                         const AgentFacts& f) {
   switch (e.kind) {
@@ -212,6 +231,8 @@ Actions OnServerMessage(AgentState state, const AgentEvent& e,
                                  " ignored (this node is not running it)"))};
       }
       return {WithReason(ActionKind::kCaptureHang, e.reason)};
+    case EventKind::kExcluded:
+      return OnExcluded(e, f);
     default:
       return {};
   }
@@ -310,6 +331,8 @@ const char* EventKindName(EventKind kind) {
       return "JobFailed";
     case EventKind::kCaptureHang:
       return "CaptureHang";
+    case EventKind::kExcluded:
+      return "Excluded";
     case EventKind::kOtherMessage:
       return "OtherMessage";
     case EventKind::kWorkersEnded:

@@ -54,6 +54,7 @@ enum class EventKind {
   kJobSucceeded,  // the verdicts
   kJobFailed,
   kCaptureHang,   // round, reason: musterd saw no rank progress
+  kExcluded,      // round, reason: musterd excluded this node from the job
   kOtherMessage,  // taken by the client's reader, or none set: nothing
   // --- this node's workers
   kWorkersEnded,  // RUNNING: the group is no longer running (succeeded

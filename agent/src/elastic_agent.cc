@@ -50,6 +50,19 @@ std::string RandomSuffix() {
 
 using platform::kSignalTerminate;
 
+// Join.straggler_action's words, as the flag spells them.
+const char* StragglerActionName(StragglerAction action) {
+  switch (action) {
+    case StragglerAction::kReplace:
+      return "replace";
+    case StragglerAction::kExclude:
+      return "exclude";
+    case StragglerAction::kReport:
+      break;
+  }
+  return "report";
+}
+
 }  // namespace
 
 ElasticAgent::ElasticAgent(AgentConfig config)
@@ -253,6 +266,16 @@ int ElasticAgent::Impl::ComposeJoin() {
     join_.set_worker_timeout_ms(
         absl::ToInt64Milliseconds(config_.worker_timeout));
   }
+  // The job's straggler policy (docs/architecture.md, "Stragglers"), sent
+  // always: musterd scores a standalone job's ranks too, and `report` names
+  // them. Values are explicit so that musterd's defaults changing later does
+  // not change what a command line meant.
+  join_.set_straggler_action(StragglerActionName(config_.straggler_action));
+  join_.set_straggler_threshold(config_.straggler_threshold);
+  join_.set_straggler_window_ms(
+      absl::ToInt64Milliseconds(config_.straggler_window));
+  join_.set_exclude_cooldown_ms(
+      absl::ToInt64Milliseconds(config_.exclude_cooldown));
   return -1;
 }
 

@@ -400,6 +400,27 @@ std::vector<Row> ExitRows() {
        }(),
        NoWorkers(),
        {Exit(kExitHealthCheckFailed)}},
+      {"ExcludedStopsLeavesExitsFive",
+       kRunning,
+       Event(EventKind::kExcluded, 3, "straggler, score 0.48"),
+       Running(),
+       {"Log", Stop(),
+        "Leave(musterd excluded this node from job job: straggler, score "
+        "0.48)",
+        Exit(kExitExcluded)}},
+      {"ExcludedWhileJoiningTheNextRoundExits",
+       kJoining,
+       Event(EventKind::kExcluded, 4, "failed 3 rounds in a row"),
+       NoWorkers(),
+       {"Log", Stop(),
+        "Leave(musterd excluded this node from job job: failed 3 rounds in a "
+        "row)",
+        Exit(kExitExcluded)}},
+      {"ExcludedForAnEarlierRoundIgnored",
+       kRunning,
+       Event(EventKind::kExcluded, 2, "straggler, score 0.48"),
+       Running(),
+       {"Log"}},
       {"SessionLostReconnects",
        kRunning,
        Event(EventKind::kSessionLost, 0, "stream broken"),
@@ -470,16 +491,16 @@ INSTANTIATE_TEST_SUITE_P(Rows, DecideTable, ::testing::ValuesIn(Rows()),
 // other states, never arrive in KEEPING).
 TEST(DecideSweep, EveryTransitionIsInTheTableAndExitsEndTheList) {
   constexpr EventKind kEvents[] = {
-      EventKind::kWaiting,        EventKind::kRoundReady,
-      EventKind::kRestart,        EventKind::kJobSucceeded,
-      EventKind::kJobFailed,      EventKind::kCaptureHang,
-      EventKind::kOtherMessage,   EventKind::kWorkersEnded,
-      EventKind::kWatchdogHung,   EventKind::kSessionLost,
-      EventKind::kSessionEnded,   EventKind::kFenceDue,
-      EventKind::kStopSignal,     EventKind::kPreflightBlocked,
-      EventKind::kLeaseNotHeld,   EventKind::kStartFailed,
-      EventKind::kWorkersStarted, EventKind::kHealthCheckFailed,
-      EventKind::kReconnectFailed};
+      EventKind::kWaiting,         EventKind::kRoundReady,
+      EventKind::kRestart,         EventKind::kJobSucceeded,
+      EventKind::kJobFailed,       EventKind::kCaptureHang,
+      EventKind::kOtherMessage,    EventKind::kWorkersEnded,
+      EventKind::kWatchdogHung,    EventKind::kSessionLost,
+      EventKind::kSessionEnded,    EventKind::kFenceDue,
+      EventKind::kStopSignal,      EventKind::kPreflightBlocked,
+      EventKind::kLeaseNotHeld,    EventKind::kStartFailed,
+      EventKind::kWorkersStarted,  EventKind::kHealthCheckFailed,
+      EventKind::kReconnectFailed, EventKind::kExcluded};
   constexpr AgentState kStates[] = {kJoining, kRunning, kReported, kKeeping};
   int lists = 0;
   for (AgentState state : kStates) {
@@ -525,7 +546,7 @@ TEST(DecideSweep, EveryTransitionIsInTheTableAndExitsEndTheList) {
       }
     }
   }
-  EXPECT_EQ(lists, (4 * 19 - 4) * 128 * 3);
+  EXPECT_EQ(lists, (4 * 20 - 4) * 128 * 3);
 }
 
 // The words of the decisions' log lines, which operators and tests read.
@@ -552,6 +573,19 @@ TEST(DecideLog, TheLinesSayWhy) {
       text(Decide(kKeeping, Event(EventKind::kWorkersEnded, 3), Keepable())),
       "a kept worker of round 3 ended while the next round formed; "
       "stopping this node's workers (new ones start in the next round)");
+  EXPECT_EQ(text(Decide(kRunning,
+                        Event(EventKind::kExcluded, 3, "straggler, score 0.48"),
+                        Running())),
+            "musterd excluded this node from job job: straggler, score 0.48");
+  for (const AgentAction& a :
+       Decide(kRunning, Event(EventKind::kExcluded, 3, "x"), Running())) {
+    if (a.kind == ActionKind::kLog) {
+      EXPECT_EQ(a.level, LogLevel::kError);
+    }
+  }
+  EXPECT_EQ(
+      text(Decide(kRunning, Event(EventKind::kExcluded, 2, "slow"), Running())),
+      "Excluded for round 2 ignored: this node runs round 3 (slow)");
   for (const AgentAction& a :
        Decide(kRunning, Event(EventKind::kRestart, 3, "x"), Running())) {
     if (a.kind == ActionKind::kLog) {

@@ -3,9 +3,11 @@
 // and the status output's header.
 #include "cli/subcommand.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "cli/status.h"
 #include "gtest/gtest.h"
 #include "muster/agent/exit_codes.h"
@@ -60,6 +62,50 @@ TEST(SubcommandTest, StatusPrintsTheTotalAndSaysWhenJobsAreMissing) {
   status.mutable_jobs(0)->set_members_omitted(7);
   out = FormatStatus(status, "h:1");
   EXPECT_NE(out.find("7 more members"), std::string::npos) << out;
+}
+
+// The straggler lines appear only when there is something to say: a
+// straggler, an excluded node, or a policy other than the default.
+TEST(SubcommandTest, StatusNamesStragglersAndExcludedNodes) {
+  v1::GetStatusResponse status;
+  v1::JobStatus* job = status.add_jobs();
+  job->set_job_id("j");
+  job->set_straggler_action("report");
+  job->set_straggler_threshold(0.7);
+  const absl::TimeZone utc = absl::UTCTimeZone();
+  std::string out = FormatStatus(status, "h:1", utc);
+  EXPECT_EQ(out.find("straggler"), std::string::npos) << out;
+  EXPECT_EQ(out.find("excluded"), std::string::npos) << out;
+
+  job->set_straggler_action("replace");
+  out = FormatStatus(status, "h:1", utc);
+  EXPECT_NE(out.find("  stragglers: none (action replace, threshold 0.7)\n"),
+            std::string::npos)
+      << out;
+
+  // 2026-01-02 03:04:05 UTC.
+  constexpr int64_t kSince = 1767323045000;
+  v1::Straggler* st = job->add_stragglers();
+  st->set_rank(3);
+  st->set_node_id("n2");
+  st->set_hostname("host-b");
+  st->set_score(0.48);
+  st->set_since(kSince);
+  v1::ExcludedNode* x = job->add_excluded();
+  x->set_node_id("n7");
+  x->set_hostname("host-c");
+  x->set_reason("straggler, score 0.41");
+  x->set_since_unix_ms(kSince);
+  x->set_until_unix_ms(kSince + 600000);
+  out = FormatStatus(status, "h:1", utc);
+  EXPECT_NE(out.find("  stragglers (action replace, threshold 0.7):\n"
+                     "    rank 3 on host-b (node n2): speed 0.48 of the "
+                     "median since 03:04:05\n"
+                     "  excluded:\n"
+                     "    node n7 (host-c) until 03:14:05: straggler, score "
+                     "0.41\n"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace

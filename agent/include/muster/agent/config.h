@@ -28,6 +28,15 @@ enum class Recovery {
              // (docs/architecture.md, "Control channel")
 };
 
+// --straggler-action: what musterd does with a rank the others wait for
+// (docs/architecture.md, "Stragglers").
+enum class StragglerAction {
+  kReport,   // name it in `muster status`, the log and the metrics; no more
+  kReplace,  // swap its node for a waiting spare (needs --recovery=in-place,
+             // so that the other nodes keep their processes)
+  kExclude,  // drop its node while the job keeps its minimum node count
+};
+
 struct AgentConfig {
   RendezvousMode mode = RendezvousMode::kStandalone;
 
@@ -131,6 +140,15 @@ struct AgentConfig {
   // no progress for this long is killed and reported as hung. Zero: no
   // watchdog.
   absl::Duration worker_timeout = absl::ZeroDuration();
+  // --straggler-action, --straggler-threshold, --straggler-window and
+  // --exclude-cooldown: the job's straggler policy, sent in the Join. musterd
+  // scores each rank's speed against the median over the window; under the
+  // threshold a rank is a straggler, and its node may be excluded (this agent
+  // then exits kExitExcluded) and kept out of the job for the cooldown.
+  StragglerAction straggler_action = StragglerAction::kReport;
+  double straggler_threshold = 0.7;
+  absl::Duration straggler_window = absl::Seconds(20);
+  absl::Duration exclude_cooldown = absl::Minutes(10);
   // --health-check: a shell command run before each round's join; a failure
   // or a hang past health_check_timeout keeps this node out (exit 4,
   // agent/src/health_check.h). Empty: none.

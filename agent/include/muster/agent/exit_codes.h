@@ -23,6 +23,11 @@ enum ExitCode : int {
   // schedulers replace or drain the node (docs/deployment.md: Kubernetes
   // podFailurePolicy, Slurm requeue on another node).
   kExitHealthCheckFailed = 4,
+  // musterd excluded this node from the job (ServerMessage.excluded): a
+  // straggler replaced or excluded (--straggler-action). The node, not the
+  // job, is at fault: retry on another node, or here after --exclude-cooldown.
+  // Schedulers treat it as 4.
+  kExitExcluded = 5,
   // Stopped by a signal: 128 + the signal number, as a shell reports it.
   kExitSignalBase = 128,
 };
