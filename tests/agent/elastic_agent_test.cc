@@ -84,6 +84,11 @@ class FakeServer {
     absl::MutexLock lock(&mu_);
     return leave_reasons_;
   }
+  // The first session's Join (StartAgent waits for it).
+  v1::Join first_join() {
+    absl::MutexLock lock(&mu_);
+    return received_.empty() ? v1::Join() : received_.front().join();
+  }
 
  private:
   class Client;
@@ -477,6 +482,41 @@ TEST_F(ElasticAgentTest, CaptureHangStopsEveryWorkerWithMusterdsReason) {
   EXPECT_EQ(workers->kills().size(), 2u);
   server_.Push(JobFailed("hung"));
   EXPECT_EQ(WaitForExit(), kExitJobFailed);
+}
+
+// The straggler policy travels in the Join; musterd's Excluded for the running
+// round stops the workers (grace, then kill), leaves with the reason and ends
+// the launcher with exit 5, without a worker report.
+TEST_F(ElasticAgentTest, ExcludedStopsTheWorkersLeavesAndExitsFive) {
+  config_.straggler_action = StragglerAction::kExclude;
+  config_.straggler_threshold = 0.6;
+  config_.straggler_window = absl::Seconds(30);
+  config_.exclude_cooldown = absl::Minutes(5);
+  StartAgent();
+  const v1::Join join = server_.first_join();
+  EXPECT_EQ(join.straggler_action(), "exclude");
+  EXPECT_DOUBLE_EQ(join.straggler_threshold(), 0.6);
+  EXPECT_EQ(join.straggler_window_ms(), 30000);
+  EXPECT_EQ(join.exclude_cooldown_ms(), 300000);
+  auto workers = StartRound(1, 1);
+  ASSERT_NE(workers, nullptr);
+  workers->IgnoreStopSignals(1);
+  v1::ServerMessage excluded;
+  excluded.mutable_excluded()->set_round(1);
+  excluded.mutable_excluded()->set_reason("straggler, score 0.48");
+  excluded.mutable_excluded()->set_score(0.48);
+  server_.Push(excluded);
+  EXPECT_EQ(WaitForExit(), kExitExcluded);
+  ASSERT_EQ(workers->stop_calls().size(), 1u);
+  EXPECT_EQ(workers->stop_calls()[0].signal, platform::kSignalTerminate);
+  EXPECT_EQ(workers->stop_calls()[0].grace, absl::Seconds(30));
+  EXPECT_TRUE(workers->stop_calls()[0].killed_after_grace);
+  EXPECT_THAT(server_.leave_reasons(),
+              ::testing::ElementsAre("musterd excluded this node from job "
+                                     "job: straggler, score 0.48"));
+  EXPECT_FALSE(
+      server_.WaitFor(v1::AgentMessage::kWorkersFailed, absl::ZeroDuration())
+          .has_value());
 }
 
 TEST_F(ElasticAgentTest, ProgramThatCannotStartIsAConfigError) {
