@@ -16,15 +16,18 @@ namespace muster::agent {
 void ElasticAgent::Impl::WatchProgress(std::vector<std::string> files) {
   watchdog_.reset();
   progress_->Stop();
-  if (config_.worker_timeout <= absl::ZeroDuration()) return;
   const absl::Time now = clock_->Now();
+  const bool timed = config_.worker_timeout > absl::ZeroDuration();
+  // The heartbeats carry the workers' speed counters whatever the timeout
+  // (musterd's straggler scores); their silence only under --worker-timeout.
+  progress_->Watch(round_.round(), round_.rank_offset(), files, now, timed);
+  if (!timed) return;
   // When musterd watches the round too, it decides a job-wide hang and every
   // node reports it at once; this watchdog, a grace later, still catches a
   // rank stuck while others progress, and a musterd that does not answer.
   const absl::Duration grace = round_.progress_watched()
                                    ? ServerWatchGrace(fence_->lease())
                                    : absl::ZeroDuration();
-  progress_->Watch(round_.round(), files, now);
   watchdog_ = std::make_unique<Watchdog>(config_.worker_timeout,
                                          std::move(files), now, grace);
 }

@@ -22,6 +22,16 @@ namespace muster::agent {
 // file is in libmuster_comm's format). nullopt when the file does not exist.
 std::optional<absl::Time> LastProgress(const std::string& path);
 
+// A progress file's speed counters (format 2, muster/comm/progress.h):
+// operations finished, time outside and inside them. nullopt when the file is
+// missing or has none (format 1, a file a program only touches).
+struct SpeedCounters {
+  uint64_t finished = 0;
+  uint64_t compute_us = 0;
+  uint64_t wait_us = 0;
+};
+std::optional<SpeedCounters> ReadSpeedCounters(const std::string& path);
+
 // Not thread-safe: the agent's loop owns it.
 class Watchdog {
  public:
@@ -65,21 +75,27 @@ class NodeProgress {
   // clock must outlive it.
   explicit NodeProgress(Clock* clock) : clock_(clock) {}
 
-  // Workers of `round` run, with these progress files, since `start`.
-  void Watch(int64_t round, std::vector<std::string> files, absl::Time start);
+  // Workers of `round` run, with these progress files (files[i]: global rank
+  // rank_offset + i), since `start`. Their speed counters go in every
+  // heartbeat; their silence only when `report_silence` (--worker-timeout).
+  void Watch(int64_t round, int rank_offset, std::vector<std::string> files,
+             absl::Time start, bool report_silence);
   // None run (or none are watched).
   void Stop();
   // The silence of the least silent watched worker at `now`, and its round;
   // nullopt when none is watched.
   std::optional<std::pair<int64_t, absl::Duration>> Silence(
       absl::Time now) const;
-  // Sets heartbeat's progress_age_ms when workers of its round are watched.
+  // Sets heartbeat's progress_age_ms (when silence is reported) and speeds
+  // when workers of its round are watched.
   void Fill(v1::Heartbeat* heartbeat) const;
 
  private:
   Clock* const clock_;
   mutable absl::Mutex mu_;
   int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+  int rank_offset_ ABSL_GUARDED_BY(mu_) = 0;
+  bool report_silence_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> files_ ABSL_GUARDED_BY(mu_);
   absl::Time start_ ABSL_GUARDED_BY(mu_);
   bool watching_ ABSL_GUARDED_BY(mu_) = false;

@@ -24,7 +24,7 @@ namespace internal {
 namespace {
 
 // Field offsets in the file (see progress.h). Each line is "<name> <value>\n".
-constexpr char kHeader[] = "muster-progress 1\n";
+constexpr char kHeader[] = "muster-progress 2\n";
 struct Field {
   const char* name;
   size_t width;
@@ -36,8 +36,10 @@ constexpr Field kFinished{"finished", 20};
 constexpr Field kReported{"reported", 20};
 constexpr Field kCurrent{"current", 24};
 constexpr Field kSince{"since_unix_ms", 16};
-constexpr Field kFields[] = {kPid,      kUpdated, kStarted, kFinished,
-                             kReported, kCurrent, kSince};
+constexpr Field kCompute{"compute_us", 16};
+constexpr Field kWait{"wait_us", 16};
+constexpr Field kFields[] = {kPid,     kUpdated, kStarted, kFinished, kReported,
+                             kCurrent, kSince,   kCompute, kWait};
 
 // The offset of field f's value.
 size_t Offset(const Field& f) {
@@ -51,6 +53,7 @@ size_t Offset(const Field& f) {
 }
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+int64_t NowNs() { return absl::GetCurrentTimeNanos(); }
 
 struct Registry {
   absl::Mutex mu;
@@ -158,8 +161,18 @@ void ProgressFile::Touch(int64_t now_ms) {
 }
 
 void ProgressFile::Begin(absl::string_view op) {
-  const int64_t now = NowMs();
+  const int64_t now_ns = NowNs();
+  const int64_t now = now_ns / 1000000;
   std::lock_guard<std::mutex> lock(mu_);
+  if (started_ == finished_) {
+    // Nothing was in flight: the time since the last operation ended was the
+    // rank's own work (none before its first operation).
+    if (idle_since_ns_ > 0 && now_ns > idle_since_ns_) {
+      compute_us_ += static_cast<uint64_t>(now_ns - idle_since_ns_) / 1000;
+      WriteNumber(Offset(kCompute), kCompute.width, compute_us_);
+    }
+    busy_since_ns_ = now_ns;
+  }
   ++started_;
   WriteNumber(Offset(kStarted), kStarted.width, started_);
   WriteText(Offset(kCurrent), kCurrent.width, op);
@@ -168,11 +181,19 @@ void ProgressFile::Begin(absl::string_view op) {
 }
 
 void ProgressFile::End() {
-  const int64_t now = NowMs();
+  const int64_t now_ns = NowNs();
+  const int64_t now = now_ns / 1000000;
   std::lock_guard<std::mutex> lock(mu_);
   ++finished_;
   WriteNumber(Offset(kFinished), kFinished.width, finished_);
   if (finished_ >= started_) {
+    // The last operation in flight ended: the time since the first of them
+    // began was spent communicating and waiting for the other ranks.
+    if (now_ns > busy_since_ns_) {
+      wait_us_ += static_cast<uint64_t>(now_ns - busy_since_ns_) / 1000;
+      WriteNumber(Offset(kWait), kWait.width, wait_us_);
+    }
+    idle_since_ns_ = now_ns;
     WriteText(Offset(kCurrent), kCurrent.width, "-");
     WriteNumber(Offset(kSince), kSince.width, 0);
   }
@@ -210,7 +231,10 @@ absl::StatusOr<ProgressSnapshot> ReadProgressFile(const std::string& path) {
     text = *a;
     if (*a == *b) break;
   }
-  if (!absl::StartsWith(text, "muster-progress 1\n")) {
+  // Format 1 (256 bytes, before the speed counters) is read too: its
+  // compute_us and wait_us are 0.
+  if (!absl::StartsWith(text, "muster-progress 1\n") &&
+      !absl::StartsWith(text, "muster-progress 2\n")) {
     return absl::DataLossError(
         absl::StrCat(path, " is not a muster progress file"));
   }
@@ -234,6 +258,10 @@ absl::StatusOr<ProgressSnapshot> ReadProgressFile(const std::string& path) {
       snap.current = std::string(value);
     } else if (kv.first == "since_unix_ms") {
       ok = absl::SimpleAtoi(value, &snap.since_unix_ms);
+    } else if (kv.first == "compute_us") {
+      ok = absl::SimpleAtoi(value, &snap.compute_us);
+    } else if (kv.first == "wait_us") {
+      ok = absl::SimpleAtoi(value, &snap.wait_us);
     }
     if (!ok) {
       return absl::DataLossError(

@@ -56,6 +56,12 @@ class ProgressFile {
   uint64_t started_ = 0;   // Guarded by mu_.
   uint64_t finished_ = 0;  // Guarded by mu_.
   uint64_t reported_ = 0;  // Guarded by mu_.
+  // The speed counters (progress.h): time outside and inside operations, and
+  // since when the process has been in each (0: before its first operation).
+  uint64_t compute_us_ = 0;    // Guarded by mu_.
+  uint64_t wait_us_ = 0;       // Guarded by mu_.
+  int64_t idle_since_ns_ = 0;  // Guarded by mu_.
+  int64_t busy_since_ns_ = 0;  // Guarded by mu_.
 };
 
 }  // namespace muster::comm::internal

@@ -51,5 +51,47 @@ TEST(WatchdogTest, PlainFilesCountByMtimeAndSilentRanksAreReportedOnce) {
   EXPECT_EQ(dog.Silence(0, start + absl::Seconds(60)), absl::Seconds(10));
 }
 
+// The heartbeat carries each readable format-2 file's speed counters, with
+// its global rank; a format-1 or touched file gives none; progress_age_ms only
+// when silence is reported (--worker-timeout).
+TEST(NodeProgressTest, HeartbeatsCarryTheSpeedCountersOfFormatTwoFiles) {
+  const std::string dir = testing::MakeTempDir("np");
+  std::ofstream(dir + "/0") << "muster-progress 2\npid 0000001234\n"
+                            << "updated_unix_ms 0001763456789012\n"
+                            << "started 00000000000000000043\n"
+                            << "finished 00000000000000000042\n"
+                            << "compute_us 0000000000123456\n"
+                            << "wait_us 0000000000007890\n";
+  std::ofstream(dir + "/1") << "muster-progress 1\npid 0000001235\n"
+                            << "finished 00000000000000000042\n";
+  std::ofstream(dir + "/2") << "touched";
+  FakeClock clock;
+  NodeProgress progress(&clock);
+  progress.Watch(7, /*rank_offset=*/4, {dir + "/0", dir + "/1", dir + "/2"},
+                 clock.Now(), /*report_silence=*/false);
+  v1::Heartbeat heartbeat;
+  heartbeat.set_round(7);
+  progress.Fill(&heartbeat);
+  ASSERT_EQ(heartbeat.speeds_size(), 1) << heartbeat.DebugString();
+  EXPECT_EQ(heartbeat.speeds(0).rank(), 4);
+  EXPECT_EQ(heartbeat.speeds(0).collectives(), 42u);
+  EXPECT_EQ(heartbeat.speeds(0).compute_us(), 123456u);
+  EXPECT_EQ(heartbeat.speeds(0).wait_us(), 7890u);
+  EXPECT_FALSE(heartbeat.has_progress_age_ms());
+
+  // Another round's heartbeat gets nothing; silence is reported when asked.
+  v1::Heartbeat stale;
+  stale.set_round(6);
+  progress.Fill(&stale);
+  EXPECT_EQ(stale.speeds_size(), 0);
+  progress.Watch(8, 0, {dir + "/0"}, clock.Now(), /*report_silence=*/true);
+  v1::Heartbeat timed;
+  timed.set_round(8);
+  progress.Fill(&timed);
+  EXPECT_TRUE(timed.has_progress_age_ms());
+  EXPECT_EQ(timed.speeds_size(), 1);
+  EXPECT_EQ(timed.speeds(0).rank(), 0);
+}
+
 }  // namespace
 }  // namespace muster::agent

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -501,6 +502,55 @@ TEST(ProgressTest, CollectivesAndReportProgressUpdateTheFile) {
   std::filesystem::remove(path);
   EXPECT_EQ(ReadProgressFile(path).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(ProgressTest, TheSpeedCountersSplitWorkFromCollectives) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       absl::StrCat("muster-progress-speed-", getpid(), ".txt"))
+          .string();
+  CommOptions options = TestOptions();
+  options.progress_file = path;
+  RunRanks(
+      2,
+      [&](Communicator& comm) {
+        ASSERT_TRUE(comm.Barrier().ok());
+        // 3 x 100 ms of "work" between collectives, on both ranks at once.
+        for (int i = 0; i < 3; ++i) {
+          absl::SleepFor(absl::Milliseconds(100));
+          ASSERT_TRUE(comm.Barrier().ok());
+        }
+      },
+      options);
+  auto snap = ReadProgressFile(path);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  // The sleeps are work (the ranks share the file: time counts once while
+  // neither is in a collective), not waiting.
+  EXPECT_GE(snap->compute_us, 250000u);
+  EXPECT_LT(snap->compute_us, 60000000u);
+  EXPECT_GT(snap->wait_us, 0u);
+  std::filesystem::remove(path);
+}
+
+TEST(ProgressTest, AFormatOneFileReadsWithoutSpeedCounters) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       absl::StrCat("muster-progress-v1-", getpid(), ".txt"))
+          .string();
+  std::ofstream(path) << "muster-progress 1\npid 0000001234\n"
+                         "updated_unix_ms 0001763456789012\n"
+                         "started 00000000000000000042\n"
+                         "finished 00000000000000000041\n"
+                         "reported 00000000000000000007\n"
+                         "current AllReduce                \n"
+                         "since_unix_ms 0001763456789000\n";
+  auto snap = ReadProgressFile(path);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->finished, 41u);
+  EXPECT_EQ(snap->current, "AllReduce");
+  EXPECT_EQ(snap->compute_us, 0u);
+  EXPECT_EQ(snap->wait_us, 0u);
+  std::filesystem::remove(path);
 }
 
 // ---- Element types ----

@@ -14,7 +14,7 @@
 // FORMAT. Exactly kProgressFileSize bytes of ASCII text, fields at fixed
 // offsets with fixed widths, so a reader can parse it without locking:
 //
-//   muster-progress 1\n
+//   muster-progress 2\n
 //   pid 0000001234\n
 //   updated_unix_ms 0001763456789012\n          last update of any kind
 //   started 00000000000000000042\n              operations started
@@ -22,6 +22,17 @@
 //   reported 00000000000000000007\n             ReportProgress calls
 //   current AllReduce                      \n   operation in flight, or "-"
 //   since_unix_ms 0001763456789000\n            when it started (0 if none)
+//   compute_us 0000000081234567\n               time outside operations, us
+//   wait_us 0000000012345678\n                  time inside operations, us
+//
+// The speed counters: compute_us adds up the time from the end of one
+// operation to the start of the next (the rank's own work; nothing before its
+// first operation), wait_us the time from the start of an operation to its end
+// (sending, receiving, and waiting for the other ranks; overlapping operations
+// count once). In a job whose ranks run the same collectives, the rank the
+// others wait for is the one with the most compute time per operation: musterd
+// scores each rank's speed from these (docs/architecture.md, "Stragglers").
+// Format 1 (256 bytes, no speed counters) is still read, with both at 0.
 //
 // A writer updates `updated_unix_ms` last. A reader that wants a consistent
 // picture reads the file twice and retries until both copies agree. A worker
@@ -46,7 +57,7 @@
 
 namespace muster::comm {
 
-inline constexpr size_t kProgressFileSize = 256;
+inline constexpr size_t kProgressFileSize = 512;
 
 // Says "this process is alive and making progress". Updates the progress file
 // (opening it on the first call when MUSTER_PROGRESS_FILE is set and no
@@ -64,6 +75,8 @@ struct ProgressSnapshot {
   uint64_t reported = 0;
   std::string current;  // "-" when idle.
   int64_t since_unix_ms = 0;
+  uint64_t compute_us = 0;
+  uint64_t wait_us = 0;
 };
 
 // Reads and parses a progress file, retrying (up to a few times) until two
