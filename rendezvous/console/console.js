@@ -181,6 +181,50 @@ function renderTimeline(history) {
   $('timeline').replaceChild(body, $('timeline').tBodies[0]);
 }
 
+// Every rank's speed score, slowest first, stragglers marked; and the nodes
+// excluded from the job.
+function renderSpeeds(job) {
+  const threshold = Number(job.straggler_threshold || 0);
+  $('speed-policy').textContent = job.straggler_action
+      ? '(action ' + job.straggler_action + ', threshold ' + threshold + ')' : '';
+  const since = new Map();
+  for (const s of job.stragglers || []) since.set(Number(s.rank), Number(s.since));
+  const body = document.createElement('tbody');
+  const speeds = [...(job.speeds || [])].sort((a, b) => a.score - b.score);
+  for (const s of speeds) {
+    const row = document.createElement('tr');
+    const slow = since.has(Number(s.rank));
+    if (slow) row.className = 'straggler';
+    cell(row, s.rank);
+    cell(row, s.node_id);
+    const td = document.createElement('td');
+    const meter = document.createElement('meter');
+    meter.min = 0;
+    meter.max = 1;
+    meter.low = threshold;
+    meter.optimum = 1;
+    meter.value = Number(s.score);
+    td.appendChild(meter);
+    row.appendChild(td);
+    cell(row, Number(s.score).toFixed(2));
+    cell(row, slow ? new Date(since.get(Number(s.rank))).toLocaleTimeString() : '');
+    body.appendChild(row);
+  }
+  $('speeds').replaceChild(body, $('speeds').tBodies[0]);
+  const excluded = job.excluded || [];
+  $('excluded-box').hidden = excluded.length === 0;
+  const ex = document.createElement('tbody');
+  for (const e of excluded) {
+    const row = document.createElement('tr');
+    cell(row, e.node_id);
+    cell(row, e.hostname);
+    cell(row, e.reason, 'failure-cell');
+    cell(row, new Date(Number(e.until_unix_ms)).toLocaleString());
+    ex.appendChild(row);
+  }
+  $('excluded').replaceChild(ex, $('excluded').tBodies[0]);
+}
+
 async function renderJob(id) {
   const job = await api('/api/v1/jobs/' + encodeURIComponent(id));
   if (job === null) return;
@@ -191,7 +235,8 @@ async function renderJob(id) {
   for (const [k, v] of [['state', job.state], ['round', job.round],
                         ['nodes', nodesOf(job)],
                         ['restarts', job.restart_count + ' of ' +
-                                     job.max_restarts]]) {
+                                     job.max_restarts],
+                        ['stragglers', (job.stragglers || []).length]]) {
     const dt = document.createElement('dt');
     dt.textContent = k;
     const dd = document.createElement('dd');
@@ -199,6 +244,7 @@ async function renderJob(id) {
     facts.append(dt, dd);
   }
   renderTimeline(job.history || []);
+  renderSpeeds(job);
   $('job-failure').textContent = job.last_failure || 'none';
   $('job-failure').classList.toggle('none', !job.last_failure);
   const first = job.first_failure || {};

@@ -85,6 +85,7 @@ void Coordinator::Impl::EraseConnection(
   liveness_.Erase(it->first);
   leases_.Erase(it->first);
   progress_.Erase(it->first);
+  speeds_.Erase(it->first);
   job_suggestion_.Erase(it->first);
   conns_.erase(it);
   UpdateHeartbeatSuggestion();

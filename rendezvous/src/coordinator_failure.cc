@@ -466,6 +466,12 @@ bool Coordinator::Impl::OnHeartbeat(ConnectionId conn,
                                 0, heartbeat.progress_age_ms())),
                         });
   }
+  if (heartbeat.speeds_size() > 0 && liveness_.Get(conn).has_value()) {
+    speeds_.Set(conn, SpeedMark{.round = heartbeat.round(),
+                                .samples = {heartbeat.speeds().begin(),
+                                            heartbeat.speeds().end()},
+                                .at = clock_->Now()});
+  }
   const int64_t seq = heartbeat.seq();
   // An agent that sent no seq (an older one, a load generator) gets no
   // LeaseRenewed: it would not read it, and each one is a write.

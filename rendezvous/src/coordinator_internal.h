@@ -15,6 +15,8 @@
 //   coordinator_status.cc   the status view and counters
 //   coordinator_progress.cc the progress watch (--worker-timeout): no rank of
 //                           a running round progressed -> CaptureHang
+//   coordinator_stragglers.cc the straggler watch: speed scores, Excluded, the
+//                           exclusion cooldown
 // Each state change happens in exactly one transition function; the event
 // handlers decide which one applies (the diagram is in job_phase.h).
 #ifndef MUSTER_RENDEZVOUS_SRC_COORDINATOR_INTERNAL_H_
@@ -49,6 +51,7 @@
 #include "rendezvous/src/lease.h"
 #include "rendezvous/src/liveness_table.h"
 #include "rendezvous/src/outbox.h"
+#include "rendezvous/src/straggler_tracker.h"
 
 namespace muster::rendezvous {
 
@@ -140,6 +143,21 @@ struct Member {
 // GetStatus's members); not its reserved port. coordinator_status.cc.
 void FillPeer(const Member& m, v1::Peer* p);
 
+// A node excluded from a job (coordinator_stragglers.cc): its Joins to the job
+// are answered with Excluded until `until`. by_host: no other agent of the job
+// shared its hostname, so the exclusion holds for the machine (a new agent on
+// it has a new node id); otherwise (several agents on one host, as in tests on
+// loopback) for its node id only.
+struct Exclusion {
+  std::string node_id;
+  std::string hostname;
+  bool by_host = false;
+  std::string reason;
+  double score = 0;
+  absl::Time since;
+  absl::Time until;
+};
+
 // Rounds a job remembers for its timeline (JobStatus.history).
 inline constexpr size_t kMaxHistory = 32;
 
@@ -159,6 +177,19 @@ struct Job {
   // sent for (once per round), and when the members' progress is next read.
   int64_t hang_round = 0;
   absl::Time next_progress_check = absl::InfinitePast();
+  // Stragglers (coordinator_stragglers.cc), the policy from the first Join:
+  // "report", "replace" or "exclude"; the tracker of the running round
+  // (shared_ptr: Job is reassigned whole by StartJobAfresh); the round
+  // already acted on (at most one exclusion a round) and the one whose
+  // impossibility was logged; the excluded nodes.
+  std::string straggler_action = "report";
+  StragglerPolicy straggler_policy;
+  absl::Duration exclude_cooldown = absl::Minutes(10);
+  std::shared_ptr<StragglerTracker> stragglers;
+  absl::Time next_straggler_check = absl::InfinitePast();
+  int64_t straggler_acted_round = 0;
+  int64_t straggler_logged_round = 0;
+  std::vector<Exclusion> excluded;
 
   // The current round: the one being formed while OPEN, the one running while
   // RUNNING, the last one once ended. 0 before the first round opens.
@@ -268,6 +299,26 @@ struct ProgressMark {
   int64_t round = 0;
   absl::Duration silence;
 };
+
+// A node's latest speed counters (Heartbeat.speeds) for `round`, and when they
+// came.
+struct SpeedMark {
+  int64_t round = 0;
+  std::vector<v1::RankSpeedSample> samples;
+  absl::Time at;
+};
+
+// How often the straggler watch scores a running job.
+inline constexpr absl::Duration kStragglerCheckInterval = absl::Seconds(1);
+
+// The straggler policy of a Join, or INVALID_ARGUMENT naming the bad field
+// and the fix (coordinator_stragglers.cc).
+absl::Status ValidateStragglerPolicy(const v1::Join& join);
+// The job's JobStatus fields of the straggler watch
+// (coordinator_stragglers.cc): stragglers, excluded nodes and the policy; every
+// rank's speed when `one_job`.
+void FillStragglerStatus(const Job& job, v1::JobStatus* s, bool one_job,
+                         absl::Time now);
 
 // How often the progress watch reads a watched job's members (a job-wide
 // scan, so not on every tick).
@@ -512,6 +563,25 @@ class Coordinator::Impl {
   // kProgressCheckInterval; returns when it is next due.
   absl::Time CheckProgress(Job& job, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --- the straggler watch (coordinator_stragglers.cc)
+  // RUNNING: feeds the members' latest speed counters to the job's tracker
+  // (every kStragglerCheckInterval), logs who became or stopped being a
+  // straggler, and under replace / exclude excludes the slowest node when it
+  // can. Returns when it is next due.
+  absl::Time CheckStragglers(Job& job, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends `node_id` Excluded, records the exclusion and loses the node (the
+  // round ends as for a lost node; in place, the others keep their workers).
+  void ExcludeNode(Job& job, const std::string& node_id,
+                   const std::string& reason, double score, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Join of a node excluded from the job (cooldown not over): answered with
+  // Excluded and its stream closed; true when it was.
+  bool AnswerExcludedJoin(Job& job, const v1::Join& join,
+                          std::shared_ptr<AgentChannel>& channel,
+                          absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's policy from the Join that creates (or reruns) it.
+  static void TakeStragglerPolicy(Job& job, const v1::Join& join);
   // OPEN, join_timeout passed with fewer than min_nodes: the root cause.
   std::string JoinTimeoutCause(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -537,6 +607,9 @@ class Coordinator::Impl {
   // The progress watch: each connection's latest Heartbeat.progress_age_ms
   // with its round (written by heartbeats without mu_, like liveness_).
   ShardedTable<ConnectionId, ProgressMark> progress_;
+  // The straggler watch: each connection's latest Heartbeat.speeds (written by
+  // heartbeats without mu_, like progress_).
+  ShardedTable<ConnectionId, SpeedMark> speeds_;
   // The heartbeat budget (heartbeat_budget.h) for conns_.size() agents;
   // updated under mu_ when conns_ grows or shrinks.
   std::atomic<int64_t> suggested_heartbeat_ms_{0};

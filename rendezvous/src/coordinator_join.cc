@@ -123,6 +123,10 @@ absl::Status Coordinator::Impl::ValidateJoin(
     return absl::InvalidArgumentError(
         absl::StrCat(JoinContext(join), s.message()));
   }
+  if (absl::Status s = ValidateStragglerPolicy(join); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(JoinContext(join), s.message()));
+  }
   if (channel == nullptr)
     return absl::InvalidArgumentError(
         absl::StrCat(JoinContext(join), "no channel"));
@@ -219,6 +223,7 @@ void Coordinator::Impl::StartJobAfresh(Job& job, const v1::Join& join,
   job.last_call_timeout =
       MillisOr(join.last_call_timeout_ms(), options_.default_last_call_timeout);
   job.worker_timeout = MillisOr(join.worker_timeout_ms(), absl::ZeroDuration());
+  TakeStragglerPolicy(job, join);
   MUSTER_LOG_AT(options_.event_log_level)
       << "job " << job.id << ": " << (rerun ? "rerun" : "new") << " ("
       << NNodesFlag(job.min_nodes, job.max_nodes)
@@ -414,6 +419,9 @@ absl::Status Coordinator::Impl::OnJoin(ConnectionId conn, const v1::Join& join,
   if (!admitted.ok()) return admitted.status();
   if (admitted->answered) return absl::OkStatus();
   Job& job = *admitted->job;
+  if (!admitted->fresh && AnswerExcludedJoin(job, join, channel, now)) {
+    return absl::OkStatus();
+  }
 
   RegisterStream(conn, join, std::move(channel), lease, now);
   Node& node = RegisterNode(job, conn, join);

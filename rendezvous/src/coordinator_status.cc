@@ -18,7 +18,8 @@ bool Listed(const Job& job) {
 
 // `history`: with the job's rounds (asked for one job only: a listing of
 // thousands stays small).
-void FillJobStatus(const Job& job, v1::JobStatus* s, bool history = false) {
+void FillJobStatus(const Job& job, v1::JobStatus* s, absl::Time now,
+                   bool history = false) {
   if (history) {
     for (const v1::RoundRecord& r : job.history) *s->add_history() = r;
     if (job.first_failure.has_value())
@@ -49,6 +50,7 @@ void FillJobStatus(const Job& job, v1::JobStatus* s, bool history = false) {
     p->set_local_world_size(node->join.local_world_size());
     p->set_rank_offset(-1);
   }
+  FillStragglerStatus(job, s, history, now);
 }
 
 // Drops the last peers of `peers` until at most `*excess` bytes are gone or
@@ -89,7 +91,9 @@ v1::GetStatusResponse Coordinator::Impl::Status(
   v1::GetStatusResponse out;
   for (const auto& [id, job] : jobs_) {
     if (!job_id.empty() && id != job_id) continue;
-    if (Listed(job)) FillJobStatus(job, out.add_jobs(), !job_id.empty());
+    if (Listed(job)) {
+      FillJobStatus(job, out.add_jobs(), clock_->Now(), !job_id.empty());
+    }
   }
   return out;
 }
@@ -116,7 +120,7 @@ v1::GetStatusResponse Coordinator::Impl::StatusPage(
       continue;
     }
     v1::JobStatus s;
-    FillJobStatus(job, &s, !query.job_id.empty());
+    FillJobStatus(job, &s, clock_->Now(), !query.job_id.empty());
     if (out.jobs_size() == 0) TrimToBytes(&s, query.max_bytes);
     const int64_t size = static_cast<int64_t>(s.ByteSizeLong()) + 5;
     if (out.jobs_size() > 0 && bytes + size > query.max_bytes) {
