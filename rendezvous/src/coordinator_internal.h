@@ -567,7 +567,8 @@ class Coordinator::Impl {
   // RUNNING: feeds the members' latest speed counters to the job's tracker
   // (every kStragglerCheckInterval), logs who became or stopped being a
   // straggler, and under replace / exclude excludes the slowest node when it
-  // can. Returns when it is next due.
+  // can. Returns when it is next due (Tick does not wait for it: the
+  // server ticks often enough).
   absl::Time CheckStragglers(Job& job, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends `node_id` Excluded, records the exclusion and loses the node (the

@@ -201,6 +201,21 @@ std::string RpcMetrics::Render(const Coordinator& coordinator,
          absl::StrCat("job=\"", PrometheusLabel(job.job_id()), "\""),
          job.restart_count());
   }
+  Help(&out, "muster_job_stragglers", "gauge",
+       "Ranks of each running job whose speed score is under the job's "
+       "--straggler-threshold.");
+  for (const v1::JobStatus& job : status.jobs()) {
+    Line(&out, "muster_job_stragglers",
+         absl::StrCat("job=\"", PrometheusLabel(job.job_id()), "\""),
+         job.stragglers_size());
+  }
+  Help(&out, "muster_job_excluded_nodes", "gauge",
+       "Nodes excluded from each job whose --exclude-cooldown has not passed.");
+  for (const v1::JobStatus& job : status.jobs()) {
+    Line(&out, "muster_job_excluded_nodes",
+         absl::StrCat("job=\"", PrometheusLabel(job.job_id()), "\""),
+         job.excluded_size());
+  }
   Help(&out, "muster_store_namespaces", "gauge",
        "Store namespaces (live rounds) holding keys.");
   Line(&out, "muster_store_namespaces", "",

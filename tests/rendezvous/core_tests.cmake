@@ -7,7 +7,11 @@ muster_tests(DEPS muster_rendezvous_core TIMEOUT 30 TESTS
   # The coordinator's transition table (issue 29): every forbidden transition rejected.
   job_phase_test
   # Re-adoption of a running round by a restarted musterd (issue 11 item 4).
-  adoption_test)
+  adoption_test
+  # Stragglers (issue 38): the speed score, the threshold's hysteresis, the round reset.
+  straggler_tracker_test
+  # The straggler watch in the Coordinator: named, replaced by a spare, excluded, the cooldown.
+  coordinator_stragglers_test)
 muster_test(coordinator_test SRCS coordinator_test.cc DEPS muster_rendezvous_core TIMEOUT 60)
 # The Coordinator at 10,000 agents: linear message counts, coalesced Waiting, the deadline queue.
 muster_test(coordinator_scale_test SRCS coordinator_scale_test.cc DEPS muster_rendezvous_core

@@ -1,0 +1,221 @@
+// The straggler watch in the Coordinator (coordinator_stragglers.cc), on fake
+// channels and a FakeClock: heartbeats carry the ranks' speed counters; a
+// half-speed rank is named in GetStatus; under replace with a spare waiting
+// (in place) its node gets Excluded, its stream ends and the round ends for
+// the others; report sends nothing; an excluded host's new agent is answered
+// with Excluded until the cooldown has passed; a bad policy is refused.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "muster/platform/clock.h"
+#include "muster/rendezvous/coordinator.h"
+#include "tests/testing/fake_channel.h"
+
+namespace muster::rendezvous {
+namespace {
+
+using ::muster::testing::FakeChannel;
+using ::testing::HasSubstr;
+using Kind = FakeChannel::Kind;
+
+struct Agent {
+  ConnectionId conn = 0;
+  std::shared_ptr<FakeChannel> ch;
+  v1::Join join;
+};
+
+class CoordinatorStragglersTest : public ::testing::Test {
+ protected:
+  CoordinatorStragglersTest() : coord_(Options(), &clock_) {}
+
+  static CoordinatorOptions Options() {
+    CoordinatorOptions o;
+    o.default_join_timeout = absl::Seconds(600);
+    o.default_last_call_timeout = absl::Seconds(1);
+    o.default_heartbeat_timeout = absl::Hours(10);
+    return o;
+  }
+
+  // A node of job "j" (3 nodes, in place) with the given action.
+  v1::Join MakeJoin(const std::string& node, const std::string& action) {
+    v1::Join j;
+    j.set_job_id("j");
+    j.set_node_id(node);
+    j.set_hostname("host-" + node);
+    j.set_advertised_addr("10.0.0.1");
+    j.set_local_world_size(1);
+    j.set_min_nodes(3);
+    j.set_max_nodes(3);
+    j.set_node_rank_hint(-1);
+    j.set_master_port(29500);
+    j.set_lease_timeout_ms(1000);
+    j.set_recovery_in_place(true);
+    j.set_straggler_action(action);
+    j.set_straggler_window_ms(10'000);
+    j.set_exclude_cooldown_ms(60'000);
+    return j;
+  }
+  Agent NewAgent(v1::Join join) {
+    Agent a{next_conn_++, std::make_shared<FakeChannel>(), std::move(join)};
+    return a;
+  }
+  Agent Joined(v1::Join join) {
+    Agent a = NewAgent(std::move(join));
+    absl::Status s = coord_.OnJoin(a.conn, a.join, a.ch);
+    EXPECT_TRUE(s.ok()) << s;
+    return a;
+  }
+  // Three nodes in round 1; the rank of agents_[i] is i's group rank.
+  void ThreeRunning(const std::string& action) {
+    for (const char* n : {"a", "b", "c"}) {
+      agents_.push_back(Joined(MakeJoin(n, action)));
+    }
+    coord_.Tick();
+    for (const Agent& a : agents_) {
+      ASSERT_EQ(a.ch->last().kind_case(), Kind::kRoundReady)
+          << a.ch->last().DebugString();
+    }
+  }
+  int RankOf(const Agent& a) {
+    for (const v1::ServerMessage& m : a.ch->messages()) {
+      if (m.has_round_ready()) return m.round_ready().rank_offset();
+    }
+    return -1;
+  }
+  // `seconds` of heartbeats, one a second, ten collectives a second each;
+  // agents_[slow] computes twice as long per collective.
+  void Beat(int slow, int seconds) {
+    for (int s = 0; s < seconds; ++s) {
+      ++t_;
+      for (size_t i = 0; i < agents_.size(); ++i) {
+        v1::Heartbeat hb;
+        hb.set_round(1);
+        v1::RankSpeedSample* sample = hb.add_speeds();
+        sample->set_rank(RankOf(agents_[i]));
+        sample->set_collectives(10 * t_);
+        sample->set_compute_us(10 * t_ *
+                               (static_cast<int>(i) == slow ? 20'000 : 10'000));
+        coord_.OnHeartbeat(agents_[i].conn, hb);
+      }
+      clock_.Advance(absl::Seconds(1));
+      coord_.Tick();
+    }
+  }
+  v1::JobStatus Job() {
+    const v1::GetStatusResponse r = coord_.Status("j");
+    return r.jobs_size() == 1 ? r.jobs(0) : v1::JobStatus();
+  }
+
+  FakeClock clock_;
+  Coordinator coord_;
+  ConnectionId next_conn_ = 1;
+  std::vector<Agent> agents_;
+  uint64_t t_ = 0;
+};
+
+TEST_F(CoordinatorStragglersTest, ReportNamesTheSlowRankAndSendsNothing) {
+  ASSERT_NO_FATAL_FAILURE(ThreeRunning(""));
+  Beat(/*slow=*/1, 12);
+  const v1::JobStatus job = Job();
+  EXPECT_EQ(job.straggler_action(), "report");
+  EXPECT_DOUBLE_EQ(job.straggler_threshold(), 0.7);
+  ASSERT_EQ(job.stragglers_size(), 1) << job.DebugString();
+  EXPECT_EQ(job.stragglers(0).rank(), RankOf(agents_[1]));
+  EXPECT_EQ(job.stragglers(0).node_id(), "b");
+  EXPECT_NEAR(job.stragglers(0).score(), 0.5, 0.02);
+  EXPECT_GT(job.stragglers(0).since(), 0);
+  // One-job answers carry every rank's speed.
+  EXPECT_EQ(job.speeds_size(), 3);
+  for (const Agent& a : agents_) {
+    EXPECT_EQ(a.ch->count(Kind::kExcluded), 0);
+    EXPECT_FALSE(a.ch->closed().has_value());
+  }
+  // A listing of every job names stragglers too (without the speeds).
+  const v1::GetStatusResponse all = coord_.Status("");
+  ASSERT_EQ(all.jobs_size(), 1);
+  EXPECT_EQ(all.jobs(0).stragglers_size(), 1);
+  EXPECT_EQ(all.jobs(0).speeds_size(), 0);
+}
+
+TEST_F(CoordinatorStragglersTest, ReplaceWaitsForASpareThenExcludesTheNode) {
+  ASSERT_NO_FATAL_FAILURE(ThreeRunning("replace"));
+  Beat(/*slow=*/1, 12);
+  // No spare: reported, not acted on.
+  EXPECT_EQ(agents_[1].ch->count(Kind::kExcluded), 0);
+  EXPECT_EQ(Job().stragglers_size(), 1);
+
+  Agent spare = Joined(MakeJoin("d", "replace"));
+  EXPECT_EQ(spare.ch->last().kind_case(), Kind::kWaiting);
+  Beat(/*slow=*/1, 2);
+  ASSERT_EQ(agents_[1].ch->count(Kind::kExcluded), 1);
+  const v1::ServerMessage excluded = agents_[1].ch->last();
+  EXPECT_EQ(excluded.excluded().round(), 1);
+  EXPECT_THAT(excluded.excluded().reason(), HasSubstr("straggler, score 0.5"));
+  EXPECT_NEAR(excluded.excluded().score(), 0.5, 0.02);
+  ASSERT_TRUE(agents_[1].ch->closed().has_value());
+  EXPECT_TRUE(agents_[1].ch->closed()->ok());
+  // The round ends for the others (they keep their workers in place).
+  for (int i : {0, 2}) {
+    EXPECT_EQ(agents_[i].ch->last().kind_case(), Kind::kRestart)
+        << agents_[i].ch->last().DebugString();
+    EXPECT_THAT(agents_[i].ch->last().restart().reason(),
+                HasSubstr("excluded: straggler"));
+  }
+  const v1::JobStatus job = Job();
+  ASSERT_EQ(job.excluded_size(), 1) << job.DebugString();
+  EXPECT_EQ(job.excluded(0).node_id(), "b");
+  EXPECT_EQ(job.excluded(0).hostname(), "host-b");
+  EXPECT_EQ(job.excluded(0).until_unix_ms() - job.excluded(0).since_unix_ms(),
+            60'000);
+}
+
+TEST_F(CoordinatorStragglersTest, AnExcludedHostIsRefusedUntilTheCooldownEnds) {
+  ASSERT_NO_FATAL_FAILURE(ThreeRunning("exclude"));
+  // exclude without a spare: only while the job keeps its minimum (3 of 3
+  // cannot lose one).
+  Beat(/*slow=*/2, 12);
+  EXPECT_EQ(agents_[2].ch->count(Kind::kExcluded), 0);
+  Agent spare = Joined(MakeJoin("d", "exclude"));
+  Beat(/*slow=*/2, 2);
+  ASSERT_EQ(agents_[2].ch->count(Kind::kExcluded), 1);
+
+  // A new agent (new node id) on the excluded host: Excluded, stream closed.
+  v1::Join again = MakeJoin("c2", "exclude");
+  again.set_hostname("host-c");
+  Agent back = NewAgent(again);
+  ASSERT_TRUE(coord_.OnJoin(back.conn, back.join, back.ch).ok());
+  ASSERT_EQ(back.ch->count(Kind::kExcluded), 1);
+  EXPECT_THAT(back.ch->last().excluded().reason(),
+              HasSubstr("--exclude-cooldown"));
+  ASSERT_TRUE(back.ch->closed().has_value());
+
+  // After the cooldown it may join again.
+  clock_.Advance(absl::Seconds(61));
+  coord_.Tick();
+  Agent later = NewAgent(again);
+  ASSERT_TRUE(coord_.OnJoin(later.conn, later.join, later.ch).ok());
+  EXPECT_EQ(later.ch->count(Kind::kExcluded), 0);
+  EXPECT_FALSE(later.ch->closed().has_value());
+  EXPECT_EQ(Job().excluded_size(), 0);
+}
+
+TEST_F(CoordinatorStragglersTest, ABadPolicyIsRefusedWithTheFlagToFix) {
+  v1::Join bad = MakeJoin("a", "banana");
+  Agent a = NewAgent(bad);
+  absl::Status s = coord_.OnJoin(a.conn, a.join, a.ch);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--straggler-action"));
+  v1::Join threshold = MakeJoin("a", "report");
+  threshold.set_straggler_threshold(1.5);
+  Agent b = NewAgent(threshold);
+  s = coord_.OnJoin(b.conn, b.join, b.ch);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("--straggler-threshold"));
+}
+
+}  // namespace
+}  // namespace muster::rendezvous
