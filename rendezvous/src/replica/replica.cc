@@ -694,9 +694,21 @@ void Replica::Tick(absl::Time now) {
     committer_->CommitKey(JobsPrefix() + job, text, /*erase=*/false);
   }
   for (const auto& [job, text] : mirrored_jobs_) {
-    if (!jobs.contains(job)) {
-      committer_->CommitKey(JobsPrefix() + job, "", /*erase=*/true);
+    if (jobs.contains(job)) continue;
+    // A job loaded from etcd whose agents have not come back yet is not in
+    // the Coordinator's status, but it is not gone: erasing it would leave a
+    // next leader, should this one be lost before they rejoin, without it
+    // (its rounds would count from 1 again). It goes once forgotten.
+    bool awaited = false;
+    {
+      absl::MutexLock lock(&mu_);
+      awaited = loaded_jobs_.contains(job);
     }
+    if (awaited) {
+      jobs.emplace(job, text);
+      continue;
+    }
+    committer_->CommitKey(JobsPrefix() + job, "", /*erase=*/true);
   }
   mirrored_jobs_ = std::move(jobs);
 }
