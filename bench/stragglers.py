@@ -277,7 +277,9 @@ def false_alarms(args, workdir):
 def overhead(args):
     """Per 8-byte AllReduce: muster-bench with and without the progress file."""
     def one(with_file):
-        wrapper = [] if with_file else ["env", "-u", "MUSTER_PROGRESS_FILE"]
+        # Without: the worker starts with the agent's variable unset.
+        wrapper = [] if with_file else [
+            "/bin/sh", "-c", 'unset MUSTER_PROGRESS_FILE; exec "$0" "$@"']
         r = subprocess.run(
             [os.path.join(BIN, "muster"), "--standalone", "--nproc-per-node=2",
              "--no-python"] + wrapper + [
@@ -309,9 +311,13 @@ def main():
     args = p.parse_args()
     out = {"cores": os.cpu_count(), "load": open("/proc/loadavg").read().split()[:3]}
     with tempfile.TemporaryDirectory() as workdir:
-        out["scenarios"] = [scenario(float(s), args, workdir)
-                            for s in args.speeds.split(",")]
+        # Each phase's figures go to stderr as soon as they exist.
         out["overhead"] = overhead(args)
+        print(json.dumps(out["overhead"]), file=sys.stderr, flush=True)
+        out["scenarios"] = []
+        for speed in args.speeds.split(","):
+            out["scenarios"].append(scenario(float(speed), args, workdir))
+            print(json.dumps(out["scenarios"][-1]), file=sys.stderr, flush=True)
         if args.quiet_seconds > 0:
             out["false_alarms"] = false_alarms(args, workdir)
     print(json.dumps(out, indent=2))

@@ -210,8 +210,11 @@ void Coordinator::Impl::EndRound(Job& job, const std::string& reason,
   OpenRound(job);
 }
 
-void Coordinator::Impl::FailJob(Job& job, const std::string& root_cause) {
+void Coordinator::Impl::FailJob(Job& job, const std::string& cause) {
   const bool was_running = job.state == JobState::kRunning;
+  // A straggler of the failed round is worth knowing at 3 a.m.: a slow rank
+  // often comes before a timeout.
+  const std::string root_cause = absl::StrCat(cause, StragglerNote(job));
   Transition(job, JobPhase::kFailed, "the job failed");
   job.root_cause = root_cause;
   job.last_failure = root_cause;

@@ -320,6 +320,11 @@ absl::Status ValidateStragglerPolicy(const v1::Join& join);
 void FillStragglerStatus(const Job& job, v1::JobStatus* s, bool one_job,
                          absl::Time now);
 
+// "; rank 3 (node H [N]) was a straggler (speed 0.48)" for each straggler of
+// the job's running round, or "" (the hang report's reason and the failure's
+// root cause name them; coordinator_stragglers.cc).
+std::string StragglerNote(const Job& job);
+
 // How often the progress watch reads a watched job's members (a job-wide
 // scan, so not on every tick).
 inline constexpr absl::Duration kProgressCheckInterval =

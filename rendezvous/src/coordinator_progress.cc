@@ -47,9 +47,10 @@ absl::Time Coordinator::Impl::CheckProgress(Job& job, absl::Time now) {
   }
   if (stuck.empty()) return job.next_progress_check;
   job.hang_round = job.round;
-  const std::string reason = absl::StrCat(
-      "musterd saw no progress from any rank of job ", job.id, " for ",
-      FormatSeconds(job.worker_timeout), " (--worker-timeout)");
+  const std::string reason =
+      absl::StrCat("musterd saw no progress from any rank of job ", job.id,
+                   " for ", FormatSeconds(job.worker_timeout),
+                   " (--worker-timeout)", StragglerNote(job));
   MUSTER_LOG(WARNING) << "job " << job.id << ": round " << job.round
                       << ": no progress from any rank for "
                       << FormatSeconds(job.worker_timeout)

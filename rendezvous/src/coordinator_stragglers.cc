@@ -217,6 +217,19 @@ bool Coordinator::Impl::AnswerExcludedJoin(
   return false;
 }
 
+std::string StragglerNote(const Job& job) {
+  if (job.stragglers == nullptr || job.stragglers->round() != job.round) {
+    return "";
+  }
+  std::string note;
+  for (const RankScore& r : job.stragglers->Stragglers()) {
+    absl::StrAppend(&note, "; rank ", r.rank, " (",
+                    DescribeNode(r.hostname, r.node_id),
+                    ") was a straggler (speed ", Score(r.score), ")");
+  }
+  return note;
+}
+
 void FillStragglerStatus(const Job& job, v1::JobStatus* s, bool one_job,
                          absl::Time now) {
   s->set_straggler_action(job.straggler_action);

@@ -139,6 +139,19 @@ TEST_F(CoordinatorStragglersTest, ReportNamesTheSlowRankAndSendsNothing) {
   ASSERT_EQ(all.jobs_size(), 1);
   EXPECT_EQ(all.jobs(0).stragglers_size(), 1);
   EXPECT_EQ(all.jobs(0).speeds_size(), 0);
+
+  // A failure now names the straggler in the job's root cause.
+  v1::WorkersFailed failed;
+  failed.set_round(1);
+  v1::WorkerFailure* f = failed.add_failures();
+  f->set_node_id("a");
+  f->set_hostname("host-a");
+  f->set_global_rank(RankOf(agents_[0]));
+  f->set_exit_code(1);
+  coord_.OnWorkersFailed(agents_[0].conn, failed);
+  ASSERT_EQ(agents_[2].ch->last().kind_case(), Kind::kJobFailed);
+  EXPECT_THAT(agents_[2].ch->last().job_failed().root_cause(),
+              HasSubstr("was a straggler (speed 0.5"));
 }
 
 TEST_F(CoordinatorStragglersTest, ReplaceWaitsForASpareThenExcludesTheNode) {
