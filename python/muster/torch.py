@@ -51,10 +51,12 @@ except ImportError as _e:  # torch absent, or broken in this environment
 from muster import _client
 from muster import _control
 from muster import _sockets
+from muster import progress
 
 __all__ = ["DEFAULT_RECOVER_TIMEOUT", "LIBRARY", "MusterStore",
            "RecoveryError", "destroy_process_group", "init_process_group",
-           "recover", "recovery_enabled", "round_changed", "store"]
+           "recover", "recovery_enabled", "round_changed", "store",
+           "watch_speed"]
 
 # A timeout as torch takes it: a timedelta, or seconds.
 Timeout = Union[datetime.timedelta, float]
@@ -302,6 +304,40 @@ def destroy_process_group() -> None:
         _retired.append((_group.pg, _group.store))
         _group.pg = None
     _destroy()
+
+
+def watch_speed(model: Any) -> None:
+    """Times a DistributedDataParallel model's gradient all-reduces into the
+    worker's progress file (muster.progress), so that musterd scores this
+    rank's speed against the others' and names it when they wait for it
+    (docs/stragglers.md). One call after wrapping the model:
+
+        model = DDP(net)
+        muster.torch.watch_speed(model)
+
+    It registers a DDP communication hook that does what DDP's default does
+    (average the bucket over the ranks) and marks each bucket's all-reduce as
+    a collective: from its start to its completion is communication and
+    waiting, the rest this rank's own work. A model with a hook of its own
+    keeps it (DDP takes one hook): mark its collectives with
+    ``muster.progress.collective(...)`` instead. Without MUSTER_PROGRESS_FILE
+    (not under muster) it does nothing."""
+    if progress.current() is None:
+        return
+
+    def hook(_state: Any, bucket: Any) -> Any:
+        tensor = bucket.buffer()
+        tensor.div_(dist.get_world_size())
+        progress.begin("AllReduce")
+        fut = dist.all_reduce(tensor, async_op=True).get_future()
+
+        def done(f: Any) -> Any:
+            progress.end()
+            return f.value()[0]
+
+        return fut.then(done)
+
+    model.register_comm_hook(None, hook)
 
 
 # ---- internals

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include <sys/socket.h>
 #endif
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
@@ -27,6 +29,7 @@
 #include "comm/api/init.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/gloo/gloo_mesh.h"
+#include "comm/src/progress_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "muster/comm/communicator.h"
@@ -529,6 +532,32 @@ TEST(ProgressTest, TheSpeedCountersSplitWorkFromCollectives) {
   EXPECT_GE(snap->compute_us, 250000u);
   EXPECT_LT(snap->compute_us, 60000000u);
   EXPECT_GT(snap->wait_us, 0u);
+  std::filesystem::remove(path);
+}
+
+// The layout every writer shares (libmuster_comm here,
+// python/muster/progress.py in tests/python/progress_test.py): a fresh file,
+// digits masked, is the golden file.
+TEST(ProgressTest, AFreshFileHasTheSharedLayout) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       absl::StrCat("muster-progress-layout-", getpid(), ".txt"))
+          .string();
+  ASSERT_TRUE(internal::ProgressFile::Open(path).ok());
+  auto read = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::string text = read(path);
+  for (size_t i = sizeof("muster-progress 2") - 1; i < text.size(); ++i) {
+    if (absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) text[i] = '0';
+  }
+  const std::string golden =
+      read((std::filesystem::path(__FILE__).parent_path().parent_path() /
+            "testdata/progress/fresh.golden")
+               .string());
+  ASSERT_EQ(golden.size(), kProgressFileSize);
+  EXPECT_EQ(text, golden);
   std::filesystem::remove(path);
 }
 
