@@ -181,41 +181,32 @@ std::string RpcMetrics::Render(const Coordinator& coordinator,
   Help(&out, "muster_restarts", "gauge",
        "Worker-failure restarts taken by the known jobs.");
   Line(&out, "muster_restarts", "", static_cast<double>(restarts));
-  Help(&out, "muster_job_round", "gauge", "The current round of each job.");
-  for (const v1::JobStatus& job : status.jobs()) {
-    Line(&out, "muster_job_round",
-         absl::StrCat("job=\"", PrometheusLabel(job.job_id()), "\""),
-         static_cast<double>(job.round()));
-  }
-  Help(&out, "muster_job_members", "gauge",
-       "Nodes in each job's current round.");
-  for (const v1::JobStatus& job : status.jobs()) {
-    Line(&out, "muster_job_members",
-         absl::StrCat("job=\"", PrometheusLabel(job.job_id()), "\""),
-         job.members_size());
-  }
-  Help(&out, "muster_job_restarts", "gauge",
-       "Worker-failure restarts each job has taken.");
-  for (const v1::JobStatus& job : status.jobs()) {
-    Line(&out, "muster_job_restarts",
-         absl::StrCat("job=\"", PrometheusLabel(job.job_id()), "\""),
-         job.restart_count());
-  }
-  Help(&out, "muster_job_stragglers", "gauge",
-       "Ranks of each running job whose speed score is under the job's "
-       "--straggler-threshold.");
-  for (const v1::JobStatus& job : status.jobs()) {
-    Line(&out, "muster_job_stragglers",
-         absl::StrCat("job=\"", PrometheusLabel(job.job_id()), "\""),
-         job.stragglers_size());
-  }
-  Help(&out, "muster_job_excluded_nodes", "gauge",
-       "Nodes excluded from each job whose --exclude-cooldown has not passed.");
-  for (const v1::JobStatus& job : status.jobs()) {
-    Line(&out, "muster_job_excluded_nodes",
-         absl::StrCat("job=\"", PrometheusLabel(job.job_id()), "\""),
-         job.excluded_size());
-  }
+  // One gauge per job, labelled job="ID".
+  const auto per_job = [&](const std::string& name, const std::string& help,
+                           double (*value)(const v1::JobStatus&)) {
+    Help(&out, name, "gauge", help);
+    for (const v1::JobStatus& job : status.jobs()) {
+      Line(&out, name,
+           absl::StrCat("job=\"", PrometheusLabel(job.job_id()), "\""),
+           value(job));
+    }
+  };
+  per_job(
+      "muster_job_round", "The current round of each job.",
+      [](const v1::JobStatus& j) { return static_cast<double>(j.round()); });
+  per_job("muster_job_members", "Nodes in each job's current round.",
+          [](const v1::JobStatus& j) { return double{1} * j.members_size(); });
+  per_job("muster_job_restarts", "Worker-failure restarts each job has taken.",
+          [](const v1::JobStatus& j) { return double{1} * j.restart_count(); });
+  per_job(
+      "muster_job_stragglers",
+      "Ranks of each running job whose speed score is under the job's "
+      "--straggler-threshold.",
+      [](const v1::JobStatus& j) { return double{1} * j.stragglers_size(); });
+  per_job("muster_job_excluded_nodes",
+          "Nodes excluded from each job whose --exclude-cooldown has not "
+          "passed.",
+          [](const v1::JobStatus& j) { return double{1} * j.excluded_size(); });
   Help(&out, "muster_store_namespaces", "gauge",
        "Store namespaces (live rounds) holding keys.");
   Line(&out, "muster_store_namespaces", "",
