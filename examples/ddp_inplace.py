@@ -90,6 +90,9 @@ class Trainer:
                 dist.broadcast(p.data, 0)
         # DDP holds the group it was made on: a new one per round.
         self.ddp = DistributedDataParallel(self.model)
+        # Its gradient all-reduces, timed for musterd's straggler scores
+        # (docs/stragglers.md).
+        muster.torch.watch_speed(self.ddp)
 
     def train_step(self):
         # Each rank's batch depends on the step and the rank only, so a

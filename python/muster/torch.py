@@ -325,7 +325,9 @@ def watch_speed(model: Any) -> None:
     if progress.current() is None:
         return
 
-    def hook(_state: Any, bucket: Any) -> Any:
+    # No annotations: DDP refuses a hook whose bucket is annotated other than
+    # dist.GradBucket, and this module's annotations are strings.
+    def hook(_state, bucket):  # type: ignore[no-untyped-def]
         tensor = bucket.buffer()
         tensor.div_(dist.get_world_size())
         progress.begin("AllReduce")

@@ -10,14 +10,12 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <atomic>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -106,32 +104,6 @@ std::vector<int> StragglerRanks(const nlohmann::json& job) {
   return ranks;
 }
 
-// SIGSTOP / SIGCONT on `pid` every `half` while it lives: the process runs at
-// about half speed. The destructor ends with SIGCONT.
-class DutyCycle {
- public:
-  DutyCycle(pid_t pid, absl::Duration half) : pid_(pid) {
-    thread_ = std::thread([this, half] {
-      while (!stop_.load()) {
-        if (kill(pid_, SIGSTOP) != 0) return;
-        absl::SleepFor(half);
-        kill(pid_, SIGCONT);
-        absl::SleepFor(half);
-      }
-    });
-  }
-  ~DutyCycle() {
-    stop_.store(true);
-    thread_.join();
-    kill(pid_, SIGCONT);
-  }
-
- private:
-  const pid_t pid_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 class StragglerE2eTest : public ::testing::Test {
  protected:
   // Starts three nodes of `job` and waits for their six workers.
@@ -181,7 +153,8 @@ TEST_F(StragglerE2eTest, AHalfSpeedNodeIsReplacedByASpareInPlace) {
 
   const absl::Time slowed_at = absl::Now();
   {
-    DutyCycle cycle(slow_pid, absl::Milliseconds(50));
+    testing::DutyCycle cycle(slow_pid, absl::Milliseconds(50),
+                             absl::Milliseconds(50));
     // Named: among the stragglers, or already among the excluded nodes with
     // its rank in the reason (the swap can come before a poll sees the name).
     const std::string named_in_reason = absl::StrCat("rank ", slow_rank, " ");
@@ -241,7 +214,8 @@ TEST_F(StragglerE2eTest, ReportNamesTheSlowRankAndReplacesNothing) {
   ASSERT_NO_FATAL_FAILURE(StartJob(job, {}));
   const auto slow = Starts(nodes_[2]->Output()).begin();
   const absl::Time slowed_at = absl::Now();
-  DutyCycle cycle(slow->first, absl::Milliseconds(50));
+  testing::DutyCycle cycle(slow->first, absl::Milliseconds(50),
+                           absl::Milliseconds(50));
   nlohmann::json named;
   EXPECT_TRUE(WaitUntil(
       [&] {

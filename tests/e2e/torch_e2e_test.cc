@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -170,15 +171,17 @@ bool InWorldOf(const std::string& out, int world) {
 
 class TorchInPlaceE2eTest : public TorchE2eTest {
  protected:
-  std::unique_ptr<Subprocess> StartNode(const std::string& job,
-                                        const std::string& nnodes,
-                                        std::vector<std::string> program) {
+  std::unique_ptr<Subprocess> StartNode(
+      const std::string& job, const std::string& nnodes,
+      std::vector<std::string> program,
+      const std::vector<std::string>& flags = {}) {
     std::vector<std::string> argv = {
         BinPath("muster"),     "--nnodes=" + nnodes,
         "--nproc-per-node=1",  "--recovery=in-place",
         "--rdzv-backend=c10d", "--rdzv-endpoint=" + musterd_.endpoint(),
-        "--rdzv-id=" + job,    "--rdzv-conf=" + testing::FastRdzvConf(),
-        "--run-path"};
+        "--rdzv-id=" + job,    "--rdzv-conf=" + testing::FastRdzvConf()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--run-path");
     argv.insert(argv.end(), program.begin(), program.end());
     return std::make_unique<Subprocess>(argv, LauncherEnv());
   }
@@ -281,6 +284,58 @@ TEST_F(TorchInPlaceE2eTest, ALostNodeShrinksInPlaceAndANewNodeGrowsItBack) {
   EXPECT_EQ(sums.size(), 1u) << Dump();
   std::printf("survivors in a world of 2 %.2f s after the kill -9\n",
               absl::ToDoubleSeconds(shrink));
+}
+
+// Stragglers through muster.torch.watch_speed (issue 38): three nodes of the
+// example with --straggler-action=replace and a spare; one worker slowed to
+// half speed from outside. Its node exits 5, the spare takes the place, and
+// the other two workers recover in place (the same processes).
+TEST_F(TorchInPlaceE2eTest, AHalfSpeedWorkerIsReplacedByTheSpare) {
+  ASSERT_TRUE(musterd_.ready()) << musterd_.proc().Output();
+  const std::vector<std::string> replace = {"--straggler-action=replace"};
+  for (int i = 0; i < 3; ++i) {
+    nodes_.push_back(StartNode("torchslow", "3:3", Example(100000), replace));
+  }
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        for (const auto& n : nodes_) {
+          if (!InWorldOf(n->Output(), 3)) return false;
+        }
+        return true;
+      },
+      absl::Seconds(180)))
+      << Dump();
+  nodes_.push_back(StartNode("torchslow", "3:3", Example(100000), replace));
+  ASSERT_TRUE(nodes_[3]->WaitForOutput("spare", absl::Seconds(60))) << Dump();
+  const long pid_a = StartedPid(nodes_[0]->Output()).first;
+  const long pid_c = StartedPid(nodes_[2]->Output()).first;
+  const absl::Time slowed = absl::Now();
+  std::optional<int> rc;
+  {
+    testing::DutyCycle cycle(
+        static_cast<pid_t>(StartedPid(nodes_[1]->Output()).first),
+        absl::Milliseconds(50), absl::Milliseconds(50));
+    rc = nodes_[1]->Wait(absl::Seconds(90));
+  }
+  ASSERT_TRUE(rc.has_value()) << "the slow node was not replaced\n" << Dump();
+  EXPECT_EQ(*rc, 5) << Dump();
+  EXPECT_THAT(nodes_[1]->Output(), HasSubstr("straggler")) << Dump();
+  std::printf("half speed -> replaced: %.1f s\n",
+              absl::ToDoubleSeconds(absl::Now() - slowed));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        return InWorldOf(nodes_[3]->Output(), 3) &&
+               LinesWith(nodes_[0]->Output(), "recovered: rank").size() >= 1 &&
+               LinesWith(nodes_[2]->Output(), "recovered: rank").size() >= 1;
+      },
+      absl::Seconds(120)))
+      << Dump();
+  EXPECT_EQ(StartedPid(nodes_[0]->Output()), std::make_pair(pid_a, 1))
+      << Dump();
+  EXPECT_EQ(StartedPid(nodes_[2]->Output()), std::make_pair(pid_c, 1))
+      << Dump();
+  for (size_t i : {0, 2, 3}) nodes_[i]->Signal(SIGTERM);
+  for (size_t i : {0, 2, 3}) nodes_[i]->WaitOrKill(absl::Seconds(60));
 }
 
 // Two nodes lost back to back (the second while the round that the first

@@ -274,4 +274,22 @@ bool AllExited(const std::vector<pid_t>& pids, absl::Duration timeout) {
       timeout);
 }
 
+DutyCycle::DutyCycle(pid_t pid, absl::Duration stopped, absl::Duration running)
+    : pid_(pid) {
+  thread_ = std::thread([this, stopped, running] {
+    while (!stop_.load()) {
+      if (kill(pid_, SIGSTOP) != 0) return;
+      absl::SleepFor(stopped);
+      kill(pid_, SIGCONT);
+      absl::SleepFor(running);
+    }
+  });
+}
+
+DutyCycle::~DutyCycle() {
+  stop_.store(true);
+  thread_.join();
+  kill(pid_, SIGCONT);
+}
+
 }  // namespace muster::testing

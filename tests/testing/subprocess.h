@@ -7,10 +7,12 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -100,6 +102,22 @@ std::vector<pid_t> PidsInDir(const std::string& dir);
 
 // Waits until none of pids is alive; false if one still is after timeout.
 bool AllExited(const std::vector<pid_t>& pids, absl::Duration timeout);
+
+// Slows `pid` from outside, as a throttled CPU would: SIGSTOP for `stopped`,
+// then SIGCONT for `running`, over and over while it lives (stopped = running:
+// about half speed). The destructor ends with SIGCONT.
+class DutyCycle {
+ public:
+  DutyCycle(pid_t pid, absl::Duration stopped, absl::Duration running);
+  ~DutyCycle();
+  DutyCycle(const DutyCycle&) = delete;
+  DutyCycle& operator=(const DutyCycle&) = delete;
+
+ private:
+  const pid_t pid_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 }  // namespace muster::testing
 
