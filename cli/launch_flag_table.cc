@@ -345,6 +345,17 @@ std::vector<LaunchFlag> MakeTable() {
    return DurationValue(f, g, "expected a duration from 1s to 168h, e.g. "
                         "10m or 1h", &s->config.exclude_cooldown);
  }},
+{.name = "exclude-after-failures", .value_name = "N", .group = kGroupNodes,
+ .default_value = "0", .bounds = IntRange{0, 1000},
+ .fills = "AgentConfig::exclude_after_failures",
+ .help = "Exclude from the job, for --exclude-cooldown, a node whose workers "
+         "failed N rounds in a row, when the job keeps its minimum node count "
+         "without it or a spare takes its place (each failure still costs a "
+         "restart). Default 0: never.",
+ .apply = MUSTER_APPLY {
+   return IntValue(f, g, "expected a number of rounds from 0 (never) to 1000",
+                   &s->config.exclude_after_failures);
+ }},
 {.name = "health-check", .value_name = "CMD", .group = kGroupNodes,
  .fills = "AgentConfig::health_check",
  .help = "A shell command run before each round's join (GPU, NIC, storage "

@@ -276,6 +276,7 @@ int ElasticAgent::Impl::ComposeJoin() {
       absl::ToInt64Milliseconds(config_.straggler_window));
   join_.set_exclude_cooldown_ms(
       absl::ToInt64Milliseconds(config_.exclude_cooldown));
+  join_.set_exclude_after_failures(config_.exclude_after_failures);
   return -1;
 }
 

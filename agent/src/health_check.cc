@@ -58,6 +58,27 @@ std::string DescribeHealthCheckFailure(const std::string& command,
   return out;
 }
 
+std::string HealthCheckLeaveReason(const HealthCheckResult& result) {
+  std::string reason = result.ran.timed_out
+                           ? std::string("health check timed out")
+                           : absl::StrCat("health check failed (exit code ",
+                                          result.ran.exit_code, ")");
+  // The check's last line usually says what is wrong ("GPU 0 fell off the
+  // bus"); musterd shows it with the exclusion in `muster status`.
+  absl::string_view text =
+      absl::StripTrailingAsciiWhitespace(result.ran.output);
+  if (size_t nl = text.rfind('\n'); nl != absl::string_view::npos) {
+    text.remove_prefix(nl + 1);
+  }
+  text = absl::StripAsciiWhitespace(text);
+  constexpr size_t kMaxLine = 200;
+  if (!text.empty()) {
+    absl::StrAppend(&reason, ": ", text.substr(0, kMaxLine),
+                    text.size() > kMaxLine ? "..." : "");
+  }
+  return reason;
+}
+
 // ElasticAgent's hook (elastic_agent_impl.h): before the first Join and each
 // rejoin.
 
@@ -79,9 +100,14 @@ int ElasticAgent::Impl::CheckNodeHealth(const char* when) {
   std::fflush(stderr);
   // Leave at once (a Leave is a lost node to musterd): the round forms or
   // goes on without this node instead of waiting for its heartbeats to end.
+  // musterd excludes the node from the job for its --exclude-cooldown: a node
+  // that failed its check should not come back at the next round only
+  // because the check passed once.
   if (client_ != nullptr) {
-    client_->Close(result.ran.timed_out ? "health check timed out"
-                                        : "health check failed");
+    v1::Leave leave;
+    leave.set_reason(HealthCheckLeaveReason(result));
+    leave.set_health_check_failed(true);
+    client_->CloseWith(leave);
   }
   return kExitHealthCheckFailed;
 }

@@ -36,6 +36,11 @@ std::string DescribeHealthCheckFailure(const std::string& command,
                                        absl::Duration timeout,
                                        const HealthCheckResult& result);
 
+// The Leave reason musterd records with the exclusion: "health check failed
+// (exit code 3): disk /scratch is read-only" (the output's last line, at most
+// 200 characters) or "health check timed out".
+std::string HealthCheckLeaveReason(const HealthCheckResult& result);
+
 }  // namespace muster::agent
 
 #endif  // MUSTER_AGENT_SRC_HEALTH_CHECK_H_

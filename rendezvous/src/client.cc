@@ -177,7 +177,7 @@ class GrpcRendezvousClient final : public SessionClient {
     state_ = State::kClosed;
   }
 
-  void Close(absl::string_view leave_reason) override {
+  void CloseWith(const v1::Leave& leave) override {
     bool open = false;
     if (!StartClosing(&open)) return;
     if (open) {
@@ -194,9 +194,9 @@ class GrpcRendezvousClient final : public SessionClient {
         if (may_write) writing_ = true;
       }
       if (may_write) {
-        if (!leave_reason.empty()) {
+        if (!leave.reason().empty()) {
           v1::AgentMessage msg;
-          msg.mutable_leave()->set_reason(std::string(leave_reason));
+          *msg.mutable_leave() = leave;
           stream_->Write(msg);
         }
         stream_->WritesDone();

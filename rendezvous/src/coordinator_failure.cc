@@ -249,6 +249,14 @@ void Coordinator::Impl::LoseNode(Job& job, const std::string& node_id,
       outbox_.Close(c->second.channel, *close_with);
     EraseConnection(c);
   }
+  if (status == NodeStatus::kMember || status == NodeStatus::kPending) {
+    // It ran in a round of this job: if it comes back healthy, it goes before
+    // a fresh spare (CloseRound).
+    if (job.former_ids.size() < kMaxFormerNodes) job.former_ids.insert(node_id);
+    if (job.former_hosts.size() < kMaxFormerNodes) {
+      job.former_hosts.insert(it->second.join.hostname());
+    }
+  }
   job.EraseNode(it);
   job.awaited_survivors.erase(node_id);
   job.adopt_claims.erase(node_id);
@@ -570,7 +578,17 @@ void Coordinator::Impl::OnWorkersFailed(ConnectionId conn,
                      " failed (no details reported)");
   }
   job->last_failure = reason;
+  const std::string node_id = node->join.node_id();
+  const bool exclude = CountFailedRound(*job, node_id);
   EndRound(*job, reason, /*worker_failure=*/true);
+  if (exclude && !job->ended()) {
+    ExcludeNode(
+        *job, node_id,
+        absl::StrCat("its workers failed ", job->failed_in_a_row[node_id],
+                     " rounds in a row (the last: ", reason, ")"),
+        0, clock_->Now(),
+        absl::StrCat("--exclude-after-failures=", job->exclude_after_failures));
+  }
 }
 
 // A blocked pair of nodes will not heal by restarting: the job fails at once,
@@ -593,6 +611,19 @@ void Coordinator::Impl::OnPreflightFailed(ConnectionId conn,
 }
 
 void Coordinator::Impl::OnLeave(ConnectionId conn, const v1::Leave& leave) {
+  if (leave.health_check_failed()) {
+    // A node whose check failed between rounds stays out of the job for the
+    // cooldown: one passing check later does not make a flapping GPU sound.
+    absl::MutexLock lock(&mu_);
+    auto [job, node] = Find(conn);
+    if (job != nullptr && node != nullptr && !job->ended()) {
+      RecordExclusion(*job, *node,
+                      leave.reason().empty()
+                          ? std::string("health check failed")
+                          : leave.reason(),
+                      0, clock_->Now(), "--health-check");
+    }
+  }
   StreamEnded(conn,
               leave.reason().empty() ? std::string("left")
                                      : absl::StrCat("left: ", leave.reason()),

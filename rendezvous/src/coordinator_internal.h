@@ -160,6 +160,8 @@ struct Exclusion {
 
 // Rounds a job remembers for its timeline (JobStatus.history).
 inline constexpr size_t kMaxHistory = 32;
+// Former members a job remembers to prefer them to fresh spares.
+inline constexpr size_t kMaxFormerNodes = 100'000;
 
 struct Job {
   std::string id;
@@ -190,6 +192,16 @@ struct Job {
   int64_t straggler_acted_round = 0;
   int64_t straggler_logged_round = 0;
   std::vector<Exclusion> excluded;
+  // --exclude-after-failures (0: never) and each node's count of rounds in a
+  // row that its workers' failure ended (OnWorkersFailed: only the node that
+  // ended a round counts; another node's failure resets it).
+  int32_t exclude_after_failures = 0;
+  std::map<std::string, int> failed_in_a_row;
+  // Nodes (ids and hosts) that were members of one of the job's rounds and
+  // were lost since: one that comes back goes before a fresh spare
+  // (CloseRound). Capped at kMaxFormerNodes each.
+  std::set<std::string> former_ids;
+  std::set<std::string> former_hosts;
 
   // The current round: the one being formed while OPEN, the one running while
   // RUNNING, the last one once ended. 0 before the first round opens.
@@ -578,8 +590,21 @@ class Coordinator::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends `node_id` Excluded, records the exclusion and loses the node (the
   // round ends as for a lost node; in place, the others keep their workers).
+  // `by` names the rule in musterd's log ("--straggler-action=replace").
   void ExcludeNode(Job& job, const std::string& node_id,
-                   const std::string& reason, double score, absl::Time now)
+                   const std::string& reason, double score, absl::Time now,
+                   const std::string& by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Only records the exclusion (and logs it): the node's Joins are refused
+  // until the cooldown has passed.
+  void RecordExclusion(Job& job, const Node& node, const std::string& reason,
+                       double score, absl::Time now, const std::string& by)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member's workers failed and ended the round: counts the rounds in a row
+  // and, at --exclude-after-failures, excludes the node once the round has
+  // ended, when the job keeps its minimum without it or a spare waits.
+  // Returns whether the node is to be excluded (the caller ends the round
+  // first, then calls ExcludeNode).
+  bool CountFailedRound(Job& job, const std::string& node_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A Join of a node excluded from the job (cooldown not over): answered with
   // Excluded and its stream closed; true when it was.

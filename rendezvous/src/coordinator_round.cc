@@ -178,19 +178,24 @@ void Coordinator::Impl::CloseRound(Job& job) {
   // --recovery=in-place: nodes that keep their workers come first (their
   // workers carry on, ranks compacted in their previous order); nodes that
   // start new workers are newcomers after them, even survivors.
+  // Among the rest, a node that ran in an earlier round of the job and came
+  // back (healthy: it passed its check and is not excluded) goes before a
+  // fresh spare: its host is known to work with the others.
   bool in_place = false;
-  std::vector<std::tuple<int, int, int64_t, std::string>> candidates;
+  std::vector<std::tuple<int, int, int, int64_t, std::string>> candidates;
   for (const auto& [id, node] : job.nodes) {
     if (node.status != NodeStatus::kWaiting) continue;
     auto it = previous_rank.find(id);
     const bool newcomer =
         node.join.recovery_in_place() && !node.join.has_kept();
+    const bool returning = job.former_ids.contains(id) ||
+                           job.former_hosts.contains(node.join.hostname());
     in_place = in_place || node.join.recovery_in_place();
     candidates.emplace_back(newcomer ? 1 : 0,
                             it == previous_rank.end()
                                 ? std::numeric_limits<int>::max()
                                 : it->second,
-                            node.join_seq, id);
+                            returning ? 0 : 1, node.join_seq, id);
   }
   std::sort(candidates.begin(), candidates.end());
   if (candidates.size() > static_cast<size_t>(job.max_nodes))
@@ -198,7 +203,7 @@ void Coordinator::Impl::CloseRound(Job& job) {
 
   std::vector<MemberSpec> specs;
   std::vector<std::string> order;  // in-place: the candidates' order
-  for (const auto& [newcomer, prev, seq, id] : candidates) {
+  for (const auto& [newcomer, prev, returning, seq, id] : candidates) {
     order.push_back(id);
     const Node& node = job.nodes.at(id);
     specs.push_back(MemberSpec{.node_id = id,

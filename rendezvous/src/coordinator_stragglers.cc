@@ -68,6 +68,7 @@ void Coordinator::Impl::TakeStragglerPolicy(Job& job, const v1::Join& join) {
   if (join.exclude_cooldown_ms() > 0) {
     job.exclude_cooldown = absl::Milliseconds(join.exclude_cooldown_ms());
   }
+  job.exclude_after_failures = std::max(0, join.exclude_after_failures());
   job.stragglers = std::make_shared<StragglerTracker>(job.straggler_policy);
 }
 
@@ -151,17 +152,16 @@ absl::Time Coordinator::Impl::CheckStragglers(Job& job, absl::Time now) {
                            " of the median speed over ", window,
                            "; --straggler-threshold ",
                            job.straggler_policy.threshold, ")"),
-              worst.score, now);
+              worst.score, now,
+              absl::StrCat("--straggler-action=", job.straggler_action));
   return job.next_straggler_check;
 }
 
-void Coordinator::Impl::ExcludeNode(Job& job, const std::string& node_id,
-                                    const std::string& reason, double score,
-                                    absl::Time now) {
-  auto it = job.nodes.find(node_id);
-  if (it == job.nodes.end()) return;
-  job.straggler_acted_round = job.round;
-  const std::string hostname = it->second.join.hostname();
+void Coordinator::Impl::RecordExclusion(Job& job, const Node& node,
+                                        const std::string& reason, double score,
+                                        absl::Time now, const std::string& by) {
+  const std::string& node_id = node.join.node_id();
+  const std::string& hostname = node.join.hostname();
   bool shared_host = false;
   for (const auto& [id, other] : job.nodes) {
     shared_host |= id != node_id && other.join.hostname() == hostname;
@@ -174,10 +174,18 @@ void Coordinator::Impl::ExcludeNode(Job& job, const std::string& node_id,
                                    .since = now,
                                    .until = now + job.exclude_cooldown});
   MUSTER_LOG(WARNING) << "job " << job.id << ": excluding "
-                      << DescribeNode(hostname, node_id) << " ("
-                      << job.straggler_action << "): " << reason
-                      << "; it may rejoin after "
+                      << DescribeNode(hostname, node_id) << " (" << by
+                      << "): " << reason << "; it may rejoin after "
                       << ClockTime(now + job.exclude_cooldown);
+}
+
+void Coordinator::Impl::ExcludeNode(Job& job, const std::string& node_id,
+                                    const std::string& reason, double score,
+                                    absl::Time now, const std::string& by) {
+  auto it = job.nodes.find(node_id);
+  if (it == job.nodes.end()) return;
+  job.straggler_acted_round = job.round;
+  RecordExclusion(job, it->second, reason, score, now, by);
   v1::ServerMessage msg;
   msg.set_epoch(epoch());
   msg.mutable_excluded()->set_round(job.round);
@@ -185,6 +193,30 @@ void Coordinator::Impl::ExcludeNode(Job& job, const std::string& node_id,
   msg.mutable_excluded()->set_score(score);
   Send(it->second.conn, std::move(msg));
   LoseNode(job, node_id, absl::StrCat("excluded: ", reason), absl::OkStatus());
+}
+
+bool Coordinator::Impl::CountFailedRound(Job& job, const std::string& node_id) {
+  // Only the node whose failure ended the round counts; a round another node
+  // ended breaks every other streak.
+  const int count = job.failed_in_a_row[node_id] + 1;
+  job.failed_in_a_row.clear();
+  job.failed_in_a_row[node_id] = count;
+  if (job.exclude_after_failures <= 0 || count < job.exclude_after_failures) {
+    return false;
+  }
+  const int left = static_cast<int>(job.members.size()) - 1;
+  if (left >= job.min_nodes || job.WaitingCount() > 0) return true;
+  auto node = job.nodes.find(node_id);
+  MUSTER_LOG(WARNING) << "job " << job.id << ": the workers of "
+                      << DescribeNode(node == job.nodes.end()
+                                          ? std::string()
+                                          : node->second.join.hostname(),
+                                      node_id)
+                      << " failed " << count
+                      << " rounds in a row, but excluding it would leave "
+                      << left << " nodes, under the minimum of "
+                      << job.min_nodes << ", and no spare waits; keeping it";
+  return false;
 }
 
 bool Coordinator::Impl::AnswerExcludedJoin(

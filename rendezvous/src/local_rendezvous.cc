@@ -252,14 +252,12 @@ class LocalRendezvous::Impl::Client final : public RendezvousClient {
 
   void SetRound(int64_t) override {}
 
-  void Close(absl::string_view leave_reason) override {
+  void CloseWith(const v1::Leave& leave) override {
     absl::MutexLock lock(&impl_->events_mu());
     if (closed_) return;
     closed_ = true;
     if (joined_) {
-      if (!leave_reason.empty()) {
-        v1::Leave leave;
-        leave.set_reason(std::string(leave_reason));
+      if (!leave.reason().empty()) {
         impl_->coordinator().OnLeave(id_, leave);
       }
       impl_->coordinator().OnDisconnect(id_);

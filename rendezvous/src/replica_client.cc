@@ -236,8 +236,8 @@ class FollowingClient final : public RendezvousClient {
   void HeartbeatNow() override {
     if (SessionClient* inner = Inner()) inner->HeartbeatNow();
   }
-  void Close(absl::string_view leave_reason) override {
-    if (SessionClient* inner = Inner()) inner->Close(leave_reason);
+  void CloseWith(const v1::Leave& leave) override {
+    if (SessionClient* inner = Inner()) inner->CloseWith(leave);
   }
 
  private:

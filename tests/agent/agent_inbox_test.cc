@@ -85,7 +85,7 @@ class ScriptedClient : public rendezvous::RendezvousClient {
     return item;
   }
   void SetRound(int64_t) override {}
-  void Close(absl::string_view) override {}
+  void CloseWith(const v1::Leave&) override {}
 
  private:
   absl::Mutex mu_;

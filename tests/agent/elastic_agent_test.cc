@@ -137,10 +137,10 @@ class FakeServer::Client : public rendezvous::RendezvousClient {
     return msg;
   }
   void SetRound(int64_t) override {}
-  void Close(absl::string_view leave_reason) override {
+  void CloseWith(const v1::Leave& leave) override {
     absl::MutexLock lock(&server_->mu_);
-    if (!leave_reason.empty()) {
-      server_->leave_reasons_.emplace_back(leave_reason);
+    if (!leave.reason().empty()) {
+      server_->leave_reasons_.emplace_back(leave.reason());
     }
   }
 
@@ -492,12 +492,14 @@ TEST_F(ElasticAgentTest, ExcludedStopsTheWorkersLeavesAndExitsFive) {
   config_.straggler_threshold = 0.6;
   config_.straggler_window = absl::Seconds(30);
   config_.exclude_cooldown = absl::Minutes(5);
+  config_.exclude_after_failures = 3;
   StartAgent();
   const v1::Join join = server_.first_join();
   EXPECT_EQ(join.straggler_action(), "exclude");
   EXPECT_DOUBLE_EQ(join.straggler_threshold(), 0.6);
   EXPECT_EQ(join.straggler_window_ms(), 30000);
   EXPECT_EQ(join.exclude_cooldown_ms(), 300000);
+  EXPECT_EQ(join.exclude_after_failures(), 3);
   auto workers = StartRound(1, 1);
   ASSERT_NE(workers, nullptr);
   workers->IgnoreStopSignals(1);

@@ -48,6 +48,7 @@ TEST(StragglerFlagsTest, Defaults) {
   EXPECT_DOUBLE_EQ(c.straggler_threshold, 0.7);
   EXPECT_EQ(c.straggler_window, absl::Seconds(20));
   EXPECT_EQ(c.exclude_cooldown, absl::Minutes(10));
+  EXPECT_EQ(c.exclude_after_failures, 0);
 }
 
 TEST(StragglerFlagsTest, Values) {
@@ -58,6 +59,8 @@ TEST(StragglerFlagsTest, Values) {
   EXPECT_DOUBLE_EQ(c.straggler_threshold, 0.5);
   EXPECT_EQ(c.straggler_window, absl::Minutes(1));
   EXPECT_EQ(c.exclude_cooldown, absl::Seconds(90));
+  EXPECT_EQ(ParseOk({"--exclude-after-failures=3", "x"}).exclude_after_failures,
+            3);
   EXPECT_EQ(ParseOk({"--recovery=in-place", "--straggler-action=Replace", "x"})
                 .straggler_action,
             StragglerAction::kReplace);
@@ -86,6 +89,14 @@ TEST(StragglerFlagsTest, BadValuesNameTheFlagAndTheFix) {
   }
   EXPECT_THAT(ParseError({"--exclude-cooldown=0", "x"}),
               HasSubstr("--exclude-cooldown=0"));
+  for (const char* bad : {"-1", "1001", "two"}) {
+    SCOPED_TRACE(bad);
+    const std::string error =
+        ParseError({std::string("--exclude-after-failures=") + bad, "x"});
+    EXPECT_THAT(error,
+                HasSubstr(std::string("--exclude-after-failures=") + bad));
+    EXPECT_THAT(error, HasSubstr("from 0 (never) to 1000"));
+  }
   EXPECT_THAT(ParseError({"x"}, {{"PET_STRAGGLER_THRESHOLD", "2"}}),
               HasSubstr("PET_STRAGGLER_THRESHOLD"));
 }

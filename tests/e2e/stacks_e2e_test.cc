@@ -244,7 +244,8 @@ TEST(StacksE2eTest, MusterdSeesNoProgressAndEveryNodeReports) {
 // A node whose check starts failing between rounds stays out of the next
 // one: round 1 runs on three nodes until rank 0 fails (it marks the third
 // node sick first); at the rejoin the third node's check fails, that agent
-// exits 4 with the check's output, and the other two form round 2.
+// exits 4 with the check's output, the other two form round 2, and musterd
+// excludes the node from the job for its cooldown.
 TEST(StacksE2eTest, HealthCheckFailingAtRejoinKeepsTheNodeOut) {
   MusterdProcess server;
   ASSERT_TRUE(server.ready());
@@ -274,6 +275,11 @@ TEST(StacksE2eTest, HealthCheckFailingAtRejoinKeepsTheNodeOut) {
   EXPECT_EQ(a->WaitOrKill(kExitDeadline), 0) << a->Output();
   EXPECT_EQ(b->WaitOrKill(kExitDeadline), 0) << b->Output();
   EXPECT_THAT(a->Output(), HasSubstr(" of 2, master"));
+  // musterd keeps the node out of the job for --exclude-cooldown, with the
+  // check's last line as the reason.
+  EXPECT_THAT(server.proc().Output(),
+              HasSubstr("(--health-check): health check failed (exit code 5): "
+                        "GPU 0 fell off the bus; it may rejoin after"));
 }
 
 // A three-node elastic job (2:3) whose third node's health check fails: that

@@ -4,6 +4,10 @@
 // (in place) its node gets Excluded, its stream ends and the round ends for
 // the others; report sends nothing; an excluded host's new agent is answered
 // with Excluded until the cooldown has passed; a bad policy is refused.
+// Exclusion that lasts besides stragglers: a node whose health check failed
+// between rounds (Leave.health_check_failed) and a node whose workers failed
+// --exclude-after-failures rounds in a row are kept out for the cooldown; a
+// node that ran in an earlier round and comes back goes before a fresh spare.
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +72,42 @@ class CoordinatorStragglersTest : public ::testing::Test {
     absl::Status s = coord_.OnJoin(a.conn, a.join, a.ch);
     EXPECT_TRUE(s.ok()) << s;
     return a;
+  }
+  // A node of job "j" that restarts its workers: `min`:`max` nodes, 5
+  // restarts, no lease.
+  v1::Join PlainJoin(const std::string& node, int min, int max,
+                     int after_failures = 0) {
+    v1::Join j = MakeJoin(node, "");
+    j.set_min_nodes(min);
+    j.set_max_nodes(max);
+    j.set_max_restarts(5);
+    j.set_lease_timeout_ms(0);
+    j.set_recovery_in_place(false);
+    j.set_exclude_after_failures(after_failures);
+    return j;
+  }
+  // The same agent joins again on its stream (after a Restart).
+  void Rejoin(const Agent& a) {
+    absl::Status s = coord_.OnJoin(a.conn, a.join, a.ch);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  // Lets last call pass so that an open round with min..max waiting closes.
+  void PassLastCall() {
+    clock_.Advance(absl::Seconds(2));
+    coord_.Tick();
+  }
+  static int64_t RoundOf(const Agent& a) {
+    const v1::ServerMessage& m = a.ch->last();
+    return m.has_round_ready() ? m.round_ready().round() : -1;
+  }
+  void FailWorkers(const Agent& a) {
+    v1::WorkersFailed failed;
+    failed.set_round(RoundOf(a));
+    v1::WorkerFailure* f = failed.add_failures();
+    f->set_node_id(a.join.node_id());
+    f->set_global_rank(0);
+    f->set_exit_code(1);
+    coord_.OnWorkersFailed(a.conn, failed);
   }
   // Three nodes in round 1; the rank of agents_[i] is i's group rank.
   void ThreeRunning(const std::string& action) {
@@ -228,6 +268,132 @@ TEST_F(CoordinatorStragglersTest, ABadPolicyIsRefusedWithTheFlagToFix) {
   s = coord_.OnJoin(b.conn, b.join, b.ch);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("--straggler-threshold"));
+}
+
+TEST_F(CoordinatorStragglersTest, AFailedHealthCheckExcludesTheNode) {
+  Agent a = Joined(PlainJoin("a", 2, 3));
+  Agent b = Joined(PlainJoin("b", 2, 3));
+  Agent c = Joined(PlainJoin("c", 2, 3));
+  coord_.Tick();
+  ASSERT_EQ(RoundOf(c), 1) << c.ch->last().DebugString();
+  FailWorkers(a);
+  // c's check fails before its rejoin: it leaves saying so.
+  v1::Leave leave;
+  leave.set_reason("health check failed (exit code 5): GPU 0 fell off the bus");
+  leave.set_health_check_failed(true);
+  coord_.OnLeave(c.conn, leave);
+  Rejoin(a);
+  Rejoin(b);
+  PassLastCall();
+  EXPECT_EQ(RoundOf(a), 2) << a.ch->last().DebugString();
+  EXPECT_EQ(a.ch->last().round_ready().group_world_size(), 2);
+
+  v1::JobStatus job = Job();
+  ASSERT_EQ(job.excluded_size(), 1) << job.DebugString();
+  EXPECT_EQ(job.excluded(0).node_id(), "c");
+  EXPECT_THAT(job.excluded(0).reason(), HasSubstr("GPU 0 fell off the bus"));
+
+  // Its agent restarted (a new node id on the same host) passes its check
+  // now, but is refused until the cooldown has passed.
+  v1::Join again = PlainJoin("c2", 2, 3);
+  again.set_hostname("host-c");
+  Agent back = Joined(again);
+  ASSERT_EQ(back.ch->count(Kind::kExcluded), 1);
+  EXPECT_THAT(back.ch->last().excluded().reason(),
+              HasSubstr("GPU 0 fell off the bus"));
+  EXPECT_TRUE(back.ch->closed().has_value());
+  clock_.Advance(absl::Seconds(61));
+  coord_.Tick();
+  Agent later = Joined(again);
+  EXPECT_EQ(later.ch->count(Kind::kExcluded), 0);
+  EXPECT_FALSE(later.ch->closed().has_value());
+}
+
+TEST_F(CoordinatorStragglersTest, APlainLeaveExcludesNothing) {
+  Agent a = Joined(PlainJoin("a", 1, 2));
+  Agent b = Joined(PlainJoin("b", 1, 2));
+  coord_.Tick();
+  v1::Leave leave;
+  leave.set_reason("interrupted");
+  coord_.OnLeave(b.conn, leave);
+  EXPECT_EQ(Job().excluded_size(), 0) << Job().DebugString();
+  Agent back = Joined(PlainJoin("b", 1, 2));
+  EXPECT_EQ(back.ch->count(Kind::kExcluded), 0);
+}
+
+TEST_F(CoordinatorStragglersTest, ANodeFailingRoundsInARowIsExcluded) {
+  Agent a = Joined(PlainJoin("a", 2, 3, /*after_failures=*/2));
+  Agent b = Joined(PlainJoin("b", 2, 3, 2));
+  Agent c = Joined(PlainJoin("c", 2, 3, 2));
+  coord_.Tick();
+  ASSERT_EQ(RoundOf(b), 1);
+  // b fails round 1, a fails round 2 (b's streak starts over), b fails
+  // rounds 3 and 4: excluded after the fourth.
+  const char* failing[] = {"b", "a", "b"};
+  for (int r = 0; r < 3; ++r) {
+    Agent& who = failing[r][0] == 'a' ? a : b;
+    FailWorkers(who);
+    EXPECT_EQ(b.ch->count(Kind::kExcluded), 0) << "round " << r + 1;
+    for (Agent* x : {&a, &b, &c}) Rejoin(*x);
+    ASSERT_EQ(RoundOf(a), r + 2) << a.ch->last().DebugString();
+  }
+  FailWorkers(b);
+  ASSERT_EQ(b.ch->count(Kind::kExcluded), 1);
+  EXPECT_THAT(b.ch->last().excluded().reason(),
+              HasSubstr("failed 2 rounds in a row"));
+  EXPECT_TRUE(b.ch->closed().has_value());
+  // The others form the next round without it (the failure cost a restart).
+  Rejoin(a);
+  Rejoin(c);
+  PassLastCall();
+  EXPECT_EQ(a.ch->last().round_ready().group_world_size(), 2)
+      << a.ch->last().DebugString();
+  v1::JobStatus job = Job();
+  EXPECT_EQ(job.restart_count(), 4);
+  ASSERT_EQ(job.excluded_size(), 1);
+  EXPECT_EQ(job.excluded(0).node_id(), "b");
+}
+
+TEST_F(CoordinatorStragglersTest, NoExclusionThatWouldBreakTheMinimum) {
+  Agent a = Joined(PlainJoin("a", 2, 2, /*after_failures=*/1));
+  Agent b = Joined(PlainJoin("b", 2, 2, 1));
+  coord_.Tick();
+  ASSERT_EQ(RoundOf(b), 1);
+  FailWorkers(b);
+  // 2 of min 2, no spare: b stays, the job restarts with both.
+  EXPECT_EQ(b.ch->count(Kind::kExcluded), 0);
+  Rejoin(a);
+  Rejoin(b);
+  EXPECT_EQ(RoundOf(b), 2) << b.ch->last().DebugString();
+  EXPECT_EQ(Job().excluded_size(), 0);
+}
+
+TEST_F(CoordinatorStragglersTest, AReturningNodeGoesBeforeAFreshSpare) {
+  Agent a = Joined(PlainJoin("a", 1, 2));
+  Agent b = Joined(PlainJoin("b", 1, 2));
+  ASSERT_EQ(RoundOf(a), 1);
+  // b is lost; c takes its place in round 2.
+  coord_.OnDisconnect(b.conn);
+  Agent c = Joined(PlainJoin("c", 1, 2));
+  Rejoin(a);
+  ASSERT_EQ(RoundOf(c), 2) << c.ch->last().DebugString();
+  // While round 2 runs at max, two fresh spares wait, then b's host comes
+  // back with a new agent.
+  Agent s = Joined(PlainJoin("s", 1, 2));
+  Agent t = Joined(PlainJoin("t", 1, 2));
+  EXPECT_EQ(t.ch->last().kind_case(), Kind::kWaiting);
+  v1::Join back_join = PlainJoin("b2", 1, 2);
+  back_join.set_hostname("host-b");
+  Agent back = Joined(back_join);
+  EXPECT_EQ(back.ch->last().kind_case(), Kind::kWaiting);
+  // c is lost: three spares wait for the two places (at max the round closes
+  // at once, before the survivor a is back): the returning host first, then
+  // the spares by arrival.
+  coord_.OnDisconnect(c.conn);
+  EXPECT_EQ(RoundOf(back), 3) << back.ch->last().DebugString();
+  EXPECT_EQ(RoundOf(s), 3) << s.ch->last().DebugString();
+  EXPECT_EQ(t.ch->last().kind_case(), Kind::kWaiting)
+      << t.ch->last().DebugString();
 }
 
 }  // namespace

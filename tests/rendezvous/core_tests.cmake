@@ -10,7 +10,8 @@ muster_tests(DEPS muster_rendezvous_core TIMEOUT 30 TESTS
   adoption_test
   # Stragglers (issue 38): the speed score, the threshold's hysteresis, the round reset.
   straggler_tracker_test
-  # The straggler watch in the Coordinator: named, replaced by a spare, excluded, the cooldown.
+  # The straggler watch in the Coordinator: named, replaced by a spare, excluded, the cooldown;
+  # exclusion for a failed health check or rounds failed in a row; returning nodes first.
   coordinator_stragglers_test)
 muster_test(coordinator_test SRCS coordinator_test.cc DEPS muster_rendezvous_core TIMEOUT 60)
 # The Coordinator at 10,000 agents: linear message counts, coalesced Waiting, the deadline queue.

@@ -149,6 +149,9 @@ struct AgentConfig {
   double straggler_threshold = 0.7;
   absl::Duration straggler_window = absl::Seconds(20);
   absl::Duration exclude_cooldown = absl::Minutes(10);
+  // --exclude-after-failures: musterd excludes a node whose workers failed
+  // this many rounds in a row (0: never), as a straggler for the cooldown.
+  int exclude_after_failures = 0;
   // --health-check: a shell command run before each round's join; a failure
   // or a hang past health_check_timeout keeps this node out (exit 4,
   // agent/src/health_check.h). Empty: none.

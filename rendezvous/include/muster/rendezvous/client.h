@@ -49,9 +49,15 @@ class RendezvousClient {
   // now. A session without heartbeats ignores it.
   virtual void HeartbeatNow() {}
 
-  // Sends Leave{reason} when reason is non-empty, half-closes and ends the
+  // Sends `leave` when its reason is non-empty, half-closes and ends the
   // stream; idempotent. Blocks at most about a second.
-  virtual void Close(absl::string_view leave_reason) = 0;
+  virtual void CloseWith(const v1::Leave& leave) = 0;
+  // CloseWith(Leave{reason}).
+  void Close(absl::string_view leave_reason) {
+    v1::Leave leave;
+    leave.set_reason(std::string(leave_reason));
+    CloseWith(leave);
+  }
 };
 
 // What one agent's successive sessions learn about musterd's replicas, kept
