@@ -305,6 +305,37 @@ TEST(StacksE2eTest, FailingHealthCheckKeepsTheNodeOut) {
   EXPECT_THAT(a->Output(), HasSubstr(" of 2, master"));
 }
 
+// A node whose workers fail round after round is excluded at
+// --exclude-after-failures=2: its agent exits 5 naming why, and the other two
+// finish the job without it (each failure cost a restart).
+TEST(StacksE2eTest, ANodeFailingRoundsInARowIsExcluded) {
+  MusterdProcess server;
+  ASSERT_TRUE(server.ready());
+  // A long last call: every round has all three nodes (they all rejoin at
+  // once, and a round at max closes without waiting).
+  auto agent = [&](const std::string& script) {
+    return std::make_unique<Subprocess>(std::vector<std::string>{
+        BinPath("muster"), "--nnodes=2:3", "--nproc-per-node=1",
+        "--rdzv-backend=c10d", "--rdzv-endpoint=" + server.endpoint(),
+        "--rdzv-id=in-a-row", "--rdzv-conf=" + testing::FastRdzvConf(30),
+        "--max-restarts=5", "--exclude-after-failures=2", "--no-python",
+        "/bin/sh", "-c", script});
+  };
+  const std::string healthy =
+      "if [ \"$TORCHELASTIC_RESTART_COUNT\" -ge 2 ]; then exit 0; fi; "
+      "sleep 60";
+  auto a = agent(healthy);
+  auto b = agent(healthy);
+  auto bad = agent("echo 'CUDA error: uncorrectable ECC error' >&2; exit 1");
+  EXPECT_EQ(bad->WaitOrKill(kExitDeadline), 5) << bad->Output();
+  EXPECT_THAT(bad->Output(), HasSubstr("its workers failed 2 rounds in a row"));
+  EXPECT_EQ(a->WaitOrKill(kExitDeadline), 0) << a->Output();
+  EXPECT_EQ(b->WaitOrKill(kExitDeadline), 0) << b->Output();
+  EXPECT_THAT(a->Output(), HasSubstr(" of 2, master"));
+  EXPECT_THAT(server.proc().Output(),
+              HasSubstr("(--exclude-after-failures=2)"));
+}
+
 // A check that hangs is killed at --health-check-timeout, its process group
 // with it.
 TEST(StacksE2eTest, HangingHealthCheckIsKilledAtItsTimeout) {
