@@ -1,13 +1,16 @@
 // StackCapturer: reads the stacks of this agent's running workers, for
 // `muster stacks` (the session's CaptureStacks) and the hang report (the
 // watchdog, before it kills). Native workers: platform::ReadNativeStacks
-// (libdwfl, each thread stopped for a moment). Python workers started through
+// (libdwfl on Linux, DbgHelp on Windows; each thread stopped for a moment).
+// Python workers started through
 // the launcher's bootstrap (cli/launch_resolve.cc, kStacksPrelude): the
 // bootstrap registered faulthandler for platform::StacksSignal() on the
 // worker's MUSTER_STACKS_FILE; the agent sends the signal and parses the dump
 // (the Python function names of every thread). A Python worker whose bootstrap
 // has not registered yet (just started) gets its native stacks instead, never
-// the signal (whose default action would end it).
+// the signal (whose default action would end it). Windows has no such
+// signal: its Python workers are read natively (StacksSignal() is 0, so the
+// launcher adds no bootstrap there).
 #ifndef MUSTER_AGENT_SRC_STACK_CAPTURE_H_
 #define MUSTER_AGENT_SRC_STACK_CAPTURE_H_
 

@@ -46,18 +46,10 @@ WORK=$(mktemp -d /tmp/muster-mixed-XXXXXX)
 MUSTERD_PID=""
 AGENT_PIDS=()
 
-# Whether a wineserver already serves this prefix (its socket directory is named after the
-# prefix's device and inode): if not, the one the agents start is ended at the end.
-prefix=${WINEPREFIX:-$HOME/.wine}
-server_dir=""
-if [[ -d "$prefix" ]]; then
-  server_dir=$(printf '/tmp/.wine-%d/server-%x-%x' "$(id -u)" "0x$(stat -c %D "$prefix")" \
-    "$(stat -c %i "$prefix")")
-fi
-OWN_WINESERVER=1
-[[ -n "$server_dir" && -S "$server_dir/socket" ]] && OWN_WINESERVER=0
-
 source "$(dirname "$0")/wine_test_lib.sh"
+# A wineserver the agents start for WINEPREFIX is ended at the end.
+OWN_WINESERVER=1
+wineserver_running && OWN_WINESERVER=0
 cleanup() {
   reap "${AGENT_PIDS[@]}" "$MUSTERD_PID"
   if ((OWN_WINESERVER)); then
@@ -78,13 +70,7 @@ else
     >"$WORK/musterd.log" 2>&1 &
 fi
 MUSTERD_PID=$!
-deadline=$((SECONDS + 60))
-until [[ -s "$WORK/musterd.port" ]] && grep -qE '^[0-9]+' "$WORK/musterd.port"; do
-  ((SECONDS < deadline)) || fail "musterd wrote no port file in 60 s"
-  kill -0 "$MUSTERD_PID" 2>/dev/null || fail "musterd exited before listening"
-  sleep 0.2
-done
-PORT=$(tr -d '\r\n' <"$WORK/musterd.port")
+PORT=$(wait_port_file "$WORK/musterd.port" 60) || fail "musterd wrote no port file in 60 s"
 echo "$SERVER musterd serves on 127.0.0.1:$PORT"
 
 # run_job JOB "LINUX WORKER ARGS..." "WINDOWS WORKER ARGS...": one Linux and one Windows agent

@@ -43,19 +43,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Waits up to $2 seconds for file $1 to hold a port number; prints it.
-wait_port_file() {
-  local deadline=$((SECONDS + $2))
-  while ((SECONDS < deadline)); do
-    if [[ -s "$1" ]] && grep -qE '^[0-9]+' "$1"; then
-      tr -d '\r\n' <"$1"
-      return 0
-    fi
-    sleep 0.2
-  done
-  return 1
-}
-
 # The worker: checks the torchrun environment and records its rank.
 cat >"$WORK/worker.sh" <<'EOF'
 #!/usr/bin/env bash

@@ -21,7 +21,6 @@
 #include <windows.h>
 // clang-format on
 
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,13 +52,7 @@ using wintest::WaitUntil;
 // Generous: every wine process start costs seconds on a loaded machine.
 constexpr absl::Duration kRunTimeout = absl::Seconds(240);
 
-std::string WorkerPath() {
-  wchar_t exe[MAX_PATH];
-  const DWORD n = GetModuleFileNameW(nullptr, exe, MAX_PATH);
-  std::filesystem::path p(std::wstring(exe, n));
-  return platform::windows::Narrow(
-      (p.parent_path() / L"comm_worker.exe").wstring());
-}
+std::string WorkerPath() { return wintest::BesideTest(L"comm_worker.exe"); }
 
 // One rank of comm_worker; stdout and stderr to <dir>/rank<R>.out|.err.
 ProcessSpec Rank(const TempDir& dir, int rank, int world_size,

@@ -17,14 +17,16 @@
 
 namespace muster::wintest {
 
-// win_test_helper.exe, beside the test executable.
-inline std::string HelperPath() {
+// The program `name` beside the test executable (bin/).
+inline std::string BesideTest(const wchar_t* name) {
   wchar_t exe[MAX_PATH];
   const DWORD n = GetModuleFileNameW(nullptr, exe, MAX_PATH);
   std::filesystem::path p(std::wstring(exe, n));
-  return platform::windows::Narrow(
-      (p.parent_path() / L"win_test_helper.exe").wstring());
+  return platform::windows::Narrow((p.parent_path() / name).wstring());
 }
+
+// win_test_helper.exe, beside the test executable.
+inline std::string HelperPath() { return BesideTest(L"win_test_helper.exe"); }
 
 inline std::string ReadText(const std::string& path) {
   std::ifstream in(std::filesystem::path(platform::windows::Widen(path)),

@@ -7,7 +7,11 @@
 //      every 100 ms from a thread, until it ends (a test that kills the
 //      launcher sees the counter stop when the worker is gone);
 //   3. sleeps --sleep=SECONDS, or with --hang until killed (the stop event,
-//      MUSTER_STOP_EVENT, is ignored: the launcher must terminate it);
+//      MUSTER_STOP_EVENT, is ignored: the launcher must terminate it); with
+//      --stacks-odd-rank=N it hangs until killed in a named function for
+//      `muster stacks` to find: rank N in StuckInDataLoader_Muster, every
+//      other rank in WaitInBarrier_Muster, with a second thread, named
+//      "muster-helper", in HelperThreadLoop_Muster;
 //   4. fails when its global rank is --fail-rank (every rank when not given)
 //      and TORCHELASTIC_RESTART_COUNT is --fail-restart-count (any when not
 //      given): exits with --exit-code=N, or with --crash writes through a
@@ -69,11 +73,63 @@ void Beat(const std::string& path) {
 
 }  // namespace
 
+// The named functions of --stacks-odd-rank: outside the anonymous namespace
+// and not inlined, so that they keep their own frames and symbols; each
+// sleeps in a loop, so that its call to Sleep is no tail call (which would
+// leave no frame of it), with its own period, so that the compiler does not
+// fold the two into one (-fipa-icf).
+namespace muster_test {
+
+__attribute__((noinline)) void WaitInBarrier_Muster() {
+  for (;;) Sleep(1000);
+}
+
+__attribute__((noinline)) void StuckInDataLoader_Muster() {
+  for (;;) Sleep(1001);
+}
+
+__attribute__((noinline)) void HelperThreadLoop_Muster() {
+  for (;;) Sleep(1002);
+}
+
+}  // namespace muster_test
+
+namespace {
+
+// SetThreadDescription when this Windows has it (10 1607+; wine 5+).
+void NameThisThread(const wchar_t* name) {
+  using SetFn = HRESULT(WINAPI*)(HANDLE, PCWSTR);
+  HMODULE kernel32 = GetModuleHandleW(L"kernel32.dll");
+  FARPROC p = kernel32 == nullptr
+                  ? nullptr
+                  : GetProcAddress(kernel32, "SetThreadDescription");
+  if (p != nullptr) {
+    reinterpret_cast<SetFn>(reinterpret_cast<void*>(p))(GetCurrentThread(),
+                                                        name);
+  }
+}
+
+[[noreturn]] void HangForStacks(long rank, long odd_rank) {
+  std::thread([] {
+    NameThisThread(L"muster-helper");
+    muster_test::HelperThreadLoop_Muster();
+  }).detach();
+  const bool odd = rank == odd_rank;
+  std::printf("win_worker rank %ld waiting in %s\n", rank,
+              odd ? "StuckInDataLoader_Muster" : "WaitInBarrier_Muster");
+  std::fflush(stdout);
+  if (odd) muster_test::StuckInDataLoader_Muster();
+  muster_test::WaitInBarrier_Muster();
+  std::abort();  // not reached
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   bool print_env = false, hang = false, crash = false;
   double sleep_s = 0;
   int exit_code = 0;
-  long fail_rank = -1, fail_restart = -1;
+  long fail_rank = -1, fail_restart = -1, stacks_odd_rank = -2;
   std::string beat_file;
   for (int i = 1; i < argc; ++i) {
     std::string v;
@@ -91,6 +147,8 @@ int main(int argc, char** argv) {
       fail_rank = std::atol(v.c_str());
     } else if (Flag(argv[i], "--fail-restart-count", &v)) {
       fail_restart = std::atol(v.c_str());
+    } else if (Flag(argv[i], "--stacks-odd-rank", &v)) {
+      stacks_odd_rank = std::atol(v.c_str());
     } else if (Flag(argv[i], "--beat-file", &v)) {
       beat_file = v;
     } else {
@@ -109,6 +167,7 @@ int main(int argc, char** argv) {
   if (!beat_file.empty()) {
     beats = std::thread(Beat, beat_file + std::to_string(rank));
   }
+  if (stacks_odd_rank != -2) HangForStacks(rank, stacks_odd_rank);
   if (hang) {
     std::printf("win_worker rank %ld hanging\n", rank);
     std::fflush(stdout);

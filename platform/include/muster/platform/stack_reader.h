@@ -25,16 +25,19 @@ struct NativeThreadStack {
 
 // Every thread of `pid`, at most `max_frames` frames each. Linux: elfutils'
 // libdwfl in this process (posix/stack_reader.cc; why not eu-stack or gdb is
-// explained there). Errors: UNIMPLEMENTED on Windows ("stacks are not
-// available on Windows yet"), PERMISSION_DENIED when the OS refuses to let
-// this process trace pid (not its descendant, a container without ptrace),
-// NOT_FOUND when pid is gone.
+// explained there). Windows: DbgHelp's StackWalk64 in this process, names
+// from PDBs or a MinGW image's COFF symbol table
+// (windows/stack_reader_windows.cc). Errors: PERMISSION_DENIED when the OS
+// refuses to let this process trace pid (Linux: not its descendant, a
+// container without ptrace; Windows: OpenProcess refused), NOT_FOUND when
+// pid is gone.
 absl::StatusOr<std::vector<NativeThreadStack>> ReadNativeStacks(
     int pid, int max_frames = 64);
 
 // The signal the Python bootstrap registers faulthandler for (the launcher's
 // kStacksPrelude): SIGRTMIN+7 on Linux, a real-time signal no common library
-// uses (Python, PyTorch and NCCL use none). 0 on Windows (none).
+// uses (Python, PyTorch and NCCL use none). 0 on Windows (none: Python
+// workers there are read natively, the interpreter's frames).
 int StacksSignal();
 
 // Sends StacksSignal() to pid. UNIMPLEMENTED on Windows.
