@@ -444,7 +444,9 @@ int Serve(const muster::rendezvous::ServerOptions& options,
   if ((*server)->http_port() != 0) {
     MUSTER_LOG(INFO)
         << "musterd serving /healthz, /readyz, /metrics, /api/v1/ on port "
-        << (*server)->http_port();
+        << (*server)->http_port()
+        << (tls.enabled() ? " (HTTPS, with --tls-cert's certificate)"
+                          : " (HTTP)");
   }
   if (!port_file.empty()) {
     if (absl::Status s = WritePortFile(port_file, (*server)->port()); !s.ok()) {

@@ -8,6 +8,7 @@
 #   PREFIX/include/muster/{platform,common,store,rendezvous,comm,v1}/...   public headers (v1: generated protos)
 #   PREFIX/lib/libmuster_*.a, PREFIX/lib/cmake/muster/      find_package(muster) -> muster::comm
 #   PREFIX/lib/muster/examples/train                         the demo trainer
+#   PREFIX/lib/muster/tls/libmuster-civetweb-*.so            HTTPS: civetweb's way to OpenSSL 3
 #   PREFIX/lib/muster/python/muster/                         import muster.torch: a directory of
 #                                                            its own (the launcher adds only it)
 #   /usr/lib/python3/dist-packages/muster.pth                the package: Debian's python3 finds it
@@ -40,6 +41,14 @@ set_target_properties(musterd PROPERTIES EXPORT_NAME musterd)
 
 install(TARGETS muster musterd EXPORT musterTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+# HTTPS on musterd's --http-listen: the two libraries through which Debian's civetweb reaches
+# OpenSSL 3 (common/src/civetweb_openssl/), in lib/muster/tls beside bin/, where musterd looks
+# (not in lib/muster itself: a library directly under /usr/lib/muster makes CPack add ldconfig
+# maintainer scripts, and the package has none).
+if(TARGET muster_civetweb_libssl)
+  install(TARGETS muster_civetweb_libssl muster_civetweb_libcrypto
+    LIBRARY DESTINATION lib/muster/tls COMPONENT runtime)
+endif()
 install(TARGETS ${_muster_exported_libraries} EXPORT musterTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)

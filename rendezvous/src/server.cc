@@ -146,7 +146,15 @@ class RendezvousServer::Impl {
       health->SetServingStatus(v1::Store::service_full_name(), true);
     }
     if (!options_.http_listen.empty()) {
-      auto http = HttpServer::Start(options_.http_listen, HttpRoutes());
+      // With TLS, the console and probes are HTTPS with the same
+      // certificate: a token in an Authorization header never crosses the
+      // network in plaintext.
+      std::optional<HttpTlsFiles> https;
+      if (options_.tls.enabled()) {
+        https = HttpTlsFiles{options_.tls.cert, options_.tls.key};
+      }
+      auto http = HttpServer::Start(options_.http_listen, HttpRoutes(),
+                                    std::move(https));
       if (!http.ok()) {
         server_->Shutdown(absl::ToChronoTime(absl::Now()));
         return http.status();
@@ -206,7 +214,9 @@ class RendezvousServer::Impl {
       return absl::FailedPreconditionError(
           "this server runs without TLS (no --tls-cert): nothing to reload");
     }
-    return tls_->Reload();
+    absl::Status grpc_side = tls_->Reload();
+    if (!grpc_side.ok() || http_ == nullptr || !http_->tls()) return grpc_side;
+    return http_->ReloadTls();
   }
 
   void Shutdown(absl::Duration grace) {

@@ -40,7 +40,8 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/muster/must
 step "contents"
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
 for path in ./usr/bin/muster ./usr/bin/musterd ./lib/systemd/system/musterd.service \
-  ./etc/muster/musterd.conf ./usr/lib/muster/examples/train ./usr/share/doc/muster/deployment.md; do
+  ./etc/muster/musterd.conf ./usr/lib/muster/examples/train ./usr/share/doc/muster/deployment.md \
+  ./usr/lib/muster/tls/libmuster-civetweb-libssl.so ./usr/lib/muster/tls/libmuster-civetweb-libcrypto.so; do
   grep -qxF "$path" <<<"$contents" || fail "muster lacks $path"
 done
 grep -q '^./usr/include/\|\.a$' <<<"$contents" && fail "muster carries development files"
@@ -89,6 +90,25 @@ wait_for_file "$SCRATCH/port" 20
 kill -TERM "${PIDS[-1]}"
 timeout 20 tail --pid="${PIDS[-1]}" -f /dev/null || fail "musterd did not stop on SIGTERM"
 wait "${PIDS[-1]}" || fail "musterd exited $? after SIGTERM: $(cat "$SCRATCH/musterd.log")"
+
+step "the packaged musterd serves HTTPS on --http-listen with its --tls-cert"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$SCRATCH/key.pem" -out "$SCRATCH/cert.pem" \
+  >/dev/null 2>&1 || fail "openssl could not make a certificate"
+setsid "$root/usr/bin/musterd" --config="$root/etc/muster/musterd.conf" --listen=127.0.0.1:0 \
+  --http-listen=127.0.0.1:0 --tls-cert="$SCRATCH/cert.pem" --tls-key="$SCRATCH/key.pem" \
+  >"$SCRATCH/musterd-https.log" 2>&1 &
+PIDS+=($!)
+deadline=$((SECONDS + 20))
+until https_port=$(sed -n 's/.*on port \([0-9]*\) (HTTPS.*/\1/p' "$SCRATCH/musterd-https.log") &&
+  [[ -n $https_port ]]; do
+  ((SECONDS < deadline)) || { cat "$SCRATCH/musterd-https.log"; fail "musterd did not serve HTTPS"; }
+  sleep 0.1
+done
+openssl s_client -connect "127.0.0.1:$https_port" -CAfile "$SCRATCH/cert.pem" -verify_return_error \
+  </dev/null >"$SCRATCH/s_client.log" 2>&1 || { cat "$SCRATCH/s_client.log"; fail "the TLS handshake failed"; }
+kill -TERM "${PIDS[-1]}"
+timeout 20 tail --pid="${PIDS[-1]}" -f /dev/null || fail "musterd did not stop on SIGTERM"
 
 step "the demo: muster --standalone --nproc-per-node=2 (the packaged example trainer)"
 timeout 120 "$root/usr/bin/muster" --standalone --nproc-per-node=2 \

@@ -2,8 +2,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <memory>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +38,42 @@ std::string HttpGet(int port, const std::string& path,
     }
   }
   close(fd);
+  return out;
+}
+
+std::string HttpsGet(int port, const std::string& path, const std::string& ca,
+                     const std::string& headers) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(
+      SSL_CTX_new(TLS_client_method()), &SSL_CTX_free);
+  if (ctx == nullptr ||
+      SSL_CTX_load_verify_locations(ctx.get(), ca.c_str(), nullptr) != 1) {
+    return "TLS error: cannot load the CA " + ca;
+  }
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  X509_VERIFY_PARAM_set1_ip_asc(SSL_CTX_get0_param(ctx.get()), "127.0.0.1");
+  std::unique_ptr<BIO, decltype(&BIO_free_all)> bio(
+      BIO_new_ssl_connect(ctx.get()), &BIO_free_all);
+  const std::string target = absl::StrCat("127.0.0.1:", port);
+  BIO_set_conn_hostname(bio.get(), target.c_str());
+  if (BIO_do_connect(bio.get()) != 1 || BIO_do_handshake(bio.get()) != 1) {
+    char reason[256] = "";
+    ERR_error_string_n(ERR_get_error(), reason, sizeof(reason));
+    ERR_clear_error();
+    return absl::StrCat("TLS error: ", reason);
+  }
+  const std::string req =
+      absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: localhost\r\n", headers,
+                   "Connection: close\r\n\r\n");
+  std::string out;
+  if (BIO_write(bio.get(), req.data(), static_cast<int>(req.size())) ==
+      static_cast<int>(req.size())) {
+    char buf[4096];
+    int n;
+    while ((n = BIO_read(bio.get(), buf, sizeof(buf))) > 0) {
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ERR_clear_error();
   return out;
 }
 

@@ -1,5 +1,5 @@
-// A plain HTTP/1.1 GET on loopback, for tests of musterd's and the agent's
-// /healthz, /readyz and /metrics.
+// A plain HTTP/1.1 GET (and one over TLS) on loopback, for tests of musterd's
+// and the agent's /healthz, /readyz and /metrics.
 #ifndef MUSTER_TESTS_TESTING_HTTP_H_
 #define MUSTER_TESTS_TESTING_HTTP_H_
 
@@ -12,6 +12,12 @@ namespace muster::testing {
 // `headers`: more request header lines, each ending in "\r\n".
 std::string HttpGet(int port, const std::string& path,
                     const std::string& headers = "");
+
+// The same over TLS: the server's certificate must verify against the PEM CA
+// file `ca` for the IP address 127.0.0.1. "" when nothing answered; on a
+// failed handshake "TLS error: " and OpenSSL's reason.
+std::string HttpsGet(int port, const std::string& path, const std::string& ca,
+                     const std::string& headers = "");
 
 // The status code of a response HttpGet returned (0 when none).
 int HttpStatusCode(const std::string& response);

@@ -7,10 +7,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace muster {
@@ -42,6 +44,13 @@ struct HttpResponse {
 // thread-safe.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
+// HTTPS: the PEM files of the certificate chain and of its private key
+// (musterd's --tls-cert and --tls-key).
+struct HttpTlsFiles {
+  std::string cert;
+  std::string key;
+};
+
 // Thread-safe. Serves until destroyed.
 class HttpServer {
  public:
@@ -54,8 +63,15 @@ class HttpServer {
   // Cache-Control: no-store. Errors: INVALID_ARGUMENT for a malformed
   // address; UNAVAILABLE naming the address (and the holder of the port, when
   // known) when it cannot bind.
+  //
+  // With `tls`, serves HTTPS only (TLS 1.2 or newer): INVALID_ARGUMENT naming
+  // the file when a PEM file cannot be read or the key does not match the
+  // certificate; UNIMPLEMENTED when this build's HTTP server has no TLS;
+  // UNAVAILABLE when civetweb cannot load OpenSSL (Debian's civetweb loads
+  // libssl.so by that name, which libssl-dev provides).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
-      const std::string& listen, std::map<std::string, HttpHandler> routes);
+      const std::string& listen, std::map<std::string, HttpHandler> routes,
+      std::optional<HttpTlsFiles> tls = std::nullopt);
   // Stops serving; waits for requests in progress.
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -63,6 +79,11 @@ class HttpServer {
 
   // The bound port.
   int port() const;
+  // Whether it serves HTTPS.
+  bool tls() const;
+  // Reads the TLS files again; new connections use them, and on error the
+  // old pair stays in use. FAILED_PRECONDITION without TLS.
+  absl::Status ReloadTls();
 
  private:
   struct Impl;

@@ -29,7 +29,8 @@ struct ServerOptions {
   std::string listen = "0.0.0.0:29400";
   CoordinatorOptions coordinator;
   // HOST:PORT for the HTTP probes and metrics (/healthz, /readyz, /metrics in
-  // Prometheus text), or empty for none; port 0 picks one (see http_port()).
+  // Prometheus text) and the console, or empty for none; port 0 picks one (see
+  // http_port()). HTTPS with tls's certificate when tls is enabled.
   std::string http_listen;
   // How often the Coordinator's timers are checked; bounds the lateness of
   // heartbeat detection.
