@@ -428,7 +428,8 @@ int Serve(const muster::rendezvous::ServerOptions& options,
     MUSTER_LOG(ERROR) << server.status().message();
     muster::platform::ServiceHost::Default()->SetStatus(
         absl::StrCat("cannot serve: ", server.status().message()));
-    // UNIMPLEMENTED: a feature this build lacks (--http-listen on Windows).
+    // UNIMPLEMENTED: a feature this build lacks (--http-listen in a Windows
+    // build whose dependency prefix had no civetweb).
     return server.status().code() == absl::StatusCode::kInvalidArgument ||
                    server.status().code() == absl::StatusCode::kUnimplemented
                ? kExitUsage

@@ -69,12 +69,25 @@ if(gRPC_FOUND)
 endif()
 add_subdirectory(proto)
 
-# --- common (no HTTP endpoint: civetweb is not cross-built; HttpServer::Start says so), the store
+# --- common (its HTTP endpoint on the civetweb scripts/build-windows.sh cross-built), the store
 # module and the rendezvous module (core, gRPC services, server, clients): their OS calls are
-# platform's, so
-# their own CMakeLists pick only the Windows stubs (common's HttpServer, rendezvous's
-# gRPC-listening standalone Store). --------------------------------------------------------------
+# platform's, so their own CMakeLists pick only the Windows stubs (rendezvous's gRPC-listening
+# standalone Store). ---------------------------------------------------------------------------
 if(OPENSSL_FOUND AND gRPC_FOUND)
+  # civetweb: static, linked against the prefix's OpenSSL (its TLS is not loaded at run time as
+  # Debian's is). A prefix made before civetweb was a dependency has none: common then builds
+  # HttpServer's stand-in, which refuses --http-listen and says how to get civetweb.
+  find_path(MUSTER_CIVETWEB_INCLUDE_DIR civetweb.h)
+  find_library(MUSTER_CIVETWEB_LIBRARY NAMES libcivetweb.a)
+  if(MUSTER_CIVETWEB_INCLUDE_DIR AND MUSTER_CIVETWEB_LIBRARY AND NOT TARGET civetweb::civetweb)
+    add_library(civetweb::civetweb STATIC IMPORTED)
+    set_target_properties(civetweb::civetweb PROPERTIES
+      IMPORTED_LOCATION ${MUSTER_CIVETWEB_LIBRARY}
+      INTERFACE_INCLUDE_DIRECTORIES ${MUSTER_CIVETWEB_INCLUDE_DIR}
+      INTERFACE_LINK_LIBRARIES "OpenSSL::SSL;OpenSSL::Crypto;ws2_32;crypt32")
+  endif()
+  message(STATUS "muster (Windows, partial): civetweb (--http-listen) "
+    "${MUSTER_CIVETWEB_LIBRARY}")
   find_package(nlohmann_json CONFIG REQUIRED)
   find_package(CLI11 CONFIG REQUIRED)
   add_subdirectory(common)
@@ -146,6 +159,15 @@ if(MUSTER_BUILD_TESTS)
               $<TARGET_FILE:musterd> ${MUSTER_LINUX_BUILD_DIR} ${MUSTER_WINE64})
     set_tests_properties(musterd_linux_agents_test PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
       LABELS "e2e;interop")
+    # --http-listen: /healthz, /readyz, /metrics, the console and /api/v1 (with the admin
+    # token) of musterd.exe under wine, read from Linux; a taken port refused. Only with civetweb
+    # (without it, common builds HttpServer's stand-in).
+    if(TARGET civetweb::civetweb)
+      add_test(NAME musterd_http_wine_test
+        COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/musterd_http_wine_test.sh
+                $<TARGET_FILE:musterd> ${MUSTER_WINE64})
+      set_tests_properties(musterd_http_wine_test PROPERTIES TIMEOUT 300 LABELS "e2e;http")
+    endif()
     # The MSI (deploy/msi/build-msi.sh) in a private wine prefix: install, the service through
     # the SCM, an upgrade that keeps the edited config, the uninstall. Skipped (77) without wixl.
     if(TARGET muster_comm_dll)

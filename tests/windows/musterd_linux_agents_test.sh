@@ -10,7 +10,7 @@
 # 2. Service: `musterd.exe --install-service --service-name=muster-test-<random> ...`,
 #    `wine64 net start`, SERVICE_RUNNING, the same job, `wine64 net stop` drains it (the log
 #    says SIGTERM and "musterd stopped"), `--uninstall-service`, and the service is gone.
-# Also: --http-listen is refused on Windows with exit 2 and the reason.
+# (--http-listen: musterd_http_wine_test.sh.)
 #
 # Run by ctest in the Windows build (add_test(COMMAND bash ...): this script runs natively,
 # musterd.exe under wine64). Skipped (exit 77) without a Linux build. Every wait has a deadline;
@@ -77,13 +77,6 @@ run_job() {
   [[ "$ranks" == "0 4,1 4,2 4,3 4," ]] || fail "job $job: ranks/world sizes were '$ranks'"
   echo "job $job: 2 Linux agents x 2 workers finished, ranks 0..3, WORLD_SIZE 4"
 }
-
-# --- 0. What the Windows build lacks is refused clearly. -------------------------------------
-out=$(timeout 60 "$WINE" "$MUSTERD_EXE" --listen=127.0.0.1:0 --http-listen=127.0.0.1:0 2>&1)
-rc=$?
-((rc == 2)) || fail "--http-listen: exit $rc, expected 2: $out"
-grep -q "no HTTP endpoint" <<<"$out" || fail "--http-listen: no reason given: $out"
-echo "--http-listen refused on Windows (exit 2, reason given)"
 
 # --- 1. musterd.exe in the console. ------------------------------------------------------------
 "$WINE" "$MUSTERD_EXE" --listen=127.0.0.1:0 --port-file="$(winpath "$WORK/console.port")" \

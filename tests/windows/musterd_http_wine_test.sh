@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# musterd.exe's --http-listen under wine (issue 40): the probes, the metrics and the console, as
+# on Linux, read from Linux over loopback.
+#
+#   musterd_http_wine_test.sh MUSTERD_EXE WINE64
+#
+# `wine64 musterd.exe --listen=127.0.0.1:0 --http-listen=127.0.0.1:0 --require-token
+# --admin-token-file=...`; the HTTP port is the one its log names. Then, with python3:
+#   /healthz 200 "ok", /readyz 200, HEAD /healthz 200 without a body, POST 405;
+#   /metrics: Prometheus text with muster_ gauges;
+#   / and /console/console.js: the console's page and script (the embedded files, whole);
+#   /api/v1/jobs: 401 with WWW-Authenticate without a token or with one not "Bearer", 200 JSON
+#   with the admin token;
+#   an unknown path: 404 naming the served ones.
+# A second musterd.exe asking for the same HTTP port is refused (exit 1, naming the port). Ctrl-C
+# (SIGINT) then drains the first: exit 0.
+#
+# Run by ctest in the Windows build (add_test(COMMAND bash ...): this script runs natively,
+# musterd.exe under wine64). Every wait has a deadline; every process started here is reaped.
+set -euo pipefail
+
+MUSTERD_EXE=${1:?usage: $0 MUSTERD_EXE WINE64}
+WINE=${2:?usage: $0 MUSTERD_EXE WINE64}
+export WINEDEBUG=-all
+
+WORK=$(mktemp -d /tmp/musterd-http-win-XXXXXX)
+MUSTERD_PID=""
+source "$(dirname "$0")/wine_test_lib.sh"
+cleanup() {
+  # reap's wait answers the killed process's status: not an error here (set -e).
+  reap "$MUSTERD_PID" || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+TOKEN=admin-$RANDOM$RANDOM$RANDOM
+printf '%s\n' "$TOKEN" >"$WORK/admin.token"
+
+: >"$WORK/musterd.log"
+"$WINE" "$MUSTERD_EXE" --listen=127.0.0.1:0 --http-listen=127.0.0.1:0 --require-token \
+  --admin-token-file="$(winpath "$WORK/admin.token")" >"$WORK/musterd.log" 2>&1 &
+MUSTERD_PID=$!
+
+# The HTTP port, from the line musterd logs once it serves.
+http_port() {
+  sed -n 's/.*musterd serving .* on port \([0-9][0-9]*\).*/\1/p' "$WORK/musterd.log" |
+    head -1 || true
+}
+deadline=$((SECONDS + 90))
+PORT=""
+while [[ -z $PORT ]] && ((SECONDS < deadline)); do
+  kill -0 "$MUSTERD_PID" 2>/dev/null || fail "musterd.exe exited before serving HTTP"
+  PORT=$(http_port)
+  [[ -n $PORT ]] || sleep 0.2
+done
+[[ -n $PORT ]] || fail "musterd.exe logged no HTTP port in 90 s"
+grep -q "on port $PORT (HTTP)" "$WORK/musterd.log" ||
+  fail "musterd.exe's log does not say it serves plain HTTP on $PORT"
+echo "musterd.exe serves HTTP on 127.0.0.1:$PORT"
+
+# The requests, from Linux. Each has a 10 s timeout; urllib checks Content-Length against the
+# body it reads (a short body raises IncompleteRead).
+python3 - "$PORT" "$TOKEN" <<'EOF' || fail "the HTTP checks failed (above)"
+import http.client
+import json
+import sys
+
+port, token = int(sys.argv[1]), sys.argv[2]
+
+
+def get(path, method="GET", headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(method, path, headers=headers or {})
+    r = conn.getresponse()
+    body = r.read()
+    conn.close()
+    length = r.getheader("Content-Length")
+    if method != "HEAD" and length is not None and int(length) != len(body):
+        raise AssertionError(f"{path}: Content-Length {length}, body {len(body)} bytes")
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, body.decode("utf-8", "replace")
+
+
+def check(cond, what):
+    if not cond:
+        print(f"FAIL: {what}")
+        sys.exit(1)
+    print(f"ok: {what}")
+
+
+status, headers, body = get("/healthz")
+check(status == 200 and body == "ok\n", f"/healthz 200 'ok' (got {status} {body!r})")
+check(headers.get("cache-control") == "no-store", "/healthz: Cache-Control: no-store")
+status, headers, body = get("/healthz", method="HEAD")
+check(status == 200 and body == "" and headers.get("content-length") == "3",
+      f"HEAD /healthz: 200, Content-Length 3, no body (got {status}, {body!r})")
+status, headers, body = get("/healthz", method="POST")
+check(status == 405 and headers.get("allow") == "GET, HEAD", f"POST /healthz: 405 (got {status})")
+status, _, body = get("/readyz")
+check(status == 200, f"/readyz 200 (got {status} {body!r})")
+
+status, headers, body = get("/metrics")
+check(status == 200 and headers.get("content-type", "").startswith("text/plain"),
+      f"/metrics 200 text/plain (got {status} {headers.get('content-type')})")
+for line in ("# TYPE muster_jobs gauge", 'muster_jobs{state="RUNNING"} 0',
+             "# TYPE muster_agents_connected gauge", "muster_agents_connected 0",
+             'muster_build_info{version="'):
+    check(line in body, f"/metrics has {line!r}")
+
+status, headers, body = get("/")
+check(status == 200 and headers.get("content-type", "").startswith("text/html")
+      and body.lstrip().lower().startswith("<!doctype html"),
+      f"/: the console's page (got {status} {headers.get('content-type')})")
+check("default-src 'none'" in headers.get("content-security-policy", ""),
+      "/: the console's Content-Security-Policy")
+scripts = [s.split('"')[0] for s in body.split('src="')[1:]]
+check(bool(scripts), f"/ names its scripts ({scripts})")
+for path in scripts:
+    status, headers, js = get(path)
+    check(status == 200 and "javascript" in headers.get("content-type", "") and len(js) > 100,
+          f"{path}: 200 JavaScript, {len(js)} bytes")
+
+status, headers, body = get("/api/v1/jobs")
+check(status == 401 and headers.get("www-authenticate", "").startswith("Bearer"),
+      f"/api/v1/jobs without a token: 401 Bearer (got {status})")
+status, _, body = get("/api/v1/jobs", headers={"Authorization": "Basic " + token})
+check(status == 401, f"/api/v1/jobs with a credential not \"Bearer\": 401 (got {status})")
+status, headers, body = get("/api/v1/jobs", headers={"Authorization": "Bearer " + token})
+check(status == 200 and headers.get("content-type", "").startswith("application/json"),
+      f"/api/v1/jobs with the admin token: 200 JSON (got {status} {body[:200]!r})")
+check(json.loads(body).get("jobs") == [], "/api/v1/jobs lists no jobs")
+
+status, _, body = get("/no/such/path")
+check(status == 404 and "/healthz" in body, f"/no/such/path: 404 naming /healthz (got {status})")
+EOF
+
+# A second musterd.exe on the same HTTP port: refused, naming it (not a silent second listener).
+set +e
+out=$(timeout 90 "$WINE" "$MUSTERD_EXE" --listen=127.0.0.1:0 --http-listen=127.0.0.1:"$PORT" 2>&1)
+rc=$?
+set -e
+((rc == 1)) || fail "a second musterd.exe on HTTP port $PORT: exit $rc, expected 1: $out"
+grep -q "cannot serve HTTP on 127.0.0.1:$PORT" <<<"$out" ||
+  fail "a second musterd.exe on HTTP port $PORT: no reason given: $out"
+echo "ok: a second musterd.exe on HTTP port $PORT is refused (exit 1, the port named)"
+
+# Ctrl-C drains it: exit 0 within 30 s.
+kill -INT "$MUSTERD_PID"
+deadline=$((SECONDS + 30))
+while kill -0 "$MUSTERD_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+kill -0 "$MUSTERD_PID" 2>/dev/null && fail "musterd.exe still runs 30 s after SIGINT"
+rc=0
+wait "$MUSTERD_PID" || rc=$?
+MUSTERD_PID=""
+((rc == 0)) || fail "musterd.exe exited $rc after SIGINT, expected 0"
+echo "PASS: musterd.exe serves /healthz, /readyz, /metrics, the console and /api/v1 under wine"
