@@ -199,6 +199,11 @@ if(MUSTER_BUILD_TESTS)
                 ${MUSTER_WINE64})
       set_tests_properties(stacks_wine_test PROPERTIES TIMEOUT 600 LABELS e2e)
     endif()
+    # The agent's capture of a Python worker's stacks on Windows (the bootstrap's event and dump),
+    # with win_worker.exe playing the bootstrap: wine has no Windows Python here.
+    muster_test(win_python_stacks_test SRCS tests/windows/win_python_stacks_test.cc
+                DEPS muster_agent TIMEOUT 180)
+    add_dependencies(win_python_stacks_test win_worker)
     # muster doctor on Windows: the system collector (Net, netsh through the ToolRunner) and
     # `muster.exe doctor --json` under wine: the loopback interface, the firewall named unreadable.
     muster_test(win_doctor_test SRCS tests/windows/win_doctor_test.cc DEPS muster_doctor

@@ -33,20 +33,35 @@ int64_t FileSize(const std::string& path) {
   return in ? static_cast<int64_t>(in.tellg()) : -1;
 }
 
-// The main thread's ident from the bootstrap's ready line; 0 when the
-// bootstrap has not registered (yet).
-uint64_t ReadyIdent(const std::string& path) {
+struct ReadyLine {
+  uint64_t main = 0;     // 0: the bootstrap has not registered (yet)
+  uint64_t watcher = 0;  // the dumping thread (Windows), else 0
+};
+
+uint64_t HexIdent(absl::string_view hex) {
+  absl::ConsumePrefix(&hex, "0x");
+  uint64_t ident = 0;
+  return absl::SimpleHexAtoi(hex, &ident) ? ident : 0;
+}
+
+// The bootstrap's ready line: "muster-stacks-ready main=HEX[ watcher=HEX]".
+ReadyLine ReadReadyLine(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    if (absl::StartsWith(line, kStacksReadyMarker)) {
-      uint64_t ident = 0;
-      std::string hex(absl::StripPrefix(line, kStacksReadyMarker));
-      hex = std::string(absl::StripPrefix(hex, "0x"));
-      if (absl::SimpleHexAtoi(hex, &ident)) return ident;
+    absl::string_view rest = absl::StripTrailingAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&rest, kStacksReadyMarker)) continue;
+    ReadyLine ready;
+    const size_t space = rest.find(' ');
+    ready.main = HexIdent(rest.substr(0, space));
+    if (space != absl::string_view::npos) {
+      absl::string_view watcher = rest.substr(space + 1);
+      if (absl::ConsumePrefix(&watcher, "watcher="))
+        ready.watcher = HexIdent(watcher);
     }
+    if (ready.main != 0) return ready;
   }
-  return 0;
+  return {};
 }
 
 v1::RankStacks NativeStacks(const CaptureTarget& t, v1::RankStacks r) {
@@ -71,9 +86,15 @@ v1::RankStacks NativeStacks(const CaptureTarget& t, v1::RankStacks r) {
 
 void AddStacksEnv(const std::string& stacks_file,
                   std::map<std::string, std::string>* env) {
-  if (stacks_file.empty() || platform::StacksSignal() == 0) return;
+  if (stacks_file.empty()) return;
+  if (platform::StacksSignal() != 0) {
+    (*env)[kStacksSignalVariable] = absl::StrCat(platform::StacksSignal());
+  } else if (!platform::StacksEventPrefix().empty()) {
+    (*env)[kStacksEventVariable] = platform::StacksEventPrefix();
+  } else {
+    return;
+  }
   (*env)[kStacksFileVariable] = stacks_file;
-  (*env)[kStacksSignalVariable] = absl::StrCat(platform::StacksSignal());
 }
 
 std::vector<CaptureTarget> CaptureTargets(
@@ -92,7 +113,8 @@ std::vector<CaptureTarget> CaptureTargets(
 }
 
 std::vector<v1::ThreadStack> ParsePythonDump(const std::string& text,
-                                             uint64_t main_ident) {
+                                             uint64_t main_ident,
+                                             uint64_t watcher_ident) {
   // faulthandler's layout (all_threads=True):
   //   Thread 0x00007f55fd43a6c0 (most recent call first):
   //     File "x.py", line 5 in wait_in_allreduce
@@ -100,6 +122,7 @@ std::vector<v1::ThreadStack> ParsePythonDump(const std::string& text,
   //   Current thread 0x00007f55fd6f5040 (most recent call first):
   //     File "<string>", line 7 in <module>
   std::vector<v1::ThreadStack> threads;
+  bool skipping = false;  // in the watcher's stack
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     absl::string_view l = absl::StripAsciiWhitespace(line);
     if (absl::ConsumePrefix(&l, "Current thread ") ||
@@ -109,12 +132,15 @@ std::vector<v1::ThreadStack> ParsePythonDump(const std::string& text,
       absl::ConsumePrefix(&id, "0x");
       uint64_t ident = 0;
       (void)absl::SimpleHexAtoi(id, &ident);
+      skipping = watcher_ident != 0 && ident == watcher_ident;
+      if (skipping) continue;
       t.set_tid(static_cast<int64_t>(ident));
       t.set_main(ident != 0 && ident == main_ident);
       threads.push_back(std::move(t));
       continue;
     }
-    if (threads.empty() || !absl::ConsumePrefix(&l, "File \"")) continue;
+    if (skipping || threads.empty() || !absl::ConsumePrefix(&l, "File \""))
+      continue;
     const size_t quote = l.find('"');
     if (quote == absl::string_view::npos) continue;
     const absl::string_view file = l.substr(0, quote);
@@ -123,7 +149,7 @@ std::vector<v1::ThreadStack> ParsePythonDump(const std::string& text,
     // The bootstrap's frames (runpy, the -c code) are the launcher's, not
     // the user's: left out.
     if (file == "<string>" || file == "<frozen runpy>" ||
-        absl::EndsWith(file, "/runpy.py"))
+        absl::EndsWith(file, "/runpy.py") || absl::EndsWith(file, "\\runpy.py"))
       continue;
     threads.back().add_frames(std::string(l.substr(in + 4)));
   }
@@ -137,9 +163,10 @@ v1::RankStacks CaptureWorker(const CaptureTarget& t, absl::Time deadline) {
   r.set_global_rank(t.global_rank);
   r.set_local_rank(t.local_rank);
   r.set_pid(t.pid);
-  const uint64_t main_ident =
-      t.python_dump_file.empty() ? 0 : ReadyIdent(t.python_dump_file);
-  if (main_ident == 0) return NativeStacks(t, std::move(r));
+  const ReadyLine ready = t.python_dump_file.empty()
+                              ? ReadyLine()
+                              : ReadReadyLine(t.python_dump_file);
+  if (ready.main == 0) return NativeStacks(t, std::move(r));
   r.set_kind("python");
   const int64_t before = FileSize(t.python_dump_file);
   if (absl::Status sent = platform::SignalForStacks(t.pid); !sent.ok()) {
@@ -163,6 +190,11 @@ v1::RankStacks CaptureWorker(const CaptureTarget& t, absl::Time deadline) {
       break;
     }
   }
+  if (size <= before && platform::StacksSignal() == 0) {
+    // Windows: the dumping thread needs the GIL, which a thread stuck in C
+    // code may hold; the native stacks show where that is.
+    return NativeStacks(t, std::move(r));
+  }
   if (size <= before) {
     r.set_error(absl::StrCat("the Python interpreter of process ", t.pid,
                              " wrote no stacks within ",
@@ -173,8 +205,8 @@ v1::RankStacks CaptureWorker(const CaptureTarget& t, absl::Time deadline) {
                              platform::StacksSignal(), "?)"));
     return r;
   }
-  for (v1::ThreadStack& s :
-       ParsePythonDump(ReadFrom(t.python_dump_file, before), main_ident))
+  for (v1::ThreadStack& s : ParsePythonDump(
+           ReadFrom(t.python_dump_file, before), ready.main, ready.watcher))
     *r.add_threads() = std::move(s);
   return r;
 }

@@ -5,12 +5,13 @@
 // Python workers started through
 // the launcher's bootstrap (cli/launch_resolve.cc, kStacksPrelude): the
 // bootstrap registered faulthandler for platform::StacksSignal() on the
-// worker's MUSTER_STACKS_FILE; the agent sends the signal and parses the dump
-// (the Python function names of every thread). A Python worker whose bootstrap
-// has not registered yet (just started) gets its native stacks instead, never
-// the signal (whose default action would end it). Windows has no such
-// signal: its Python workers are read natively (StacksSignal() is 0, so the
-// launcher adds no bootstrap there).
+// worker's MUSTER_STACKS_FILE (Linux), or started a thread that dumps there
+// when the event platform::StacksEventPrefix() + pid is set (Windows, which
+// has no such signal); the agent sends the signal or sets the event
+// (platform::SignalForStacks) and parses the dump (the Python function names
+// of every thread). A Python worker whose bootstrap has not registered yet
+// (just started) gets its native stacks instead, never the signal (whose
+// default action would end it).
 #ifndef MUSTER_AGENT_SRC_STACK_CAPTURE_H_
 #define MUSTER_AGENT_SRC_STACK_CAPTURE_H_
 
@@ -30,8 +31,10 @@ namespace muster::agent {
 // The environment variables the Python bootstrap reads.
 inline constexpr char kStacksFileVariable[] = "MUSTER_STACKS_FILE";
 inline constexpr char kStacksSignalVariable[] = "MUSTER_STACKS_SIGNAL";
+inline constexpr char kStacksEventVariable[] = "MUSTER_STACKS_EVENT";
 // The line the bootstrap writes once faulthandler is registered: the marker,
-// then the main thread's ident in hex.
+// then the main thread's ident in hex, then " watcher=" and the ident of the
+// thread that dumps on Windows (0 on Linux, where the signal handler does).
 inline constexpr char kStacksReadyMarker[] = "muster-stacks-ready main=";
 
 struct CaptureTarget {
@@ -44,7 +47,8 @@ struct CaptureTarget {
 };
 
 // Sets the bootstrap's variables in a worker's environment when `stacks_file`
-// is not empty (a Python worker).
+// is not empty (a Python worker): the file, and the signal (Linux) or the
+// event's name prefix (Windows).
 void AddStacksEnv(const std::string& stacks_file,
                   std::map<std::string, std::string>* env);
 
@@ -56,9 +60,11 @@ std::vector<CaptureTarget> CaptureTargets(
 
 // The threads in a faulthandler dump (Python function names, innermost
 // first, the bootstrap's own runpy frames left out); the thread whose ident
-// is main_ident is marked main and comes first. Pure.
+// is main_ident is marked main and comes first; the bootstrap's dumping
+// thread (watcher_ident, when not 0) is left out. Pure.
 std::vector<v1::ThreadStack> ParsePythonDump(const std::string& text,
-                                             uint64_t main_ident);
+                                             uint64_t main_ident,
+                                             uint64_t watcher_ident = 0);
 
 // One worker, up to `deadline`.
 v1::RankStacks CaptureWorker(const CaptureTarget& target, absl::Time deadline);

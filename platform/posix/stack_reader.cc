@@ -163,6 +163,8 @@ absl::StatusOr<std::vector<NativeThreadStack>> ReadNativeStacks(
 
 int StacksSignal() { return SIGRTMIN + 7; }
 
+std::string StacksEventPrefix() { return ""; }
+
 absl::Status SignalForStacks(int pid) {
   if (::kill(pid, StacksSignal()) == 0) return absl::OkStatus();
   return absl::UnavailableError(

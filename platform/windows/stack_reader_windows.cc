@@ -341,10 +341,25 @@ absl::StatusOr<std::vector<NativeThreadStack>> ReadNativeStacks(
 
 int StacksSignal() { return 0; }
 
+// "Local\": the session's namespace, where a worker of this agent's session
+// may create it without SeCreateGlobalPrivilege.
+std::string StacksEventPrefix() { return "Local\\muster-stacks-"; }
+
 absl::Status SignalForStacks(int pid) {
-  return absl::UnimplementedError(
-      absl::StrCat("Windows has no signal for a Python stack dump (process ",
-                   pid, "): its native stacks are read instead"));
+  const std::wstring name =
+      windows::Widen(absl::StrCat(StacksEventPrefix(), pid));
+  UniqueHandle event(OpenEventW(EVENT_MODIFY_STATE, FALSE, name.c_str()));
+  if (!event.valid()) {
+    return absl::UnavailableError(
+        absl::StrCat("process ", pid, " has no stacks event ",
+                     windows::Narrow(name), ": ", windows::LastErrorText()));
+  }
+  if (!SetEvent(event.get())) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot set the stacks event of process ", pid, ": ",
+                     windows::LastErrorText()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace muster::platform

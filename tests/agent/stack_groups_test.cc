@@ -115,6 +115,28 @@ TEST(ParsePythonDumpTest, FunctionsInnermostFirstMainThreadFirst) {
   EXPECT_THAT(threads[1].frames(), ElementsAre("background_prefetch", "run"));
 }
 
+// Windows: the bootstrap's dumping thread is the "Current thread" and is left
+// out; the runpy frames have backslashes.
+TEST(ParsePythonDumpTest, LeavesOutTheWatcherThread) {
+  const std::string dump =
+      "Thread 0x00001a2c (most recent call first):\r\n"
+      "  File \"C:\\w\\train.py\", line 5 in background_prefetch\r\n"
+      "\r\n"
+      "Current thread 0x00001b00 (most recent call first):\r\n"
+      "  File \"<string>\", line 30 in _muster_watch\r\n"
+      "\r\n"
+      "Thread 0x000019f0 (most recent call first):\r\n"
+      "  File \"C:\\w\\train.py\", line 9 in stuck_in_data_loader\r\n"
+      "  File \"C:\\Python38\\lib\\runpy.py\", line 87 in _run_code\r\n";
+  std::vector<v1::ThreadStack> threads =
+      ParsePythonDump(dump, 0x19f0, /*watcher_ident=*/0x1b00);
+  ASSERT_EQ(threads.size(), 2u);
+  EXPECT_TRUE(threads[0].main());
+  EXPECT_EQ(threads[0].tid(), 0x19f0);
+  EXPECT_THAT(threads[0].frames(), ElementsAre("stuck_in_data_loader"));
+  EXPECT_THAT(threads[1].frames(), ElementsAre("background_prefetch"));
+}
+
 TEST(WithStacksPreludeTest, EachPythonFormKeepsItsArguments) {
   bool applied = false;
   const std::map<std::string, std::string> env;

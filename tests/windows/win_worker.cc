@@ -11,7 +11,13 @@
 //      --stacks-odd-rank=N it hangs until killed in a named function for
 //      `muster stacks` to find: rank N in StuckInDataLoader_Muster, every
 //      other rank in WaitInBarrier_Muster, with a second thread, named
-//      "muster-helper", in HelperThreadLoop_Muster;
+//      "muster-helper", in HelperThreadLoop_Muster; with --fake-python-stacks
+//      it also plays the Python bootstrap of `muster stacks` on Windows
+//      (agent/src/python_prelude.cc), for tests without a Windows Python:
+//      creates the event MUSTER_STACKS_EVENT + pid, writes the ready line to
+//      MUSTER_STACKS_FILE, and on each set of the event appends a
+//      faulthandler-style dump from a watcher thread (=mute: never dumps, as
+//      when a thread holds the GIL);
 //   4. fails when its global rank is --fail-rank (every rank when not given)
 //      and TORCHELASTIC_RESTART_COUNT is --fail-restart-count (any when not
 //      given): exits with --exit-code=N, or with --crash writes through a
@@ -109,12 +115,59 @@ void NameThisThread(const wchar_t* name) {
   }
 }
 
-[[noreturn]] void HangForStacks(long rank, long odd_rank) {
+// --fake-python-stacks: see the top of the file. The dump names the main
+// thread's Python function after the native one it hangs in.
+void FakePythonStacks(bool odd, bool mute) {
+  const char* file = std::getenv("MUSTER_STACKS_FILE");
+  const char* prefix = std::getenv("MUSTER_STACKS_EVENT");
+  if (file == nullptr || prefix == nullptr) return;
+  const std::string name =
+      prefix +
+      std::to_string(static_cast<unsigned long>(GetCurrentProcessId()));
+  HANDLE event = CreateEventA(nullptr, FALSE, FALSE, name.c_str());
+  if (event == nullptr) return;
+  const DWORD main_tid = GetCurrentThreadId();
+  const std::string path = file;
+  std::atomic<DWORD> watcher_tid{0};
+  std::thread([&watcher_tid, event, main_tid, path, odd, mute] {
+    const DWORD me = GetCurrentThreadId();
+    watcher_tid = me;
+    while (WaitForSingleObject(event, INFINITE) == WAIT_OBJECT_0) {
+      if (mute) continue;
+      char dump[1024];
+      std::snprintf(
+          dump, sizeof(dump),
+          "Thread 0x%08lx (most recent call first):\n"
+          "  File \"C:\\w\\train.py\", line 5 in background_prefetch\n"
+          "\n"
+          "Current thread 0x%08lx (most recent call first):\n"
+          "  File \"<string>\", line 30 in _muster_watch\n"
+          "\n"
+          "Thread 0x%08lx (most recent call first):\n"
+          "  File \"C:\\w\\train.py\", line 9 in %s\n"
+          "  File \"C:\\w\\train.py\", line 23 in <module>\n"
+          "  File \"C:\\Python312\\Lib\\runpy.py\", line 88 in _run_code\n",
+          0x1UL, static_cast<unsigned long>(me),
+          static_cast<unsigned long>(main_tid),
+          odd ? "stuck_in_data_loader" : "wait_in_allreduce");
+      std::ofstream(path, std::ios::app | std::ios::binary) << dump;
+    }
+  }).detach();
+  while (watcher_tid == 0) Sleep(1);
+  std::ofstream(path, std::ios::app | std::ios::binary)
+      << "muster-stacks-ready main=" << std::hex << main_tid
+      << " watcher=" << watcher_tid.load() << "\n";
+}
+
+// fake_python: "" none, else the value of --fake-python-stacks.
+[[noreturn]] void HangForStacks(long rank, long odd_rank,
+                                const std::string* fake_python) {
   std::thread([] {
     NameThisThread(L"muster-helper");
     muster_test::HelperThreadLoop_Muster();
   }).detach();
   const bool odd = rank == odd_rank;
+  if (fake_python != nullptr) FakePythonStacks(odd, *fake_python == "mute");
   std::printf("win_worker rank %ld waiting in %s\n", rank,
               odd ? "StuckInDataLoader_Muster" : "WaitInBarrier_Muster");
   std::fflush(stdout);
@@ -130,6 +183,8 @@ int main(int argc, char** argv) {
   double sleep_s = 0;
   int exit_code = 0;
   long fail_rank = -1, fail_restart = -1, stacks_odd_rank = -2;
+  bool fake_python = false;
+  std::string fake_python_mode;
   std::string beat_file;
   for (int i = 1; i < argc; ++i) {
     std::string v;
@@ -149,6 +204,9 @@ int main(int argc, char** argv) {
       fail_restart = std::atol(v.c_str());
     } else if (Flag(argv[i], "--stacks-odd-rank", &v)) {
       stacks_odd_rank = std::atol(v.c_str());
+    } else if (Flag(argv[i], "--fake-python-stacks", &v)) {
+      fake_python = true;
+      fake_python_mode = v;
     } else if (Flag(argv[i], "--beat-file", &v)) {
       beat_file = v;
     } else {
@@ -167,7 +225,10 @@ int main(int argc, char** argv) {
   if (!beat_file.empty()) {
     beats = std::thread(Beat, beat_file + std::to_string(rank));
   }
-  if (stacks_odd_rank != -2) HangForStacks(rank, stacks_odd_rank);
+  if (stacks_odd_rank != -2) {
+    HangForStacks(rank, stacks_odd_rank,
+                  fake_python ? &fake_python_mode : nullptr);
+  }
   if (hang) {
     std::printf("win_worker rank %ld hanging\n", rank);
     std::fflush(stdout);

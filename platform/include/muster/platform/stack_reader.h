@@ -34,13 +34,18 @@ struct NativeThreadStack {
 absl::StatusOr<std::vector<NativeThreadStack>> ReadNativeStacks(
     int pid, int max_frames = 64);
 
-// The signal the Python bootstrap registers faulthandler for (the launcher's
-// kStacksPrelude): SIGRTMIN+7 on Linux, a real-time signal no common library
-// uses (Python, PyTorch and NCCL use none). 0 on Windows (none: Python
-// workers there are read natively, the interpreter's frames).
+// How the agent asks a Python worker for a faulthandler dump of its stacks
+// (the bootstrap, agent/src/python_prelude.cc). Linux: a signal the bootstrap
+// registers faulthandler for, SIGRTMIN+7, a real-time signal no common
+// library uses (Python, PyTorch and NCCL use none). Windows has no such
+// signal (StacksSignal() is 0): the bootstrap creates the auto-reset event
+// named StacksEventPrefix() + its pid ("Local\muster-stacks-1234") and a
+// thread that waits on it and dumps when it is set; "" on Linux.
 int StacksSignal();
+std::string StacksEventPrefix();
 
-// Sends StacksSignal() to pid. UNIMPLEMENTED on Windows.
+// Asks pid for the dump: sends StacksSignal() (Linux) or sets the event
+// (Windows; UNAVAILABLE when pid has none, i.e. no bootstrap runs there).
 absl::Status SignalForStacks(int pid);
 
 }  // namespace muster::platform
