@@ -85,6 +85,37 @@ void AppendStragglers(std::string* out, const v1::JobStatus& job,
   }
 }
 
+// "3.4 KiB", "256 MiB": binary units, as the Store's limits are set.
+std::string Bytes(int64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? absl::StrCat(n, " B")
+                : absl::StrFormat("%.1f %s", v, units[u]);
+}
+
+// One job's answer: its round's Store use against musterd's limits, with the
+// share of the nearer one.
+void AppendStore(std::string* out, const v1::JobStatus& job) {
+  if (!job.has_store()) return;
+  const v1::StoreUsage& s = job.store();
+  auto share = [](int64_t used, int64_t max) {
+    return max > 0
+               ? 100.0 * static_cast<double>(used) / static_cast<double>(max)
+               : 0.0;
+  };
+  absl::StrAppendFormat(
+      out,
+      "  store (%s): %d keys of %d, %s of %s (%.0f%% of the nearer limit)\n",
+      s.prefix(), s.keys(), s.max_keys(), Bytes(s.bytes()),
+      Bytes(s.max_bytes()),
+      std::max(share(s.keys(), s.max_keys()), share(s.bytes(), s.max_bytes())));
+}
+
 }  // namespace
 
 std::string FormatStatus(const v1::GetStatusResponse& status,
@@ -123,6 +154,7 @@ std::string FormatStatus(const v1::GetStatusResponse& status,
       absl::StrAppend(&out, "  last failure: ", job.last_failure(), "\n");
     }
     AppendStragglers(&out, job, tz);
+    AppendStore(&out, job);
   }
   return out;
 }

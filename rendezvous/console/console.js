@@ -225,6 +225,35 @@ function renderSpeeds(job) {
   $('excluded').replaceChild(ex, $('excluded').tBodies[0]);
 }
 
+// "3.4 KiB": binary units, as the Store's limits are set.
+function bytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = Number(n);
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? v + ' B' : v.toFixed(1) + ' ' + units[u];
+}
+
+// The current round's Store use against musterd's limits (one-job answers of
+// a job that runs or forms a round).
+function renderStore(job) {
+  const store = job.store;
+  $('store-box').hidden = !store;
+  if (!store) return;
+  $('store-prefix').textContent = '(' + store.prefix + ')';
+  const keys = Number(store.keys);
+  const maxKeys = Number(store.max_keys);
+  const used = Number(store.bytes);
+  const maxBytes = Number(store.max_bytes);
+  $('store-keys-meter').value = maxKeys > 0 ? keys / maxKeys : 0;
+  $('store-keys').textContent = keys + ' of ' + maxKeys;
+  $('store-bytes-meter').value = maxBytes > 0 ? used / maxBytes : 0;
+  $('store-bytes').textContent = bytes(used) + ' of ' + bytes(maxBytes);
+}
+
 async function renderJob(id) {
   const job = await api('/api/v1/jobs/' + encodeURIComponent(id));
   if (job === null) return;
@@ -245,6 +274,7 @@ async function renderJob(id) {
   }
   renderTimeline(job.history || []);
   renderSpeeds(job);
+  renderStore(job);
   $('job-failure').textContent = job.last_failure || 'none';
   $('job-failure').classList.toggle('none', !job.last_failure);
   const first = job.first_failure || {};

@@ -18,12 +18,20 @@ bool Listed(const Job& job) {
 
 // `history`: with the job's rounds (asked for one job only: a listing of
 // thousands stays small).
+// `store_usage`: CoordinatorOptions::store_usage, for one job's answer.
 void FillJobStatus(const Job& job, v1::JobStatus* s, absl::Time now,
-                   bool history = false) {
+                   bool history = false,
+                   const CoordinatorOptions* options = nullptr) {
   if (history) {
     for (const v1::RoundRecord& r : job.history) *s->add_history() = r;
     if (job.first_failure.has_value())
       *s->mutable_first_failure() = *job.first_failure;
+    if (options != nullptr && options->store_usage && job.round > 0 &&
+        !job.ended()) {
+      v1::StoreUsage* store = s->mutable_store();
+      store->set_prefix(StorePrefix(job.id, job.round));
+      options->store_usage(store->prefix(), store);
+    }
   }
   s->set_job_id(job.id);
   s->set_state(std::string(JobStateName(job.state)));
@@ -92,7 +100,8 @@ v1::GetStatusResponse Coordinator::Impl::Status(
   for (const auto& [id, job] : jobs_) {
     if (!job_id.empty() && id != job_id) continue;
     if (Listed(job)) {
-      FillJobStatus(job, out.add_jobs(), clock_->Now(), !job_id.empty());
+      FillJobStatus(job, out.add_jobs(), clock_->Now(), !job_id.empty(),
+                    &options_);
     }
   }
   return out;
@@ -120,7 +129,7 @@ v1::GetStatusResponse Coordinator::Impl::StatusPage(
       continue;
     }
     v1::JobStatus s;
-    FillJobStatus(job, &s, clock_->Now(), !query.job_id.empty());
+    FillJobStatus(job, &s, clock_->Now(), !query.job_id.empty(), &options_);
     if (out.jobs_size() == 0) TrimToBytes(&s, query.max_bytes);
     const int64_t size = static_cast<int64_t>(s.ByteSizeLong()) + 5;
     if (out.jobs_size() > 0 && bytes + size > query.max_bytes) {

@@ -295,7 +295,8 @@ class RendezvousServer::Impl {
 
  private:
   // The Coordinator's options, with on_round_end also dropping the round's
-  // store namespace (or every round of a forgotten job, for a prefix "<job>/").
+  // store namespace (or every round of a forgotten job, for a prefix "<job>/"),
+  // and store_usage reading it.
   // A forgotten job's token binding goes with it.
   static CoordinatorOptions WithStoreCleanup(CoordinatorOptions options,
                                              store::KvStore* store,
@@ -310,6 +311,16 @@ class RendezvousServer::Impl {
         store->DropNamespace(store_prefix);
       }
       if (user) user(store_prefix);
+    };
+    // A job's page and `muster status JOB` show its round's Store use against
+    // the limits (a job about to hit one is named before it fails).
+    options.store_usage = [store](const std::string& prefix,
+                                  v1::StoreUsage* usage) {
+      const store::KvStore::Usage used = store->NamespaceUsage(prefix);
+      usage->set_keys(used.keys);
+      usage->set_bytes(used.bytes);
+      usage->set_max_keys(store->limits().max_namespace_keys);
+      usage->set_max_bytes(store->limits().max_namespace_bytes);
     };
     return options;
   }

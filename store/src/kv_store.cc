@@ -242,6 +242,13 @@ int64_t KvStore::NumKeys(absl::string_view ns) const {
   return n == data_.end() ? 0 : static_cast<int64_t>(n->second.entries.size());
 }
 
+KvStore::Usage KvStore::NamespaceUsage(absl::string_view ns) const {
+  absl::MutexLock lock(&mu_);
+  auto n = data_.find(ns);
+  if (n == data_.end()) return {};
+  return {static_cast<int64_t>(n->second.entries.size()), n->second.bytes};
+}
+
 KvStore::WaiterId KvStore::WaitFor(absl::string_view ns,
                                    std::vector<std::string> keys,
                                    WaitCallback done) {

@@ -64,6 +64,26 @@ TEST(SubcommandTest, StatusPrintsTheTotalAndSaysWhenJobsAreMissing) {
   EXPECT_NE(out.find("7 more members"), std::string::npos) << out;
 }
 
+// One job's answer shows its round's Store use against the limits.
+TEST(SubcommandTest, StatusShowsTheStoreUseOfOneJob) {
+  v1::GetStatusResponse status;
+  v1::JobStatus* job = status.add_jobs();
+  job->set_job_id("j");
+  std::string out = FormatStatus(status, "h:1");
+  EXPECT_EQ(out.find("store ("), std::string::npos) << out;
+  v1::StoreUsage* store = job->mutable_store();
+  store->set_prefix("j/3");
+  store->set_keys(900);
+  store->set_max_keys(1000);
+  store->set_bytes(3 << 20);
+  store->set_max_bytes(int64_t{256} << 20);
+  out = FormatStatus(status, "h:1");
+  EXPECT_NE(out.find("  store (j/3): 900 keys of 1000, 3.0 MiB of 256.0 MiB "
+                     "(90% of the nearer limit)\n"),
+            std::string::npos)
+      << out;
+}
+
 // The straggler lines appear only when there is something to say: a
 // straggler, an excluded node, or a policy other than the default.
 TEST(SubcommandTest, StatusNamesStragglersAndExcludedNodes) {

@@ -129,6 +129,14 @@ try {
   // A hung job's stacks, on demand: grouped, the odd rank out marked.
   await page.goto(base + '/jobs/hangjob');
   await page.waitForSelector('#job:not([hidden])');
+  await page.waitForSelector('#store-box:not([hidden])');
+  const store = await page.$eval('#store-box', (b) => [
+    b.querySelector('#store-prefix').textContent,
+    b.querySelector('#store-keys').textContent,
+    b.querySelector('#store-bytes').textContent]);
+  check(/^\(hangjob\/\d+\)$/.test(store[0]) && /^\d+ of 1048576$/.test(store[1]) &&
+        / of 256\.0 MiB$/.test(store[2]),
+        `hangjob's Store use against the limits: ${JSON.stringify(store)}`);
   await page.click('#stacks-button');
   await page.waitForSelector('#stacks .group', {timeout: 30000});
   const groups = await page.$$eval('#stacks .group', (gs) => gs.map((g) => ({

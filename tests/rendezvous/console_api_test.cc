@@ -103,6 +103,24 @@ TEST_F(ConsoleApiTest, AdminSeesEveryJobAsMusterStatusJsonDoes) {
   const std::string one = Get("/api/v1/jobs/jobB", testing::kAdminToken);
   ASSERT_EQ(HttpStatusCode(one), 200) << one;
   EXPECT_EQ(nlohmann::json::parse(HttpBody(one))["job_id"], "jobB");
+  // The listing leaves out each job's Store use (one job's answer has it).
+  EXPECT_FALSE(j["jobs"][0].contains("store")) << j.dump(2);
+}
+
+// A job's answer carries its round's Store use against musterd's limits.
+TEST_F(ConsoleApiTest, AJobShowsItsStoreUseAgainstTheLimits) {
+  ASSERT_TRUE(server_->store().Set("jobA/1", "rank0/addr", "10.0.0.1").ok());
+  ASSERT_TRUE(server_->store().Set("jobA/1", "barrier", "2").ok());
+  const std::string r = Get("/api/v1/jobs/jobA", testing::kAdminToken);
+  ASSERT_EQ(HttpStatusCode(r), 200) << r;
+  const nlohmann::json store = nlohmann::json::parse(HttpBody(r))["store"];
+  ASSERT_TRUE(store.is_object()) << HttpBody(r);
+  EXPECT_EQ(store["prefix"], "jobA/1");
+  EXPECT_EQ(store["keys"], "2");
+  // Keys and values: 10 + 8 + 7 + 1 bytes.
+  EXPECT_EQ(store["bytes"], "26");
+  EXPECT_EQ(store["max_keys"], std::to_string(int64_t{1} << 20));
+  EXPECT_EQ(store["max_bytes"], std::to_string(int64_t{256} << 20));
 }
 
 TEST_F(ConsoleApiTest, AJobTokenSeesItsJobOnly) {

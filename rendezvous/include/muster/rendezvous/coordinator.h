@@ -133,6 +133,11 @@ struct CoordinatorOptions {
   // and its store namespace may be dropped, and with "<job>/" when a job is
   // forgotten.
   std::function<void(const std::string& store_prefix)> on_round_end;
+  // Fills the Store's use of a round's namespace for one-job status answers
+  // (JobStatus.store); under the Coordinator's lock, must not call back.
+  // Unset: no store field.
+  std::function<void(const std::string& store_prefix, v1::StoreUsage* usage)>
+      store_usage;
   // The level of the job and round events it logs (new, open, joined, ready,
   // lost, verdict). An agent that embeds the server for its own single node
   // lowers it to kDebug: it prints the same events from its side.

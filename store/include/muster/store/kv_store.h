@@ -90,6 +90,14 @@ class KvStore {
   // As CountKeys, but 0 for a dropped namespace (metrics, tests). The Store
   // services answer with CountKeys, so a worker of an ended round is told.
   int64_t NumKeys(absl::string_view ns) const;
+  // The keys of ns and their bytes (keys plus values, as the limits count
+  // them); zeros for a namespace that holds nothing or was dropped.
+  struct Usage {
+    int64_t keys = 0;
+    int64_t bytes = 0;
+  };
+  Usage NamespaceUsage(absl::string_view ns) const;
+  const KvStoreLimits& limits() const { return limits_; }
 
   // Replication (musterd --etcd-endpoints): while a Committer is set, the
   // async writes below commit through it before they apply, and dropped
