@@ -160,8 +160,8 @@ if(MUSTER_BUILD_TESTS)
     set_tests_properties(musterd_linux_agents_test PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77
       LABELS "e2e;interop")
     # --http-listen: /healthz, /readyz, /metrics, the console and /api/v1 (with the admin
-    # token) of musterd.exe under wine, read from Linux; a taken port refused. Only with civetweb
-    # (without it, common builds HttpServer's stand-in).
+    # token) of musterd.exe under wine, read from Linux; a taken port refused; HTTPS with
+    # --tls-cert. Only with civetweb (without it, common builds HttpServer's stand-in).
     if(TARGET civetweb::civetweb)
       add_test(NAME musterd_http_wine_test
         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/musterd_http_wine_test.sh

@@ -16,21 +16,34 @@
 #include "muster/common/net.h"
 
 // MUSTER_HTTP_TLS: civetweb takes an SSL_CTX made here with the OpenSSL muster
-// links (Linux); a build without it answers UNIMPLEMENTED for HTTPS.
+// links; a build without it answers UNIMPLEMENTED for HTTPS.
+// MUSTER_CIVETWEB_LINKS_OPENSSL (Windows): civetweb was built against that
+// same OpenSSL (scripts/build-windows.sh), so nothing is loaded at run time.
 #ifdef MUSTER_HTTP_TLS
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#ifndef MUSTER_CIVETWEB_LINKS_OPENSSL
 #include <filesystem>
 
 #include "muster/platform/dynamic_library.h"
 #include "muster/platform/launch_os.h"
 #endif
+#endif
 
 namespace muster {
 namespace {
+
+// What to do when civetweb cannot start TLS.
+#ifdef MUSTER_CIVETWEB_LINKS_OPENSSL
+constexpr char kOpenSslHint[] = "";
+#else
+constexpr char kOpenSslHint[] =
+    " (Debian's civetweb loads OpenSSL as libssl.so and libcrypto.so: "
+    "apt-get install libssl-dev)";
+#endif
 
 void InitCivetwebOnce() {
   static std::once_flag once;
@@ -93,6 +106,9 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   return text.str();
 }
 
+#ifdef MUSTER_CIVETWEB_LINKS_OPENSSL
+absl::Status LoadCivetwebOpenSsl() { return absl::OkStatus(); }
+#else
 // Debian 12's civetweb loads OpenSSL by the names "libssl.so" and
 // "libcrypto.so" and looks up a function OpenSSL 3 renamed; these two
 // libraries (civetweb_openssl/) carry those sonames and lead its lookups to
@@ -117,6 +133,7 @@ absl::Status LoadCivetwebOpenSsl() {
   }();
   return *loaded;
 }
+#endif
 
 // A certificate chain and its key, parsed; immutable once made. The handshake
 // callback takes references of its own, so a reload may drop it any time.
@@ -397,11 +414,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     absl::MutexLock lock(&impl->log_mu);
     if (absl::StrContains(impl->start_log, "load") ||
         absl::StrContains(impl->start_log, "ssl")) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot serve HTTPS on ", where->ToString(),
-          ": civetweb: ", impl->start_log,
-          " (Debian's civetweb loads OpenSSL as libssl.so and libcrypto.so: "
-          "apt-get install libssl-dev)"));
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve HTTPS on ", where->ToString(),
+                       ": civetweb: ", impl->start_log, kOpenSslHint));
     }
   }
   if (impl->ctx == nullptr) {

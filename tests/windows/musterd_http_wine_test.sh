@@ -14,6 +14,9 @@
 #   an unknown path: 404 naming the served ones.
 # A second musterd.exe asking for the same HTTP port is refused (exit 1, naming the port). Ctrl-C
 # (SIGINT) then drains the first: exit 0.
+# HTTPS: musterd.exe with --tls-cert/--tls-key (a self-signed certificate for 127.0.0.1 made with
+# the host's openssl) serves --http-listen over TLS 1.2+ with that certificate (python3 verifies
+# it); a plaintext request gets no HTTP answer. Skipped, saying so, without an openssl program.
 #
 # Run by ctest in the Windows build (add_test(COMMAND bash ...): this script runs natively,
 # musterd.exe under wine64). Every wait has a deadline; every process started here is reaped.
@@ -36,27 +39,43 @@ trap cleanup EXIT
 TOKEN=admin-$RANDOM$RANDOM$RANDOM
 printf '%s\n' "$TOKEN" >"$WORK/admin.token"
 
-: >"$WORK/musterd.log"
-"$WINE" "$MUSTERD_EXE" --listen=127.0.0.1:0 --http-listen=127.0.0.1:0 --require-token \
-  --admin-token-file="$(winpath "$WORK/admin.token")" >"$WORK/musterd.log" 2>&1 &
-MUSTERD_PID=$!
-
-# The HTTP port, from the line musterd logs once it serves.
-http_port() {
-  sed -n 's/.*musterd serving .* on port \([0-9][0-9]*\).*/\1/p' "$WORK/musterd.log" |
-    head -1 || true
+# start_musterd LOG KIND FLAGS...: musterd.exe on 127.0.0.1:0 with --http-listen=127.0.0.1:0 and
+# FLAGS, logging to $WORK/LOG; sets MUSTERD_PID and PORT, the HTTP port its log names, and checks
+# that the log says KIND ("HTTP" or "HTTPS").
+start_musterd() {
+  local log=$WORK/$1 kind=$2 deadline
+  shift 2
+  : >"$log"
+  "$WINE" "$MUSTERD_EXE" --listen=127.0.0.1:0 --http-listen=127.0.0.1:0 "$@" >"$log" 2>&1 &
+  MUSTERD_PID=$!
+  deadline=$((SECONDS + 90))
+  PORT=""
+  while [[ -z $PORT ]] && ((SECONDS < deadline)); do
+    kill -0 "$MUSTERD_PID" 2>/dev/null || fail "musterd.exe exited before serving $kind"
+    PORT=$(sed -n 's/.*musterd serving .* on port \([0-9][0-9]*\).*/\1/p' "$log" | head -1 || true)
+    [[ -n $PORT ]] || sleep 0.2
+  done
+  [[ -n $PORT ]] || fail "musterd.exe logged no $kind port in 90 s"
+  grep -q "on port $PORT (${kind}[,)]" "$log" ||
+    fail "musterd.exe's log does not say it serves $kind on $PORT"
+  echo "musterd.exe serves $kind on 127.0.0.1:$PORT"
 }
-deadline=$((SECONDS + 90))
-PORT=""
-while [[ -z $PORT ]] && ((SECONDS < deadline)); do
-  kill -0 "$MUSTERD_PID" 2>/dev/null || fail "musterd.exe exited before serving HTTP"
-  PORT=$(http_port)
-  [[ -n $PORT ]] || sleep 0.2
-done
-[[ -n $PORT ]] || fail "musterd.exe logged no HTTP port in 90 s"
-grep -q "on port $PORT (HTTP)" "$WORK/musterd.log" ||
-  fail "musterd.exe's log does not say it serves plain HTTP on $PORT"
-echo "musterd.exe serves HTTP on 127.0.0.1:$PORT"
+
+# stop_musterd: Ctrl-C (SIGINT) drains it: exit 0 within 30 s.
+stop_musterd() {
+  local deadline=$((SECONDS + 30)) rc=0
+  kill -INT "$MUSTERD_PID"
+  while kill -0 "$MUSTERD_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+  kill -0 "$MUSTERD_PID" 2>/dev/null && fail "musterd.exe still runs 30 s after SIGINT"
+  wait "$MUSTERD_PID" || rc=$?
+  MUSTERD_PID=""
+  ((rc == 0)) || fail "musterd.exe exited $rc after SIGINT, expected 0"
+  echo "ok: SIGINT drained musterd.exe (exit 0)"
+}
+
+# --- HTTP, with the admin token. ---------------------------------------------------------------
+start_musterd musterd.log HTTP --require-token \
+  --admin-token-file="$(winpath "$WORK/admin.token")"
 
 # The requests, from Linux. Each has a 10 s timeout; urllib checks Content-Length against the
 # body it reads (a short body raises IncompleteRead).
@@ -143,13 +162,45 @@ grep -q "cannot serve HTTP on 127.0.0.1:$PORT" <<<"$out" ||
   fail "a second musterd.exe on HTTP port $PORT: no reason given: $out"
 echo "ok: a second musterd.exe on HTTP port $PORT is refused (exit 1, the port named)"
 
-# Ctrl-C drains it: exit 0 within 30 s.
-kill -INT "$MUSTERD_PID"
-deadline=$((SECONDS + 30))
-while kill -0 "$MUSTERD_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-kill -0 "$MUSTERD_PID" 2>/dev/null && fail "musterd.exe still runs 30 s after SIGINT"
-rc=0
-wait "$MUSTERD_PID" || rc=$?
-MUSTERD_PID=""
-((rc == 0)) || fail "musterd.exe exited $rc after SIGINT, expected 0"
-echo "PASS: musterd.exe serves /healthz, /readyz, /metrics, the console and /api/v1 under wine"
+stop_musterd
+
+# --- HTTPS with --tls-cert: civetweb serves muster's SSL_CTX. ----------------------------------
+if ! command -v openssl >/dev/null; then
+  echo "SKIP (HTTPS part): no openssl program to make a certificate with (apt-get install openssl)"
+else
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1" -keyout "$WORK/key.pem" \
+    -out "$WORK/cert.pem" >"$WORK/openssl.out" 2>&1 || fail "openssl req failed"
+  start_musterd musterd-tls.log HTTPS --tls-cert="$(winpath "$WORK/cert.pem")" \
+    --tls-key="$(winpath "$WORK/key.pem")"
+  python3 - "$PORT" "$WORK/cert.pem" <<'EOF' || fail "the HTTPS checks failed (above)"
+import http.client
+import ssl
+import sys
+
+port, ca = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=ca)
+for path, want in (("/healthz", "ok\n"), ("/metrics", "# TYPE muster_jobs gauge")):
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+    conn.request("GET", path)
+    version = conn.sock.version()  # the response's Connection: close drops conn.sock
+    r = conn.getresponse()
+    body = r.read().decode()
+    conn.close()
+    if r.status != 200 or want not in body or version not in ("TLSv1.2", "TLSv1.3"):
+        print(f"FAIL: HTTPS {path}: {r.status} {version} {body[:200]!r}")
+        sys.exit(1)
+    print(f"ok: HTTPS {path}: 200 over {version}, the certificate verified")
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+try:
+    conn.request("GET", "/healthz")
+    status = conn.getresponse().status
+    print(f"FAIL: plaintext HTTP on the HTTPS port answered {status}")
+    sys.exit(1)
+except (http.client.HTTPException, OSError) as e:
+    print(f"ok: plaintext HTTP on the HTTPS port gets no HTTP answer ({type(e).__name__})")
+EOF
+  stop_musterd
+fi
+echo "PASS: musterd.exe serves /healthz, /readyz, /metrics, the console and /api/v1 under wine" \
+  "(HTTP and HTTPS)"
