@@ -24,9 +24,9 @@
 # host packages; scripts/test.sh reports that as a skipped stage, while a failed build or test
 # stays a failure.
 #
-# Debian ships no Windows builds of gRPC, protobuf, Abseil, c-ares, re2, OpenSSL, libuv or Gloo, so
-# the first run builds them from Debian's own source packages (the versions the Linux build uses),
-# static and Release, into a cache outside the repository:
+# Debian ships no Windows builds of gRPC, protobuf, Abseil, c-ares, re2, OpenSSL, libuv, Gloo or
+# civetweb, so the first run builds them from Debian's own source packages (the versions the Linux
+# build uses), static and Release, into a cache outside the repository:
 #   ${XDG_CACHE_HOME:-~/.cache}/muster/mingw-<hash of the versions, patches and compiler>
 # Each dependency gets a stamp file there when it is installed, so an interrupted run resumes with
 # the next one and a later run with nothing to do skips straight to muster.
@@ -190,7 +190,8 @@ unpack_debian_source() {
       apt_src_update
       (cd "$SRC_DIR" && "${APT[@]}" source --download-only "$pkg=$version" >/dev/null) ||
         die_fetch "could not download the source of $pkg $version from the Debian mirror; if the mirror
-       dropped that version, update SRC_VERSION[$pkg] in $0 to the version of Debian's -dev package"
+       dropped that version, update SRC_VERSION[$pkg] (or LATER_VERSION[$pkg]) in $0 to the
+       version of Debian's -dev package"
     }
   fi
   local dir=$WORK/$pkg-src
