@@ -93,11 +93,36 @@ function drawChart() {
   $('chart-max').textContent = max.toFixed(max < 10 ? 1 : 0);
 }
 
+// Replicas: each etcd member as this musterd sees it (none without etcd).
+function renderEtcd(members) {
+  const list = members || [];
+  $('etcd-card').hidden = list.length === 0;
+  $('etcd-box').hidden = list.length === 0;
+  if (list.length === 0) return;
+  const healthy = list.filter((m) => m.healthy).length;
+  $('etcd').textContent = healthy + ' of ' + list.length + ' healthy';
+  // A majority keeps etcd (and so musterd's replicas) working.
+  $('etcd').className = healthy === list.length ? 'ok' : (2 * healthy > list.length ? 'warn' : 'error');
+  const body = document.createElement('tbody');
+  for (const m of list) {
+    const row = document.createElement('tr');
+    cell(row, m.endpoint);
+    cell(row, m.healthy ? 'healthy' : 'unhealthy: ' + m.error, m.healthy ? 'ok' : 'error');
+    cell(row, m.version);
+    cell(row, m.healthy ? (m.leader ? 'leader' : 'follower') : '');
+    cell(row, m.healthy ? bytes(m.db_size_bytes) : '');
+    cell(row, m.healthy ? m.raft_term : '');
+    body.appendChild(row);
+  }
+  $('etcd-members').replaceChild(body, $('etcd-members').tBodies[0]);
+}
+
 function renderTotals(c) {
   $('server').textContent = 'musterd ' + c.server_version;
   $('replica').textContent = c.serving ? (c.epoch > 0 ? 'leader, epoch ' + c.epoch : 'serving') :
       (c.replica_status || 'standby');
   $('replica').className = c.serving ? 'ok' : 'warn';
+  renderEtcd(c.etcd);
   if (!c.serving) return;
   $('c-jobs').textContent = c.jobs;
   $('c-agents').textContent = c.agents_connected;

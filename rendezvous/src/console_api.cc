@@ -166,6 +166,24 @@ HttpResponse ConsoleApi::Cluster(const Credential& credential) const {
     out["rounds_total"] = coordinator_->RoundsReady();
     out["store_ops_total"] = metrics_ != nullptr ? metrics_->StoreOps() : 0;
   }
+  // Replicas: etcd as this replica sees it (a standby's view too: its own
+  // connection to etcd is what keeps it ready to take over).
+  if (etcd_health_) {
+    const std::vector<EtcdMemberHealth> members = etcd_health_();
+    if (!members.empty()) {
+      nlohmann::json etcd = nlohmann::json::array();
+      for (const EtcdMemberHealth& m : members) {
+        etcd.push_back({{"endpoint", m.endpoint},
+                        {"healthy", m.healthy},
+                        {"error", m.error},
+                        {"version", m.version},
+                        {"leader", m.leader},
+                        {"db_size_bytes", m.db_size_bytes},
+                        {"raft_term", m.raft_term}});
+      }
+      out["etcd"] = std::move(etcd);
+    }
+  }
   return HttpResponse{200, kJson, out.dump(2) + "\n"};
 }
 

@@ -10,7 +10,8 @@
 // itself only, no inline script, no framing.
 //
 //   GET /api/v1/cluster    this musterd: version, whether it leads (replicas:
-//                          which one does), jobs visible to the caller,
+//                          which one does, and each etcd member's health),
+//                          jobs visible to the caller,
 //                          agents connected, and counters since the start
 //                          (joins, rounds, Store ops) the page turns into
 //                          rates
@@ -38,9 +39,13 @@
 #ifndef MUSTER_RENDEZVOUS_SRC_CONSOLE_API_H_
 #define MUSTER_RENDEZVOUS_SRC_CONSOLE_API_H_
 
+#include <functional>
+#include <vector>
+
 #include "muster/common/http_server.h"
 #include "muster/rendezvous/auth.h"
 #include "muster/rendezvous/coordinator.h"
+#include "muster/rendezvous/replica_options.h"
 
 namespace muster::rendezvous {
 
@@ -63,14 +68,18 @@ class ConsoleApi {
  public:
   // All must outlive it; gate may be null (a musterd without replicas),
   // stacks too (no stacks route).
+  // etcd_health: the etcd members' health in replica mode (empty otherwise),
+  // shown on the cluster page; may be unset.
   ConsoleApi(const Coordinator* coordinator, const JobAuthRegistry* auth,
              const LeaderGate* gate, StacksRelay* stacks,
-             const RpcMetrics* metrics)
+             const RpcMetrics* metrics,
+             std::function<std::vector<EtcdMemberHealth>()> etcd_health = {})
       : coordinator_(coordinator),
         auth_(auth),
         gate_(gate),
         stacks_(stacks),
-        metrics_(metrics) {}
+        metrics_(metrics),
+        etcd_health_(std::move(etcd_health)) {}
 
   // Any path under kConsoleApiPrefix. Thread-safe.
   HttpResponse Serve(const HttpRequest& request) const;
@@ -94,6 +103,7 @@ class ConsoleApi {
   const LeaderGate* gate_;
   StacksRelay* stacks_;
   const RpcMetrics* metrics_;
+  const std::function<std::vector<EtcdMemberHealth>()> etcd_health_;
 };
 
 }  // namespace muster::rendezvous

@@ -192,9 +192,19 @@ class RendezvousServer::Impl {
         Replica::Start(std::move(replica), std::move(hooks));
     if (!r.ok()) return r.status();
     replica_ = *std::move(r);
+    replica_view_.store(replica_.get());
     return absl::OkStatus();
   }
 #endif
+
+  // The etcd members' health for the console (none without replicas). The
+  // HTTP listener starts before the replica: it reads replica_view_.
+  std::vector<EtcdMemberHealth> EtcdHealth() const {
+#ifdef MUSTER_WITH_ETCD
+    if (Replica* replica = replica_view_.load()) return replica->EtcdHealth();
+#endif
+    return {};
+  }
 
   std::string ReplicaRole(std::string* leader) const {
 #ifdef MUSTER_WITH_ETCD
@@ -442,8 +452,9 @@ class RendezvousServer::Impl {
   Coordinator coordinator_;
   SessionService session_service_;
   store::StoreService store_service_;
-  ConsoleApi console_{&coordinator_, &auth_, &gate_, session_service_.stacks(),
-                      &metrics_};
+  ConsoleApi console_{&coordinator_, &auth_,
+                      &gate_,        session_service_.stacks(),
+                      &metrics_,     [this] { return EtcdHealth(); }};
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
@@ -453,6 +464,7 @@ class RendezvousServer::Impl {
   std::unique_ptr<StateJournal> journal_;  // --state-dir; tick thread only
 #ifdef MUSTER_WITH_ETCD
   std::unique_ptr<Replica> replica_;  // --etcd-endpoints
+  std::atomic<Replica*> replica_view_{nullptr};
 #endif
 
   absl::Mutex mu_;

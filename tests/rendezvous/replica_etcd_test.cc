@@ -9,7 +9,9 @@
 //     made meanwhile waits for etcd and is acknowledged;
 //   - lease renewals go through the members that answer: with one member
 //     frozen (SIGSTOP: its port accepts, nothing answers), each renewal still
-//     answers within its timeout.
+//     answers within its timeout;
+//   - the console's /api/v1/cluster shows each etcd member's health, and a
+//     killed member as unhealthy.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
@@ -27,8 +29,10 @@
 #include "gtest/gtest.h"
 #include "muster/rendezvous/server.h"
 #include "muster/v1/store.grpc.pb.h"
+#include "nlohmann/json.hpp"
 #include "rendezvous/src/replica/etcd_client.h"
 #include "tests/testing/etcd.h"
+#include "tests/testing/http.h"
 #include "tests/testing/rendezvous.h"
 #include "tests/testing/wait.h"
 
@@ -54,8 +58,9 @@ class ReplicaEtcdTest : public ::testing::Test {
   }
 
   // A replica on loopback; a deposition is counted, not an exit.
-  std::unique_ptr<RendezvousServer> Replica() {
+  std::unique_ptr<RendezvousServer> Replica(std::string http_listen = "") {
     ServerOptions o;
+    o.http_listen = std::move(http_listen);
     o.replica.etcd.endpoints = {etcd_->ClientUrl(0), etcd_->ClientUrl(1),
                                 etcd_->ClientUrl(2)};
     o.replica.prefix = kPrefix;
@@ -223,6 +228,53 @@ TEST_F(ReplicaEtcdTest, RenewalsGoThroughTheMembersThatAnswer) {
     EXPECT_LT(absl::Now() - start, absl::Milliseconds(600)) << "renewal " << i;
   }
   etcd_->proc(0)->Signal(SIGCONT);
+}
+
+// The cluster page's etcd: every member healthy, one of them etcd's leader;
+// a killed member is named unhealthy within a few seconds (the answer is
+// refreshed every 2 s), the others stay healthy.
+TEST_F(ReplicaEtcdTest, TheConsoleShowsEachEtcdMembersHealth) {
+  auto replica = Replica("127.0.0.1:0");
+  ASSERT_NE(replica, nullptr);
+  auto etcd = [&]() -> nlohmann::json {
+    const std::string r =
+        testing::HttpGet(replica->http_port(), "/api/v1/cluster");
+    if (testing::HttpStatusCode(r) != 200) return nullptr;
+    return nlohmann::json::parse(testing::HttpBody(r), nullptr, false)["etcd"];
+  };
+  nlohmann::json members;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        members = etcd();
+        if (!members.is_array() || members.size() != 3) return false;
+        for (const auto& m : members) {
+          if (!m.value("healthy", false)) return false;
+        }
+        return true;
+      },
+      absl::Seconds(20)))
+      << members.dump(2);
+  int leaders = 0;
+  for (const auto& m : members) {
+    leaders += m.value("leader", false) ? 1 : 0;
+    EXPECT_THAT(m.value("version", ""), ::testing::StartsWith("3."));
+    EXPECT_GT(m.value("db_size_bytes", 0), 0);
+  }
+  EXPECT_EQ(leaders, 1) << members.dump(2);
+
+  etcd_->Kill(2);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        members = etcd();
+        return members.is_array() && members.size() == 3 &&
+               !members[2].value("healthy", true) &&
+               members[0].value("healthy", false) &&
+               members[1].value("healthy", false);
+      },
+      absl::Seconds(20)))
+      << members.dump(2);
+  EXPECT_EQ(members[2].value("endpoint", ""), etcd_->ClientUrl(2));
+  EXPECT_FALSE(members[2].value("error", "").empty()) << members.dump(2);
 }
 
 }  // namespace

@@ -137,9 +137,43 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(
         m.target, https ? tls : grpc::InsecureChannelCredentials(), args);
     m.kv = etcdserverpb::KV::NewStub(m.channel);
     m.lease = etcdserverpb::Lease::NewStub(m.channel);
+    m.maintenance = etcdserverpb::Maintenance::NewStub(m.channel);
     members.push_back(std::move(m));
   }
   return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(members)));
+}
+
+std::vector<EtcdMemberHealth> EtcdClient::MemberHealth(absl::Duration timeout) {
+  std::vector<EtcdMemberHealth> out;
+  for (Member& m : members_) {
+    EtcdMemberHealth& h = out.emplace_back();
+    h.endpoint = m.url;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    etcdserverpb::StatusResponse r;
+    const grpc::Status s =
+        m.maintenance->Status(&ctx, etcdserverpb::StatusRequest(), &r);
+    if (!s.ok()) {
+      h.error =
+          s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+              ? absl::StrCat("no answer within ", absl::FormatDuration(timeout))
+              : s.error_message();
+      continue;
+    }
+    // A member that lost its cluster answers, but names no leader or reports
+    // errors (a NOSPACE alarm, a corrupt member).
+    h.version = r.version();
+    h.db_size_bytes = r.dbsize();
+    h.raft_term = static_cast<int64_t>(r.raftterm());
+    h.leader = r.leader() != 0 && r.leader() == r.header().member_id();
+    if (r.leader() == 0) {
+      h.error = "the member knows no leader (cut off from the cluster?)";
+    } else if (r.errors_size() > 0) {
+      h.error = absl::StrJoin(r.errors(), "; ");
+    }
+    h.healthy = h.error.empty();
+  }
+  return out;
 }
 
 std::string EtcdClient::Describe() const {

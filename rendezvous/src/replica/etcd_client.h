@@ -62,6 +62,11 @@ class EtcdClient {
   // gone already is OK.
   absl::Status LeaseRevoke(int64_t id, absl::Duration timeout);
 
+  // Every member's Maintenance.Status, each asked directly (not through the
+  // failover above) with `timeout`: the cluster's health as this client
+  // sees it.
+  std::vector<EtcdMemberHealth> MemberHealth(absl::Duration timeout);
+
   // The endpoints, for messages.
   std::string Describe() const;
 
@@ -72,6 +77,7 @@ class EtcdClient {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance;
   };
 
   explicit EtcdClient(std::vector<Member> members)

@@ -191,6 +191,16 @@ std::string Replica::leader() const {
   return leader_;
 }
 
+std::vector<EtcdMemberHealth> Replica::EtcdHealth() {
+  // One caller asks etcd; the others wait for its answer.
+  absl::MutexLock lock(&health_mu_);
+  if (absl::Now() - health_at_ >= absl::Seconds(2)) {
+    health_ = etcd_->MemberHealth(absl::Milliseconds(500));
+    health_at_ = absl::Now();
+  }
+  return health_;
+}
+
 int64_t Replica::committed_writes() const {
   return committer_ == nullptr ? 0 : committer_->writes();
 }

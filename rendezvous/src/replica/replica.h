@@ -126,6 +126,10 @@ class Replica {
   std::string leader() const;
   // Writes committed to etcd so far (tests, the benchmark).
   int64_t committed_writes() const;
+  // Every etcd member's health (EtcdClient::MemberHealth), asked at most
+  // every 2 s: the console polls once a second per open page. Blocks up to
+  // half a second per member when it asks. Thread-safe.
+  std::vector<EtcdMemberHealth> EtcdHealth();
 
  private:
   Replica(ReplicaOptions options, Server server,
@@ -186,6 +190,10 @@ class Replica {
   std::map<std::string, std::string> mirrored_jobs_;
   std::map<std::string, absl::Time> loaded_jobs_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> mirror_ready_{false};
+
+  absl::Mutex health_mu_;
+  absl::Time health_at_ ABSL_GUARDED_BY(health_mu_) = absl::InfinitePast();
+  std::vector<EtcdMemberHealth> health_ ABSL_GUARDED_BY(health_mu_);
 
   std::thread thread_;
 };

@@ -4,6 +4,7 @@
 #ifndef MUSTER_RENDEZVOUS_REPLICA_OPTIONS_H_
 #define MUSTER_RENDEZVOUS_REPLICA_OPTIONS_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -82,6 +83,19 @@ struct ReplicaOptions {
   std::function<void(const absl::Status& why)> on_deposed;
 
   bool enabled() const { return !etcd.endpoints.empty(); }
+};
+
+// One etcd member as a replica sees it (the console's cluster page,
+// /api/v1/cluster): whether it answered etcd's Maintenance.Status in time,
+// and what it said.
+struct EtcdMemberHealth {
+  std::string endpoint;  // as given in --etcd-endpoints
+  bool healthy = false;
+  std::string error;  // why not, when not
+  std::string version;
+  bool leader = false;  // etcd's own Raft leader
+  int64_t db_size_bytes = 0;
+  int64_t raft_term = 0;
 };
 
 }  // namespace muster::rendezvous
