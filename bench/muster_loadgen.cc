@@ -282,7 +282,7 @@ class SimAgent {
     }
   }
 
-  // As the agent's client does (rendezvous/src/client.cc).
+  // As the agent's client does (rendezvous/src/client/client.cc).
   void FollowHeartbeatBudget() {
     if (!policy_->follow) return;
     int64_t ms = 0;

@@ -96,7 +96,7 @@ absl::Status LogTo(const std::string& path,
 // of which kind: every ERROR line an error, every WARNING line a warning;
 // among the INFO lines the server's start ("musterd listening on ..."), its
 // stop ("musterd stopped") as information, and a job's failure ("job J:
-// FAILED in round R: ...", rendezvous/src/coordinator_failure.cc) as an
+// FAILED in round R: ...", rendezvous/src/core/coordinator_failure.cc) as an
 // error. nullopt: the line is only logged. Pure.
 std::optional<platform::EventKind> EventKindOf(LogLevel level,
                                                absl::string_view body);

@@ -16,6 +16,10 @@
 // 5. The modules keep the dependency order (docs/architecture.md): store/
 //    includes nothing of rendezvous/, agent/, comm/ or cli/, and comm/
 //    includes nothing of rendezvous/ (its Store is store/'s).
+// 6. rendezvous/src/'s folders keep their directions (docs/architecture.md,
+//    "rendezvous/"): core/ (the state machine) includes no gRPC and no other
+//    folder; client/ includes no service/, server/ or local/; service/ no
+//    client/, server/ or local/; every folder has its place.
 // A failure names the file, the line and the rule. Reads the source tree at
 // $MUSTER_SOURCE_DIR (set by muster_test).
 #include <algorithm>
@@ -127,11 +131,11 @@ bool IncludesAnotherModulesPrivates(const std::string& rel,
 
 // Rule 4: each private folder of comm/ and the folders of comm/ it may
 // include ("comm/<folder>/..."); its own always.
-struct CommFolder {
+struct FolderRule {
   const char* name;
   std::vector<std::string> may_include;
 };
-const CommFolder kCommFolders[] = {
+const FolderRule kCommFolders[] = {
     {"c_api", {}},                                         // public API only
     {"api", {"src", "select", "store"}},                   // Communicator
     {"select", {"src", "gloo", "direct", "shm", "nccl"}},  // picks backends
@@ -160,7 +164,7 @@ bool BreaksCommsGraph(const std::string& rel, const std::string& path) {
   if (from.empty() || to.empty() || to == "include" || from == to) {
     return false;
   }
-  for (const CommFolder& f : kCommFolders) {
+  for (const FolderRule& f : kCommFolders) {
     if (from != f.name) continue;
     return std::find(f.may_include.begin(), f.may_include.end(), to) ==
            f.may_include.end();
@@ -180,6 +184,44 @@ bool BreaksModuleOrder(const std::string& rel, const std::string& path) {
   }
   if (from == "comm") return to == "rendezvous";
   return false;
+}
+
+// Rule 6: rendezvous/src/'s folders and what each may include of the others.
+const FolderRule kRendezvousFolders[] = {
+    {"core", {}},                      // the state machine, no gRPC
+    {"service", {"core"}},             // gRPC services over the core
+    {"client", {"core"}},              // the agent's and CLI's clients
+    {"replica", {"core", "service"}},  // etcd, the election
+    {"server", {"core", "service", "replica"}},  // musterd's server
+    {"local", {"core", "client"}},  // the standalone server an agent embeds
+};
+
+// The folder of rendezvous/src/ that `path` is in ("core" for
+// "rendezvous/src/core/x.h"); "" outside them.
+std::string RendezvousFolderOf(const std::string& path) {
+  constexpr char kPrefix[] = "rendezvous/src/";
+  if (path.rfind(kPrefix, 0) != 0) return "";
+  const std::string rest = path.substr(sizeof(kPrefix) - 1);
+  const size_t slash = rest.find('/');
+  return slash == std::string::npos ? "." : rest.substr(0, slash);
+}
+
+bool BreaksRendezvousLayers(const std::string& rel, const std::string& path) {
+  const std::string from = RendezvousFolderOf(rel);
+  if (from.empty()) return false;
+  // The core speaks protobuf messages, never gRPC.
+  if (from == "core" && (path.rfind("grpcpp/", 0) == 0 ||
+                         path.find(".grpc.pb.h") != std::string::npos)) {
+    return true;
+  }
+  const std::string to = RendezvousFolderOf(path);
+  if (to.empty() || to == from) return false;
+  for (const FolderRule& f : kRendezvousFolders) {
+    if (from != f.name) continue;
+    return std::find(f.may_include.begin(), f.may_include.end(), to) ==
+           f.may_include.end();
+  }
+  return true;  // a file directly in rendezvous/src/, or an unknown folder
 }
 
 TEST(LayoutTest, FindsTheSourceTree) {
@@ -211,11 +253,31 @@ TEST(LayoutTest, FindsTheSourceTree) {
   EXPECT_TRUE(BreaksModuleOrder("store/src/s.cc", "muster/rendezvous/auth.h"));
   EXPECT_TRUE(BreaksModuleOrder("store/src/s.cc", "comm/src/os.h"));
   EXPECT_TRUE(BreaksModuleOrder("comm/api/i.cc", "muster/rendezvous/server.h"));
-  EXPECT_TRUE(
-      BreaksModuleOrder("comm/api/i.cc", "rendezvous/src/leader_gate.h"));
+  EXPECT_TRUE(BreaksModuleOrder("comm/api/i.cc",
+                                "rendezvous/src/service/leader_gate.h"));
   EXPECT_FALSE(BreaksModuleOrder("comm/api/i.cc", "muster/store/store.h"));
   EXPECT_FALSE(BreaksModuleOrder("rendezvous/src/r.cc", "muster/store/x.h"));
   EXPECT_FALSE(BreaksModuleOrder("store/src/s.cc", "muster/common/net.h"));
+  EXPECT_TRUE(BreaksRendezvousLayers("rendezvous/src/core/c.cc",
+                                     "rendezvous/src/service/leader_gate.h"));
+  EXPECT_TRUE(
+      BreaksRendezvousLayers("rendezvous/src/core/c.cc", "grpcpp/grpcpp.h"));
+  EXPECT_TRUE(BreaksRendezvousLayers("rendezvous/src/core/c.cc",
+                                     "muster/v1/rendezvous.grpc.pb.h"));
+  EXPECT_TRUE(BreaksRendezvousLayers("rendezvous/src/client/c.cc",
+                                     "rendezvous/src/service/metrics.h"));
+  EXPECT_TRUE(BreaksRendezvousLayers("rendezvous/src/service/s.cc",
+                                     "rendezvous/src/server/state_journal.h"));
+  EXPECT_TRUE(BreaksRendezvousLayers("rendezvous/src/x.cc",
+                                     "rendezvous/src/core/lease.h"));
+  EXPECT_FALSE(BreaksRendezvousLayers("rendezvous/src/core/c.cc",
+                                      "muster/v1/rendezvous.pb.h"));
+  EXPECT_FALSE(BreaksRendezvousLayers("rendezvous/src/server/s.cc",
+                                      "rendezvous/src/service/metrics.h"));
+  EXPECT_FALSE(BreaksRendezvousLayers("rendezvous/src/local/l.cc",
+                                      "rendezvous/src/client/session_inbox.h"));
+  EXPECT_FALSE(BreaksRendezvousLayers("tests/rendezvous/t.cc",
+                                      "rendezvous/src/server/state_journal.h"));
 }
 
 // Calls `check` with (file, line number, line) for every line of every source
@@ -307,7 +369,7 @@ TEST(LayoutTest, EveryCommFolderHasItsPlaceInTheGraph) {
     const std::string name = entry.path().filename().string();
     if (name == "include") continue;
     bool known = false;
-    for (const CommFolder& f : kCommFolders) known = known || name == f.name;
+    for (const FolderRule& f : kCommFolders) known = known || name == f.name;
     if (!known) offenders.push_back(absl::StrCat("comm/", name, "/"));
   }
   ExpectNone(offenders,
@@ -324,6 +386,29 @@ TEST(LayoutTest, StoreAndCommIncludeNothingAboveThem) {
              "and comm/ nothing of rendezvous/ (docs/architecture.md's "
              "dependency order); declare a hook in store/ that the module "
              "above implements");
+}
+
+TEST(LayoutTest, RendezvousFoldersKeepTheirDirections) {
+  std::vector<std::string> offenders = IncludesThat(
+      std::regex(kQuotedInclude), BreaksRendezvousLayers, "\"", "\"");
+  const std::vector<std::string> system =
+      IncludesThat(std::regex(R"(^\s*#\s*include\s*<([^>]+)>)"),
+                   BreaksRendezvousLayers, "<", ">");
+  offenders.insert(offenders.end(), system.begin(), system.end());
+  // Every file of rendezvous/src/ is in one of the folders.
+  for (const std::string& rel : SourceFiles("rendezvous")) {
+    const std::string folder = RendezvousFolderOf(rel);
+    bool known = folder.empty();
+    for (const FolderRule& f : kRendezvousFolders) {
+      known = known || folder == f.name;
+    }
+    if (!known) offenders.push_back(absl::StrCat(rel, ": not in a folder"));
+  }
+  ExpectNone(offenders,
+             "rendezvous/src/: core/ includes no gRPC and no other folder, "
+             "client/ and service/ include only core/, and every file is in "
+             "a folder of kRendezvousFolders (docs/architecture.md, "
+             "\"rendezvous/\")");
 }
 
 TEST(LayoutTest, OsHeadersOnlyInPlatform) {

@@ -1,5 +1,5 @@
 // LeaseFence: the agent's side of lease fencing
-// (rendezvous/src/lease.h has the server's side and the argument).
+// (rendezvous/src/core/lease.h has the server's side and the argument).
 //
 // Every heartbeat (and the Join) takes a sequence number and its local send
 // time is kept; when the server answers LeaseRenewed{seq}, the lease runs

@@ -1,7 +1,7 @@
 // Lease fencing, the agent's side (agent/src/lease_fence.h), on a FakeClock,
 // and the property both sides exist for: on any timeline of sends, receipts
 // and renewals, the agent's workers are killed before the server could
-// declare the silent node lost (rendezvous/src/lease.h).
+// declare the silent node lost (rendezvous/src/core/lease.h).
 #include "agent/src/lease_fence.h"
 
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "muster/platform/clock.h"
-#include "rendezvous/src/lease.h"
+#include "rendezvous/src/core/lease.h"
 
 namespace muster::agent {
 namespace {
@@ -174,7 +174,7 @@ TEST(LeaseFenceTest, TheAgentKillsItsWorkersBeforeTheServerLosesTheNode) {
 }
 
 // The same argument with the rounds around it (musterd's rule: StreamLease in
-// rendezvous/src/lease.h). The agent joins and waits for a round without
+// rendezvous/src/core/lease.h). The agent joins and waits for a round without
 // workers, and musterd renews nothing meanwhile; a RoundReady renews the last
 // seq musterd received (RoundReady.lease_seq); the agent starts its workers
 // only under a lease that lasts lease/4, or else sends a heartbeat at once

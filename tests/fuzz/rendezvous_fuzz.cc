@@ -20,7 +20,7 @@
 #include "muster/platform/clock.h"
 #include "muster/rendezvous/coordinator.h"
 #include "muster/store/kv_store.h"
-#include "rendezvous/src/status_page.h"
+#include "rendezvous/src/core/status_page.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace muster::fuzz {

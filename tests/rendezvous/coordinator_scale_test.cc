@@ -19,8 +19,8 @@
 #include "muster/common/logging.h"
 #include "muster/platform/clock.h"
 #include "muster/rendezvous/coordinator.h"
-#include "rendezvous/src/deadline_queue.h"
-#include "rendezvous/src/round_peers.h"
+#include "rendezvous/src/core/deadline_queue.h"
+#include "rendezvous/src/core/round_peers.h"
 
 namespace muster::rendezvous {
 namespace {

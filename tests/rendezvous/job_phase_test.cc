@@ -1,7 +1,7 @@
-// The coordinator's transition table (rendezvous/src/job_phase.h): exactly
+// The coordinator's transition table (rendezvous/src/core/job_phase.h): exactly
 // the edges of the diagram are allowed, every other pair is rejected; and a
 // phase maps to the JobState GetStatus reports.
-#include "rendezvous/src/job_phase.h"
+#include "rendezvous/src/core/job_phase.h"
 
 #include <set>
 #include <utility>

@@ -2,7 +2,7 @@
 // fake channels, and the request parsing of status_page.h. Order by job id,
 // opaque tokens that survive jobs coming and going, the total counted after
 // the caller's filter, and the byte bound of a page.
-#include "rendezvous/src/status_page.h"
+#include "rendezvous/src/core/status_page.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -25,7 +25,7 @@
 #include "muster/store/kv_store.h"
 #include "muster/store/store_service.h"
 #include "muster/v1/store.grpc.pb.h"
-#include "rendezvous/src/leader_gate.h"
+#include "rendezvous/src/service/leader_gate.h"
 #include "tests/testing/rendezvous.h"
 #include "tests/testing/wait.h"
 

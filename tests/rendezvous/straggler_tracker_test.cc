@@ -1,7 +1,7 @@
 // StragglerTracker: the speed score (median compute time per collective over
 // own, capped at 1), the threshold with its hysteresis, what too little data
 // scores (nothing), and the reset between rounds. Times are given: no clock.
-#include "rendezvous/src/straggler_tracker.h"
+#include "rendezvous/src/core/straggler_tracker.h"
 
 #include <vector>
 

@@ -62,7 +62,7 @@ struct AgentConfig {
   // --- rendezvous
   // HOST:PORT of the server to join (in standalone mode filled in with the
   // embedded one), or musterd replicas "H1:P1,H2:P2": the agent then joins
-  // the leader and follows it (rendezvous/src/replica_client.cc), never
+  // the leader and follows it (rendezvous/src/client/replica_client.cc), never
   // embeds a server, and gives the workers the whole list in
   // MUSTER_STORE_ENDPOINT.
   std::string rdzv_endpoint;

@@ -2,12 +2,12 @@
 // no gRPC: the Session adapter feeds it events from streams and it answers
 // through AgentChannel, so tests drive it with fake channels and a FakeClock.
 //
-// One job's lifecycle (transitions live in rendezvous/src/coordinator_*.cc,
+// One job's lifecycle (transitions live in rendezvous/src/core/coordinator_*.cc,
 // one function per transition, each changing the state through
 // Impl::Transition; the event handlers decide which applies). A job is OPEN (a
 // round forms), RUNNING, SUCCEEDED or FAILED (JobState). The transitions, with
 // the events that make them and a re-adopted round's ADOPTING (shown as OPEN),
-// are drawn in rendezvous/src/job_phase.h from the table every state change is
+// are drawn in rendezvous/src/core/job_phase.h from the table every state change is
 // checked against (job_phase.cc).
 //
 // Entering OPEN begins a new round (numbers increase from 1 and go on across
@@ -48,7 +48,7 @@
 // never wait for a round forming or a Tick, and Tick wakes for heartbeat
 // deadlines on a 50 ms grid (a lost agent is found at most 50 ms late).
 // AgentChannel calls are made after the mutex is released,
-// in the order the state machine produced them (rendezvous/src/outbox.h), so
+// in the order the state machine produced them (rendezvous/src/core/outbox.h), so
 // no stream write holds up another event; channels must still not block nor
 // call back into the Coordinator.
 #ifndef MUSTER_RENDEZVOUS_COORDINATOR_H_
@@ -76,7 +76,7 @@ namespace muster::rendezvous {
 using ConnectionId = uint64_t;
 
 // The way back to one agent. Implemented by the gRPC Session stream
-// (SessionStream, rendezvous/src/session_stream.h) and by fakes in tests.
+// (SessionStream, rendezvous/src/service/session_stream.h) and by fakes in tests.
 class AgentChannel {
  public:
   virtual ~AgentChannel() = default;
@@ -102,7 +102,7 @@ struct CoordinatorOptions {
   absl::Duration default_join_timeout = kDefaultJoinTimeout;
   absl::Duration default_last_call_timeout = kDefaultLastCallTimeout;
   absl::Duration default_heartbeat_timeout = absl::Seconds(2);
-  // Lease fencing (rendezvous/src/lease.h): used when a Join leaves
+  // Lease fencing (rendezvous/src/core/lease.h): used when a Join leaves
   // lease_timeout_ms 0. A node that goes silent is declared lost only once
   // max(heartbeat timeout, lease) has passed since it was last heard.
   absl::Duration default_lease_timeout = kDefaultLease;
@@ -179,7 +179,7 @@ class Coordinator {
                       std::shared_ptr<AgentChannel> channel);
   // Returns whether the adapter should answer LeaseRenewed{heartbeat.seq} now:
   // the heartbeat has a seq, the stream's node is still counted alive and its
-  // last renewal is about lease/4 old (lease fencing, rendezvous/src/lease.h).
+  // last renewal is about lease/4 old (lease fencing, rendezvous/src/core/lease.h).
   // O(1), without the Coordinator's lock.
   bool OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat);
   // The heartbeat interval the server suggests now (heartbeat_budget.h) for
@@ -204,7 +204,7 @@ class Coordinator {
 
   // Fires what is due at clock->Now(): last-call timers, join timeouts, missed
   // heartbeats, retention of ended jobs, coalesced Waiting updates, and writes
-  // out messages an event's flush left (rendezvous/src/outbox.h). Returns the
+  // out messages an event's flush left (rendezvous/src/core/outbox.h). Returns the
   // earliest time something is next due (absl::InfiniteFuture() when nothing
   // is). The server calls it at least that often, and at least every
   // ServerOptions::tick_interval.

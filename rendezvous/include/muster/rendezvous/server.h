@@ -50,7 +50,7 @@ struct ServerOptions {
   // admin_token.
   bool metrics_admin_only = false;
   // musterd --state-dir: journal jobs, rounds and Store keys there, and
-  // resume them on start (rendezvous/src/state_journal.h). Empty: none.
+  // resume them on start (rendezvous/src/server/state_journal.h). Empty: none.
   std::string state_dir = {};
   // How many completion queues (each drained by a thread of its own) carry
   // the Session streams; 0: the default (one per core, 2 to 16). More queues

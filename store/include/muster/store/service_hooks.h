@@ -38,7 +38,7 @@ class StoreAccess {
 };
 
 // Whether this server answers now: the fencing of musterd's replicas
-// (rendezvous/src/leader_gate.h). Thread-safe; never blocks.
+// (rendezvous/src/service/leader_gate.h). Thread-safe; never blocks.
 class StoreGate {
  public:
   virtual ~StoreGate() = default;
