@@ -161,11 +161,16 @@ if(MUSTER_BUILD_TESTS)
       LABELS "e2e;interop")
     # --http-listen: /healthz, /readyz, /metrics, the console and /api/v1 (with the admin
     # token) of musterd.exe under wine, read from Linux; a taken port refused; HTTPS with
-    # --tls-cert. Only with civetweb (without it, common builds HttpServer's stand-in).
+    # --tls-cert; and muster.exe's --health-port while a win_worker.exe runs. Only with civetweb
+    # (without it, common builds HttpServer's stand-in).
     if(TARGET civetweb::civetweb)
+      set(_muster_agent_args)
+      if(TARGET muster)
+        set(_muster_agent_args $<TARGET_FILE:muster> $<TARGET_FILE:win_worker>)
+      endif()
       add_test(NAME musterd_http_wine_test
         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/windows/musterd_http_wine_test.sh
-                $<TARGET_FILE:musterd> ${MUSTER_WINE64})
+                $<TARGET_FILE:musterd> ${MUSTER_WINE64} ${_muster_agent_args})
       set_tests_properties(musterd_http_wine_test PROPERTIES TIMEOUT 300 LABELS "e2e;http")
     endif()
     # The MSI (deploy/msi/build-msi.sh) in a private wine prefix: install, the service through

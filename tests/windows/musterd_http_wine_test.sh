@@ -2,7 +2,7 @@
 # musterd.exe's --http-listen under wine (issue 40): the probes, the metrics and the console, as
 # on Linux, read from Linux over loopback.
 #
-#   musterd_http_wine_test.sh MUSTERD_EXE WINE64
+#   musterd_http_wine_test.sh MUSTERD_EXE WINE64 [MUSTER_EXE WIN_WORKER_EXE]
 #
 # `wine64 musterd.exe --listen=127.0.0.1:0 --http-listen=127.0.0.1:0 --require-token
 # --admin-token-file=...`; the HTTP port is the one its log names. Then, with python3:
@@ -17,6 +17,9 @@
 # HTTPS: musterd.exe with --tls-cert/--tls-key (a self-signed certificate for 127.0.0.1 made with
 # the host's openssl) serves --http-listen over TLS 1.2+ with that certificate (python3 verifies
 # it); a plaintext request gets no HTTP answer. Skipped, saying so, without an openssl program.
+# With MUSTER_EXE and WIN_WORKER_EXE: the agent's --health-port (the same HttpServer):
+# `muster.exe --standalone --health-port=0 win_worker.exe --sleep=8` answers /healthz, /readyz
+# ("RUNNING round 1") and /metrics (muster_agent_ gauges) while its worker runs, then exits 0.
 #
 # Wine 8.0's wineserver (Debian 12) sometimes dies of an assertion in its socket polling
 # (server/sock.c complete_async_poll: a poll completed twice, an event racing the poll's timeout)
@@ -29,11 +32,14 @@
 # musterd.exe under wine64). Every wait has a deadline; every process started here is reaped.
 set -euo pipefail
 
-MUSTERD_EXE=${1:?usage: $0 MUSTERD_EXE WINE64}
-WINE=${2:?usage: $0 MUSTERD_EXE WINE64}
+MUSTERD_EXE=${1:?usage: $0 MUSTERD_EXE WINE64 [MUSTER_EXE WIN_WORKER_EXE]}
+WINE=${2:?usage: $0 MUSTERD_EXE WINE64 [MUSTER_EXE WIN_WORKER_EXE]}
+MUSTER_EXE=${3:-}
+WORKER_EXE=${4:-}
 export WINEDEBUG=-all
 
-if [[ ${3:-} != --checks ]]; then
+# Without MUSTER_HTTP_WINE_CHECKS: the private prefix and the runs; with it, one run's checks.
+if [[ -z ${MUSTER_HTTP_WINE_CHECKS:-} ]]; then
   WINESERVER=$(dirname "$WINE")/wineserver
   [[ -x $WINESERVER ]] || { echo "FAIL: no wineserver beside $WINE"; exit 1; }
   PREFIX_DIR=$(mktemp -d /tmp/musterd-http-wineprefix-XXXXXX)
@@ -54,7 +60,8 @@ if [[ ${3:-} != --checks ]]; then
     "$WINESERVER" -f -p >"$PREFIX_DIR/wineserver-$attempt.log" 2>&1 &
     SERVER_PID=$!
     rc=0
-    MUSTER_TEST_WINESERVER_PID=$SERVER_PID bash "$0" "$MUSTERD_EXE" "$WINE" --checks || rc=$?
+    MUSTER_HTTP_WINE_CHECKS=1 MUSTER_TEST_WINESERVER_PID=$SERVER_PID \
+      bash "$0" "$MUSTERD_EXE" "$WINE" "$MUSTER_EXE" "$WORKER_EXE" || rc=$?
     timeout 30 "$WINESERVER" -k >/dev/null 2>&1 || true
     kill -9 "$SERVER_PID" 2>/dev/null || true
     wait "$SERVER_PID" 2>/dev/null || true
@@ -72,10 +79,11 @@ fi
 
 WORK=$(mktemp -d /tmp/musterd-http-win-XXXXXX)
 MUSTERD_PID=""
+AGENT_PID=""
 source "$(dirname "$0")/wine_test_lib.sh"
 cleanup() {
   # reap's wait answers the killed process's status: not an error here (set -e).
-  reap "$MUSTERD_PID" || true
+  reap "$MUSTERD_PID" "$AGENT_PID" || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -261,5 +269,73 @@ except (http.client.HTTPException, OSError) as e:
 EOF
   stop_musterd
 fi
+
+# --- muster.exe's --health-port: the agent's probes, while its worker runs. --------------------
+if [[ -n $MUSTER_EXE && -n $WORKER_EXE ]]; then
+  : >"$WORK/agent.log"
+  "$WINE" "$MUSTER_EXE" --standalone --nproc-per-node=1 --health-port=0 \
+    "$(winpath "$WORKER_EXE")" --sleep=8 >"$WORK/agent.log" 2>&1 &
+  AGENT_PID=$!
+  deadline=$((SECONDS + 60))
+  APORT=""
+  while [[ -z $APORT ]] && ((SECONDS < deadline)); do
+    kill -0 "$AGENT_PID" 2>/dev/null || fail "muster.exe exited before serving --health-port"
+    check_wineserver "while muster.exe started"
+    APORT=$(sed -n 's/.*serving \/healthz.* on port \([0-9][0-9]*\).*/\1/p' "$WORK/agent.log" |
+      head -1 || true)
+    [[ -n $APORT ]] || sleep 0.2
+  done
+  [[ -n $APORT ]] || fail "muster.exe logged no --health-port port in 60 s"
+  python3 - "$APORT" <<'EOF' || fail "the --health-port checks failed (above)"
+import http.client
+import sys
+import time
+
+port = int(sys.argv[1])
+
+
+def get(path):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path)
+    r = conn.getresponse()
+    body = r.read().decode()
+    conn.close()
+    return r.status, body
+
+
+status, body = get("/healthz")
+if status != 200 or body != "ok\n":
+    print(f"FAIL: the agent's /healthz: {status} {body!r}")
+    sys.exit(1)
+print("ok: muster.exe --health-port /healthz 200 'ok'")
+deadline = time.time() + 5  # the round starts as the worker does
+while True:
+    status, body = get("/readyz")
+    if status == 200 and "RUNNING" in body:
+        break
+    if time.time() > deadline:
+        print(f"FAIL: the agent's /readyz: {status} {body!r} (wanted 200 RUNNING)")
+        sys.exit(1)
+    time.sleep(0.2)
+print(f"ok: muster.exe --health-port /readyz 200 {body.strip()!r}")
+status, body = get("/metrics")
+if status != 200 or "# TYPE muster_agent_round gauge" not in body:
+    print(f"FAIL: the agent's /metrics: {status} {body[:300]!r}")
+    sys.exit(1)
+print("ok: muster.exe --health-port /metrics has muster_agent_round")
+EOF
+  # The worker sleeps 8 s, then the job ends: exit 0 within 60 s.
+  deadline=$((SECONDS + 60))
+  while kill -0 "$AGENT_PID" 2>/dev/null && ((SECONDS < deadline)); do
+    check_wineserver "while muster.exe ran"
+    sleep 0.2
+  done
+  kill -0 "$AGENT_PID" 2>/dev/null && fail "muster.exe still runs 60 s after its start"
+  rc=0
+  wait "$AGENT_PID" || rc=$?
+  AGENT_PID=""
+  ((rc == 0)) || fail "muster.exe exited $rc, expected 0"
+  echo "ok: muster.exe's job ended (exit 0)"
+fi
 echo "PASS: musterd.exe serves /healthz, /readyz, /metrics, the console and /api/v1 under wine" \
-  "(HTTP and HTTPS)"
+  "(HTTP and HTTPS)${MUSTER_EXE:+; muster.exe --health-port too}"
