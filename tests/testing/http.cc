@@ -55,7 +55,14 @@ std::string HttpsGet(int port, const std::string& path, const std::string& ca,
       BIO_new_ssl_connect(ctx.get()), &BIO_free_all);
   const std::string target = absl::StrCat("127.0.0.1:", port);
   BIO_set_conn_hostname(bio.get(), target.c_str());
-  if (BIO_do_connect(bio.get()) != 1 || BIO_do_handshake(bio.get()) != 1) {
+  if (BIO_do_connect(bio.get()) == 1) {
+    // As HttpGet: at most 5 s for each read (the handshake's too).
+    int fd = -1;
+    BIO_get_fd(bio.get(), &fd);
+    timeval tv{5, 0};
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  if (BIO_do_handshake(bio.get()) != 1) {
     char reason[256] = "";
     ERR_error_string_n(ERR_get_error(), reason, sizeof(reason));
     ERR_clear_error();

@@ -15,7 +15,8 @@ std::string HttpGet(int port, const std::string& path,
 
 // The same over TLS: the server's certificate must verify against the PEM CA
 // file `ca` for the IP address 127.0.0.1. "" when nothing answered; on a
-// failed handshake "TLS error: " and OpenSSL's reason.
+// failed connect or handshake "TLS error: " and OpenSSL's reason. Waits at
+// most 5 s for each read.
 std::string HttpsGet(int port, const std::string& path, const std::string& ca,
                      const std::string& headers = "");
 

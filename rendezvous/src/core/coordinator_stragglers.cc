@@ -146,6 +146,9 @@ absl::Time Coordinator::Impl::CheckStragglers(Job& job, absl::Time now) {
     }
     return job.next_straggler_check;
   }
+  // At most one straggler excluded a round (an exclusion for failed rounds,
+  // made as the next round opens, does not count).
+  job.straggler_acted_round = job.round;
   ExcludeNode(job, worst.node_id,
               absl::StrCat("straggler, score ", Score(worst.score), " (rank ",
                            worst.rank, " at ", Score(worst.score),
@@ -184,7 +187,6 @@ void Coordinator::Impl::ExcludeNode(Job& job, const std::string& node_id,
                                     absl::Time now, const std::string& by) {
   auto it = job.nodes.find(node_id);
   if (it == job.nodes.end()) return;
-  job.straggler_acted_round = job.round;
   RecordExclusion(job, it->second, reason, score, now, by);
   v1::ServerMessage msg;
   msg.set_epoch(epoch());
