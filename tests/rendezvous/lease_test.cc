@@ -1,8 +1,9 @@
-// Lease fencing, musterd's side (rendezvous/src/core/lease.h), on the Coordinator
-// with fake channels and a FakeClock: a silent node is lost only once its
-// lease has passed, a closed stream at once; renewals are rationed to about
-// four per lease; a member that reports its workers fenced ends the round; an
-// agent that takes RoundReady as a renewal is renewed only while in a round.
+// Lease fencing, musterd's side (rendezvous/src/core/lease.h), on the
+// Coordinator with fake channels and a FakeClock: a silent node is lost only
+// once its lease has passed, a closed stream at once; renewals are rationed to
+// about four per lease; a member that reports its workers fenced ends the
+// round; an agent that takes RoundReady as a renewal is renewed only while in a
+// round.
 #include "rendezvous/src/core/lease.h"
 
 #include <memory>

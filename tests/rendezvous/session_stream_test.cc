@@ -1,7 +1,8 @@
 // Session streams on gRPC's async API over several completion queues
-// (rendezvous/src/service/session_stream.h): a real RendezvousServer on loopback with
-// raw client streams. Run under ASan and TSan too (the stream's end and the
-// server's shutdown are where a use-after-free or a leak would show).
+// (rendezvous/src/service/session_stream.h): a real RendezvousServer on
+// loopback with raw client streams. Run under ASan and TSan too (the stream's
+// end and the server's shutdown are where a use-after-free or a leak would
+// show).
 #include <grpcpp/grpcpp.h>
 
 #include <memory>

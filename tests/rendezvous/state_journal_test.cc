@@ -1,5 +1,5 @@
-// musterd --state-dir (rendezvous/src/server/state_journal.h): a real server writes
-// its Store keys and jobs to DIR/state.json, a second server on the same
+// musterd --state-dir (rendezvous/src/server/state_journal.h): a real server
+// writes its Store keys and jobs to DIR/state.json, a second server on the same
 // directory has the keys back; restored keys no job comes back for are
 // dropped; bad directories and files are refused with the path named, and
 // nothing but a regular file is ever written.

@@ -1,7 +1,8 @@
-// The Session stream to one musterd (rendezvous/src/client/client.cc), as the client
-// that follows the leader among replicas (rendezvous/src/client/replica_client.cc)
-// uses it: besides RendezvousClient, the leader a standby named when it
-// refused the Join, and an abandon that does not wait for a frozen server.
+// The Session stream to one musterd (rendezvous/src/client/client.cc), as the
+// client that follows the leader among replicas
+// (rendezvous/src/client/replica_client.cc) uses it: besides RendezvousClient,
+// the leader a standby named when it refused the Join, and an abandon that does
+// not wait for a frozen server.
 #ifndef MUSTER_RENDEZVOUS_SRC_SESSION_CLIENT_H_
 #define MUSTER_RENDEZVOUS_SRC_SESSION_CLIENT_H_
 

@@ -16,9 +16,9 @@
 #include "muster/common/logging.h"
 #include "muster/platform/clock.h"
 #include "muster/store/store_service.h"
-#include "rendezvous/src/local/local_store_server.h"
 #include "rendezvous/src/client/session_inbox.h"
 #include "rendezvous/src/core/tick_loop.h"
+#include "rendezvous/src/local/local_store_server.h"
 
 namespace muster::rendezvous {
 namespace {

@@ -70,9 +70,9 @@
 #include "muster/rendezvous/coordinator.h"
 #include "muster/rendezvous/replica_options.h"
 #include "muster/store/kv_store.h"
-#include "rendezvous/src/service/leader_gate.h"
 #include "rendezvous/src/replica/etcd_client.h"
 #include "rendezvous/src/replica/etcd_committer.h"
+#include "rendezvous/src/service/leader_gate.h"
 
 namespace muster::rendezvous {
 

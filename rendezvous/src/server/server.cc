@@ -27,9 +27,9 @@
 #include "rendezvous/src/replica/replica.h"
 #endif
 #include "muster/store/store_service.h"
-#include "rendezvous/src/service/session_service.h"
-#include "rendezvous/src/server/state_journal.h"
 #include "rendezvous/src/core/tick_loop.h"
+#include "rendezvous/src/server/state_journal.h"
+#include "rendezvous/src/service/session_service.h"
 
 namespace muster::rendezvous {
 namespace {

@@ -15,10 +15,10 @@
 #include "muster/rendezvous/stack_groups.h"
 #include "muster/rendezvous/status_json.h"
 #include "nlohmann/json.hpp"
+#include "rendezvous/src/core/status_page.h"
 #include "rendezvous/src/service/leader_gate.h"
 #include "rendezvous/src/service/metrics.h"
 #include "rendezvous/src/service/stacks_relay.h"
-#include "rendezvous/src/core/status_page.h"
 
 namespace muster::rendezvous {
 namespace {

@@ -7,9 +7,9 @@
 
 #include "muster/common/logging.h"
 #include "muster/store/grpc_status.h"
+#include "rendezvous/src/core/status_page.h"
 #include "rendezvous/src/service/grpc_auth.h"
 #include "rendezvous/src/service/session_stream.h"
-#include "rendezvous/src/core/status_page.h"
 
 namespace muster::rendezvous {
 

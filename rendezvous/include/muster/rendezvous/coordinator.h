@@ -2,13 +2,14 @@
 // no gRPC: the Session adapter feeds it events from streams and it answers
 // through AgentChannel, so tests drive it with fake channels and a FakeClock.
 //
-// One job's lifecycle (transitions live in rendezvous/src/core/coordinator_*.cc,
-// one function per transition, each changing the state through
-// Impl::Transition; the event handlers decide which applies). A job is OPEN (a
-// round forms), RUNNING, SUCCEEDED or FAILED (JobState). The transitions, with
-// the events that make them and a re-adopted round's ADOPTING (shown as OPEN),
-// are drawn in rendezvous/src/core/job_phase.h from the table every state change is
-// checked against (job_phase.cc).
+// One job's lifecycle (transitions live in
+// rendezvous/src/core/coordinator_*.cc, one function per transition, each
+// changing the state through Impl::Transition; the event handlers decide which
+// applies). A job is OPEN (a round forms), RUNNING, SUCCEEDED or FAILED
+// (JobState). The transitions, with the events that make them and a re-adopted
+// round's ADOPTING (shown as OPEN), are drawn in
+// rendezvous/src/core/job_phase.h from the table every state change is checked
+// against (job_phase.cc).
 //
 // Entering OPEN begins a new round (numbers increase from 1 and go on across
 // reruns); the round's store namespace is "<job>/<round>", and the namespace
@@ -48,8 +49,8 @@
 // never wait for a round forming or a Tick, and Tick wakes for heartbeat
 // deadlines on a 50 ms grid (a lost agent is found at most 50 ms late).
 // AgentChannel calls are made after the mutex is released,
-// in the order the state machine produced them (rendezvous/src/core/outbox.h), so
-// no stream write holds up another event; channels must still not block nor
+// in the order the state machine produced them (rendezvous/src/core/outbox.h),
+// so no stream write holds up another event; channels must still not block nor
 // call back into the Coordinator.
 #ifndef MUSTER_RENDEZVOUS_COORDINATOR_H_
 #define MUSTER_RENDEZVOUS_COORDINATOR_H_
@@ -76,7 +77,8 @@ namespace muster::rendezvous {
 using ConnectionId = uint64_t;
 
 // The way back to one agent. Implemented by the gRPC Session stream
-// (SessionStream, rendezvous/src/service/session_stream.h) and by fakes in tests.
+// (SessionStream, rendezvous/src/service/session_stream.h) and by fakes in
+// tests.
 class AgentChannel {
  public:
   virtual ~AgentChannel() = default;
@@ -179,8 +181,8 @@ class Coordinator {
                       std::shared_ptr<AgentChannel> channel);
   // Returns whether the adapter should answer LeaseRenewed{heartbeat.seq} now:
   // the heartbeat has a seq, the stream's node is still counted alive and its
-  // last renewal is about lease/4 old (lease fencing, rendezvous/src/core/lease.h).
-  // O(1), without the Coordinator's lock.
+  // last renewal is about lease/4 old (lease fencing,
+  // rendezvous/src/core/lease.h). O(1), without the Coordinator's lock.
   bool OnHeartbeat(ConnectionId conn, const v1::Heartbeat& heartbeat);
   // The heartbeat interval the server suggests now (heartbeat_budget.h) for
   // the agents connected, and for conn's agent (whose job's size counts too,
@@ -204,9 +206,9 @@ class Coordinator {
 
   // Fires what is due at clock->Now(): last-call timers, join timeouts, missed
   // heartbeats, retention of ended jobs, coalesced Waiting updates, and writes
-  // out messages an event's flush left (rendezvous/src/core/outbox.h). Returns the
-  // earliest time something is next due (absl::InfiniteFuture() when nothing
-  // is). The server calls it at least that often, and at least every
+  // out messages an event's flush left (rendezvous/src/core/outbox.h). Returns
+  // the earliest time something is next due (absl::InfiniteFuture() when
+  // nothing is). The server calls it at least that often, and at least every
   // ServerOptions::tick_interval.
   absl::Time Tick();
 

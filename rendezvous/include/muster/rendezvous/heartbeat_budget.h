@@ -10,8 +10,8 @@
 // timeout, lease), 5 s by default, and a crashed one at once by its stream's
 // end; so a 250 ms heartbeat finds no loss sooner than a 1.25 s one. What the
 // interval must keep is the lease: at least 4 heartbeats per lease, and
-// renewals (every lease/4, on a heartbeat: rendezvous/src/core/lease.h) that fall
-// on heartbeats.
+// renewals (every lease/4, on a heartbeat: rendezvous/src/core/lease.h) that
+// fall on heartbeats.
 #ifndef MUSTER_RENDEZVOUS_HEARTBEAT_BUDGET_H_
 #define MUSTER_RENDEZVOUS_HEARTBEAT_BUDGET_H_
 

@@ -193,8 +193,9 @@ class KvStore {
   void DropNamespacesWithPrefix(absl::string_view prefix);
   static constexpr size_t kMaxClosedNamespaces = 65536;
 
-  // For musterd --state-dir (rendezvous/src/server/state_journal.h): a counter that
-  // changes with every write, delete and drop, and a copy of every namespace.
+  // For musterd --state-dir (rendezvous/src/server/state_journal.h): a counter
+  // that changes with every write, delete and drop, and a copy of every
+  // namespace.
   uint64_t Version() const { return version_.load(std::memory_order_relaxed); }
   std::map<std::string, std::map<std::string, std::string>> Snapshot() const;
 
