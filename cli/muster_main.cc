@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "cli/doctor.h"
 #include "cli/launch_flags.h"
 #include "cli/python_interpreter.h"
@@ -41,6 +42,10 @@ void GrpcLogToMuster(gpr_log_func_args* args) {
 int main(int argc, char** argv) {
   muster::SetLogTag("muster");
   gpr_set_log_function(GrpcLogToMuster);
+  // As in musterd: Debian's Abseil (built without NDEBUG) runs its deadlock
+  // detector on every absl::Mutex lock, 2 % of a standalone launch's CPU.
+  // Tests keep it on; the launcher does not pay for it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::vector<std::string> args(argv + 1, argv + argc);
   const auto env = muster::agent::CurrentEnvironment();
   // Subcommands come first; anything else is a launch (torchrun's command

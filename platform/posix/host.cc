@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -101,6 +102,21 @@ bool ProcessRuns(int64_t pid, const std::string& start_token) {
   if (pid <= 0) return false;
   if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
   return ProcessStartToken(pid) == start_token;
+}
+
+absl::Status RandomBytes(uint8_t* out, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    // Blocks only before the kernel's pool is first initialised (early boot).
+    const ssize_t n = getrandom(out + done, size - done, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(
+          absl::StrCat("getrandom: ", std::strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace muster::platform

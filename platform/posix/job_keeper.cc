@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <random>
 #include <set>
 #include <string>
 #include <system_error>
@@ -28,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "muster/platform/host.h"
 
 namespace muster::platform {
 namespace {
@@ -145,8 +145,11 @@ int RunJobKeeper(int read_fd, const std::string& tag) {
 
 absl::Status StartJobKeeper() {
   if (g_write_fd.load() >= 0) return absl::OkStatus();
-  std::random_device rd;
-  *g_tag = absl::StrFormat("%d-%08x%08x", getpid(), rd(), rd());
+  uint32_t random[2] = {0, 0};
+  // A tag no other job's processes carry; the pid alone tells launchers
+  // apart should the OS's generator fail.
+  (void)RandomBytes(reinterpret_cast<uint8_t*>(random), sizeof(random));
+  *g_tag = absl::StrFormat("%d-%08x%08x", getpid(), random[0], random[1]);
   int fds[2];
   // Close-on-exec: a worker holding the write end would keep the keeper from
   // ever seeing EOF.

@@ -6,9 +6,12 @@
 #include <winsock2.h>
 #include <iphlpapi.h>
 #include <windows.h>
+// bcrypt.h after windows.h: it uses its types.
+#include <bcrypt.h>
 #include <ws2tcpip.h>
 // clang-format on
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -130,6 +133,23 @@ bool ProcessRuns(int64_t pid, const std::string& start_token) {
     return false;  // Ended; someone still holds a handle to it.
   }
   return ProcessStartToken(pid) == start_token;
+}
+
+absl::Status RandomBytes(uint8_t* out, size_t size) {
+  // The system's preferred generator: no algorithm handle to open or close.
+  while (size > 0) {
+    const ULONG chunk = static_cast<ULONG>(std::min<size_t>(size, 1u << 30));
+    const NTSTATUS status =
+        BCryptGenRandom(nullptr, out, chunk, BCRYPT_USE_SYSTEM_PREFERRED_RNG);
+    if (status < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("BCryptGenRandom failed (NTSTATUS 0x",
+                       absl::Hex(static_cast<uint32_t>(status)), ")"));
+    }
+    out += chunk;
+    size -= chunk;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace muster::platform

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -228,6 +229,12 @@ TEST(JobAuthRegistryTest, TokenlessJobIsOpenButRefusesTokenAgents) {
 TEST(SecretsTest, DigestsAndRandomSecrets) {
   EXPECT_TRUE(SecretEquals(HashSecret("a"), HashSecret("a")));
   EXPECT_FALSE(SecretEquals(HashSecret("a"), HashSecret("b")));
+  // SHA-256 itself (FIPS 180-2's "abc" vector): digests stored by an earlier
+  // build must still match.
+  const Digest abc = HashSecret("abc");
+  EXPECT_EQ(absl::BytesToHexString(absl::string_view(
+                reinterpret_cast<const char*>(abc.data()), abc.size())),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   std::set<std::string> seen;
   for (int i = 0; i < 100; ++i) {
     std::string s = NewRandomSecret();

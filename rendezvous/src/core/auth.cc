@@ -3,7 +3,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include <cerrno>
@@ -16,6 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "muster/platform/host.h"
+#include "muster/platform/logging.h"
 
 namespace muster::rendezvous {
 namespace {
@@ -49,8 +50,18 @@ std::string TokenHint() {
 
 Digest HashSecret(absl::string_view secret) {
   Digest d{};
-  SHA256(reinterpret_cast<const unsigned char*>(secret.data()), secret.size(),
-         d.data());
+  // OpenSSL's low-level SHA-256, not SHA256() or EVP: those fetch the digest
+  // from a provider, and the first fetch initialises OpenSSL (providers, name
+  // maps, its config file), more CPU than the rest of a standalone launch's
+  // rendezvous. Deprecated in OpenSSL 3, still built in; the digest is the
+  // same.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  SHA256_CTX ctx;
+  SHA256_Init(&ctx);
+  SHA256_Update(&ctx, secret.data(), secret.size());
+  SHA256_Final(d.data(), &ctx);
+#pragma GCC diagnostic pop
   return d;
 }
 
@@ -60,9 +71,11 @@ bool SecretEquals(const Digest& a, const Digest& b) {
 
 std::string NewRandomSecret() {
   uint8_t bytes[32];
-  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
-    // OpenSSL's CSPRNG seeds from the OS; failing here means the process
-    // cannot make any secret at all. Never fall back to a weak one.
+  // The OS's generator, not OpenSSL's: see platform::RandomBytes.
+  if (absl::Status s = platform::RandomBytes(bytes, sizeof(bytes)); !s.ok()) {
+    // The process cannot make any secret at all. Never fall back to a weak
+    // one.
+    MUSTER_LOG(ERROR) << "cannot make a random secret: " << s.message();
     std::abort();
   }
   return Hex(bytes, sizeof(bytes));

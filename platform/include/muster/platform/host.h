@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace muster::platform {
@@ -42,6 +43,14 @@ std::string ProcessStartToken(int64_t pid);
 // Whether process `pid` of this host runs and is the one whose
 // ProcessStartToken was `start_token` (false when the id was reused).
 bool ProcessRuns(int64_t pid, const std::string& start_token);
+
+// Fills `out` with bytes from the operating system's cryptographic random
+// generator (getrandom(2); BCryptGenRandom on Windows), for secrets. Not
+// OpenSSL's RAND_bytes: a standalone launch needs 32 random bytes and nothing
+// else of OpenSSL, whose first use (providers, name maps, its config file)
+// cost more than a tenth of such a launch's CPU. Errors: UNAVAILABLE naming
+// the OS error (never a weaker generator).
+absl::Status RandomBytes(uint8_t* out, size_t size);
 
 }  // namespace muster::platform
 
