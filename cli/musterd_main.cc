@@ -58,6 +58,7 @@
 #include "muster/platform/env.h"
 #include "muster/platform/event_log.h"
 #include "muster/platform/files.h"
+#include "muster/platform/host.h"
 #include "muster/platform/service_host.h"
 #include "muster/platform/signals.h"
 #include "muster/platform/stop_requests.h"
@@ -412,6 +413,29 @@ void ReloadTls(muster::rendezvous::RendezvousServer* serving, bool tls) {
   }
 }
 
+// musterd holds one descriptor per agent's connection: the OS's usual soft
+// limit of 1,024 would refuse the 1,000th agent with EMFILE, logged by gRPC
+// far from any hint. Raised to the hard limit, as servers do; a hard limit
+// too low for a large job is named with the fix at start-up.
+void RaiseDescriptorLimit() {
+  constexpr int64_t kLargeJob = 65536;
+  const muster::platform::OpenFileLimit limit =
+      muster::platform::RaiseOpenFileLimit();
+  if (limit.now < 0) return;  // no such limit (Windows)
+  if (limit.now != limit.before) {
+    MUSTER_LOG(INFO) << "musterd: open-file limit raised from " << limit.before
+                     << " to " << limit.now << " (one per agent connection)";
+  }
+  if (limit.now < kLargeJob) {
+    // Information, not a warning: most jobs are far smaller.
+    MUSTER_LOG(INFO) << "musterd: open-file limit " << limit.now
+                     << " (its hard limit): room for about that many agents "
+                        "at once; for larger jobs raise it (LimitNOFILE= in "
+                        "the systemd unit, `ulimit -Hn` where musterd starts, "
+                        "or the container runtime's nofile limit)";
+  }
+}
+
 // Serves with `options` until SIGTERM/SIGINT; returns the exit code.
 int Serve(const muster::rendezvous::ServerOptions& options,
           const std::string& port_file) {
@@ -422,6 +446,7 @@ int Serve(const muster::rendezvous::ServerOptions& options,
       {muster::platform::kSignalInterrupt, muster::platform::kSignalTerminate,
        muster::platform::kSignalHangup});
   muster::platform::IgnoreBrokenPipes();
+  RaiseDescriptorLimit();
 
   auto server = muster::rendezvous::RendezvousServer::Start(options);
   if (!server.ok()) {

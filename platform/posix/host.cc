@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -117,6 +118,24 @@ absl::Status RandomBytes(uint8_t* out, size_t size) {
     done += static_cast<size_t>(n);
   }
   return absl::OkStatus();
+}
+
+OpenFileLimit RaiseOpenFileLimit() {
+  OpenFileLimit out;
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return out;
+  out.before = out.now = static_cast<int64_t>(limit.rlim_cur);
+  if (limit.rlim_cur == RLIM_INFINITY) out.before = out.now = INT64_MAX;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < limit.rlim_max) {
+    struct rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      out.now = limit.rlim_max == RLIM_INFINITY
+                    ? INT64_MAX
+                    : static_cast<int64_t>(limit.rlim_max);
+    }
+  }
+  return out;
 }
 
 }  // namespace muster::platform

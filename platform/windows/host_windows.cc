@@ -152,4 +152,8 @@ absl::Status RandomBytes(uint8_t* out, size_t size) {
   return absl::OkStatus();
 }
 
+OpenFileLimit RaiseOpenFileLimit() {
+  return {};  // No per-process handle limit to raise.
+}
+
 }  // namespace muster::platform

@@ -1,10 +1,12 @@
 // The POSIX platform layer on the real OS: atomic writes of regular files
 // only, locks, modification times, PATH lookup, helper commands with a
 // deadline, signal names, and stop requests delivered to the watcher.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "muster/platform/env.h"
 #include "muster/platform/files.h"
+#include "muster/platform/host.h"
 #include "muster/platform/process.h"
 #include "muster/platform/signals.h"
 #include "muster/platform/stop_requests.h"
@@ -109,6 +112,40 @@ TEST(FilesTest, ModificationTimeAndLocks) {
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   first->reset();
   EXPECT_TRUE(FileLock::TryLock(dir / "lock").ok());
+}
+
+TEST(HostTest, RandomBytesAreFreshEachTime) {
+  uint8_t a[32] = {}, b[32] = {};
+  ASSERT_TRUE(RandomBytes(a, sizeof(a)).ok());
+  ASSERT_TRUE(RandomBytes(b, sizeof(b)).ok());
+  const uint8_t zero[32] = {};
+  EXPECT_NE(std::memcmp(a, b, sizeof(a)), 0);
+  EXPECT_NE(std::memcmp(a, zero, sizeof(a)), 0);
+}
+
+TEST(HostTest, RaiseOpenFileLimitRaisesTheSoftLimitToTheHardOne) {
+  struct rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max <= 256) {
+    GTEST_SKIP() << "hard limit " << saved.rlim_max
+                 << " leaves nothing to raise";
+  }
+  struct rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  const OpenFileLimit limit = RaiseOpenFileLimit();
+  struct rlimit now;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
+  EXPECT_EQ(limit.before, 256);
+  EXPECT_EQ(now.rlim_cur, saved.rlim_max);
+  if (saved.rlim_max != RLIM_INFINITY) {
+    EXPECT_EQ(limit.now, static_cast<int64_t>(saved.rlim_max));
+  }
+  // Never lowers: a second call finds it raised already.
+  const OpenFileLimit again = RaiseOpenFileLimit();
+  EXPECT_EQ(again.before, limit.now);
+  EXPECT_EQ(again.now, limit.now);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 TEST(EnvTest, FindExecutableAsExecvp) {

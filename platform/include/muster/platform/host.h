@@ -52,6 +52,19 @@ bool ProcessRuns(int64_t pid, const std::string& start_token);
 // the OS error (never a weaker generator).
 absl::Status RandomBytes(uint8_t* out, size_t size);
 
+// The open-descriptor limit of this process before and after
+// RaiseOpenFileLimit; -1 where the OS has no such per-process limit
+// (Windows: handles are limited by memory only).
+struct OpenFileLimit {
+  int64_t before = -1;
+  int64_t now = -1;
+};
+
+// Raises this process's soft limit on open descriptors to its hard limit, as
+// a server that holds one connection per client needs (musterd: one per
+// agent; Linux's usual soft limit is 1,024). Never lowers it.
+OpenFileLimit RaiseOpenFileLimit();
+
 }  // namespace muster::platform
 
 #endif  // MUSTER_PLATFORM_HOST_H_
