@@ -209,8 +209,9 @@ const MusterdFlag kMusterdFlags[] = {
      [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
        AddLimit(a, n, h, &f->store_limits.max_namespace_bytes, int64_t{1} << 40); }},
     {"--session-queues", "completion queues (a thread each) that carry the agents' Session streams; "
-                         "more spread the per-event cost of many agents (0: the default, one per "
-                         "core, 2 to 16)",
+                         "more spread the per-event cost of many agents (0: the default, 128 on "
+                         "Linux, whose gRPC's per-event cost grows with a queue's streams; one per "
+                         "core, 2 to 16, on Windows)",
      [](CLI::App& a, const char* n, const char* h, MusterdFlags* f) {
        a.add_option(n, f->session_queues, h)->check(CLI::Range(0, 256)); }},
     {"--log-level", "debug, info, warning or error (default: $MUSTER_LOG_LEVEL, else info)",
