@@ -13,9 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -136,6 +139,23 @@ OpenFileLimit RaiseOpenFileLimit() {
     }
   }
   return out;
+}
+
+void UseHugePagesForMalloc(char** argv) {
+  const char* before = getenv("GLIBC_TUNABLES");
+  const std::optional<std::string> tunables = HugePageMallocTunables(before);
+  if (!tunables.has_value()) return;  // set already: after the exec, or by hand
+  const std::optional<std::string> saved =
+      before == nullptr ? std::nullopt : std::optional<std::string>(before);
+  if (setenv("GLIBC_TUNABLES", tunables->c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  // No /proc (or no exec): go on with 4 KB pages, as before, with the
+  // environment as it was.
+  if (saved.has_value()) {
+    setenv("GLIBC_TUNABLES", saved->c_str(), 1);
+  } else {
+    unsetenv("GLIBC_TUNABLES");
+  }
 }
 
 }  // namespace muster::platform

@@ -156,4 +156,6 @@ OpenFileLimit RaiseOpenFileLimit() {
   return {};  // No per-process handle limit to raise.
 }
 
+void UseHugePagesForMalloc(char** /*argv*/) {}  // glibc's only
+
 }  // namespace muster::platform

@@ -148,6 +148,16 @@ TEST(HostTest, RaiseOpenFileLimitRaisesTheSoftLimitToTheHardOne) {
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
+TEST(HostTest, HugePageMallocTunablesAddsToWhatIsSetAndKeepsAChoice) {
+  EXPECT_EQ(HugePageMallocTunables(nullptr), "glibc.malloc.hugetlb=1");
+  EXPECT_EQ(HugePageMallocTunables(""), "glibc.malloc.hugetlb=1");
+  EXPECT_EQ(HugePageMallocTunables("glibc.malloc.arena_max=2"),
+            "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  // The operator's own value (0 turns it off), or the one set before the exec.
+  EXPECT_EQ(HugePageMallocTunables("glibc.malloc.hugetlb=0"), std::nullopt);
+  EXPECT_EQ(HugePageMallocTunables("a=1:glibc.malloc.hugetlb=1"), std::nullopt);
+}
+
 TEST(EnvTest, FindExecutableAsExecvp) {
   auto sh = FindExecutable("sh", "/nonexistent:/bin:/usr/bin");
   ASSERT_TRUE(sh.ok()) << sh.status();
