@@ -204,6 +204,15 @@ class Parent {
                            o_.processes, c.pid, c.begin, c.end - 1);
   }
 
+  // A shard's round did not (re-)form: then the others' will not either.
+  // Marks `ok` false and, the first time, ends the other shards' waits (a
+  // shard that is gone shows as its pipe's EOF).
+  void AbortRound(bool* ok) {
+    if (!*ok) return;
+    *ok = false;
+    for (Child& c : children_) WriteLine(c.to, "abort");
+  }
+
   // Prints the error (stdout, for the results, and stderr), then abandons
   // the shards; returns false.
   bool Fail(const std::string& what) {
@@ -396,12 +405,7 @@ class Parent {
                   ready += r.ready;
                   first_join_ns = std::min(first_join_ns, r.first_join_ns);
                   last_ready_ns = std::max(last_ready_ns, r.last_ready_ns);
-                  if (!r.formed && *formed) {
-                    // The others' round will not form either: end their waits.
-                    // (A shard that is gone shows as its pipe's EOF.)
-                    *formed = false;
-                    for (Child& c : children_) WriteLine(c.to, "abort");
-                  }
+                  if (!r.formed) AbortRound(formed);
                   return kReply;
                 });
     if (!collected) return false;
@@ -514,10 +518,7 @@ class Parent {
           killed_ns = std::max(killed_ns, r.killed_ns);
           last_restart_ns = std::max(last_restart_ns, r.last_restart_ns);
           last_ready_ns = std::max(last_ready_ns, r.last_ready_ns);
-          if (!r.reformed && *reformed) {
-            *reformed = false;
-            for (Child& c : children_) WriteLine(c.to, "abort");
-          }
+          if (!r.reformed) AbortRound(reformed);
           return kReply;
         });
     if (!collected) return false;

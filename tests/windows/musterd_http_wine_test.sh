@@ -99,24 +99,32 @@ check_wineserver() {
 TOKEN=admin-$RANDOM$RANDOM$RANDOM
 printf '%s\n' "$TOKEN" >"$WORK/admin.token"
 
+# logged_port PID LOG PATTERN WHAT: waits up to 60 s for LOG to name a port (the sed PATTERN's
+# \1) while process PID runs, and prints it; fails naming WHAT if PID exits first or no port comes.
+# Called as PORT=$(logged_port ...) || exit 1: its failures print to stderr, not into PORT.
+logged_port() {
+  local pid=$1 log=$2 pattern=$3 what=$4 deadline=$((SECONDS + 60)) port=""
+  while [[ -z $port ]] && ((SECONDS < deadline)); do
+    kill -0 "$pid" 2>/dev/null || fail "$what exited before it served" >&2
+    check_wineserver "while $what started" >&2
+    port=$(sed -n "s/$pattern/\1/p" "$log" | head -1 || true)
+    [[ -n $port ]] || sleep 0.2
+  done
+  [[ -n $port ]] || fail "$what logged no port in 60 s" >&2
+  echo "$port"
+}
+
 # start_musterd LOG KIND FLAGS...: musterd.exe on 127.0.0.1:0 with --http-listen=127.0.0.1:0 and
 # FLAGS, logging to $WORK/LOG; sets MUSTERD_PID and PORT, the HTTP port its log names, and checks
 # that the log says KIND ("HTTP" or "HTTPS").
 start_musterd() {
-  local log=$WORK/$1 kind=$2 deadline
+  local log=$WORK/$1 kind=$2
   shift 2
   : >"$log"
   "$WINE" "$MUSTERD_EXE" --listen=127.0.0.1:0 --http-listen=127.0.0.1:0 "$@" >"$log" 2>&1 &
   MUSTERD_PID=$!
-  deadline=$((SECONDS + 60))
-  PORT=""
-  while [[ -z $PORT ]] && ((SECONDS < deadline)); do
-    kill -0 "$MUSTERD_PID" 2>/dev/null || fail "musterd.exe exited before serving $kind"
-    check_wineserver "while musterd.exe started"
-    PORT=$(sed -n 's/.*musterd serving .* on port \([0-9][0-9]*\).*/\1/p' "$log" | head -1 || true)
-    [[ -n $PORT ]] || sleep 0.2
-  done
-  [[ -n $PORT ]] || fail "musterd.exe logged no $kind port in 60 s"
+  PORT=$(logged_port "$MUSTERD_PID" "$log" '.*musterd serving .* on port \([0-9][0-9]*\).*' \
+    "musterd.exe (serving $kind)") || exit 1
   grep -q "on port $PORT (${kind}[,)]" "$log" ||
     fail "musterd.exe's log does not say it serves $kind on $PORT"
   echo "musterd.exe serves $kind on 127.0.0.1:$PORT"
@@ -276,16 +284,8 @@ if [[ -n $MUSTER_EXE && -n $WORKER_EXE ]]; then
   "$WINE" "$MUSTER_EXE" --standalone --nproc-per-node=1 --health-port=0 \
     "$(winpath "$WORKER_EXE")" --sleep=8 >"$WORK/agent.log" 2>&1 &
   AGENT_PID=$!
-  deadline=$((SECONDS + 60))
-  APORT=""
-  while [[ -z $APORT ]] && ((SECONDS < deadline)); do
-    kill -0 "$AGENT_PID" 2>/dev/null || fail "muster.exe exited before serving --health-port"
-    check_wineserver "while muster.exe started"
-    APORT=$(sed -n 's/.*serving \/healthz.* on port \([0-9][0-9]*\).*/\1/p' "$WORK/agent.log" |
-      head -1 || true)
-    [[ -n $APORT ]] || sleep 0.2
-  done
-  [[ -n $APORT ]] || fail "muster.exe logged no --health-port port in 60 s"
+  APORT=$(logged_port "$AGENT_PID" "$WORK/agent.log" '.*serving \/healthz.* on port \([0-9][0-9]*\).*' \
+    "muster.exe (--health-port)") || exit 1
   python3 - "$APORT" <<'EOF' || fail "the --health-port checks failed (above)"
 import http.client
 import sys
